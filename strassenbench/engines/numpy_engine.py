@@ -1,0 +1,78 @@
+"""The NumPy engine: runs any plan on the CPU, product by product.
+
+Each step forms P = sum u_i X_i and Q = sum v_j V_j in block-sized buffers (the conventional approach's
+workspace, Sec. s:gpu_stra), computes M = P Q with BLAS, then C_l += alpha gamma_l M. Blocks that reach past
+an operand's edge are added into the buffer's top-left corner only, so the rest stays zero (padding by
+bounds, Sec. s:fringe); C blocks receive only their in-bounds part.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..gemm import check_operands
+from ..plan import BlockView, Plan, make_plan
+
+__all__ = ["gemm", "multiply"]
+
+
+def _accumulate(target: np.ndarray, source: np.ndarray, coeff: float) -> None:
+    """target += coeff * source, without temporaries for coeff = +-1."""
+    if coeff == 1:
+        target += source
+    elif coeff == -1:
+        target -= source
+    else:
+        target += coeff * source
+
+
+def _operand_sum(terms: tuple[tuple[BlockView, int], ...], array: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """sum_i u_i X_i over in-bounds parts; a single full block with coefficient 1 is used in place."""
+    if len(terms) == 1:
+        view, coeff = terms[0]
+        if coeff == 1 and (view.rows, view.cols) == buffer.shape:
+            return view.of(array)
+    buffer.fill(0)
+    for view, coeff in terms:
+        if not view.empty:
+            _accumulate(buffer[: view.rows, : view.cols], view.of(array), coeff)
+    return buffer
+
+
+def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """C <- alpha A B + beta C in place, following ``plan``."""
+    m, k, n = check_operands(A, B, C)
+    if (m, k, n) != (plan.m, plan.k, plan.n):
+        raise ValueError(f"plan is for {plan.m}x{plan.k}x{plan.n}, operands are {m}x{k}x{n}")
+    dtype = C.dtype
+    if beta == 0:
+        C.fill(0)  # C is not read when beta = 0, as in cuBLAS
+    elif beta != 1:
+        C *= dtype.type(beta)
+    if alpha == 0:
+        return
+    P = np.empty(plan.block_shape_a, dtype=dtype)
+    Q = np.empty(plan.block_shape_b, dtype=dtype)
+    M = np.empty(plan.block_shape_c, dtype=dtype)
+    for step in plan.steps:
+        if all(view.empty for view, _ in step.c):
+            continue
+        np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
+        for view, coeff in step.c:
+            if not view.empty:
+                _accumulate(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * coeff))
+
+
+def multiply(
+    A: np.ndarray,
+    B: np.ndarray,
+    C: np.ndarray,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    *,
+    algorithm: str = "strassen",
+    levels: int = 1,
+) -> None:
+    """Convenience: plan and run C <- alpha A B + beta C with ``levels`` levels of ``algorithm``."""
+    m, k, n = check_operands(A, B, C)
+    gemm(make_plan(algorithm, levels, m, k, n), A, B, C, alpha, beta)

@@ -1,0 +1,141 @@
+"""Execution plans: an L-level algorithm applied to a concrete m x k x n problem.
+
+Blocks of odd or prime dimensions (paper, Sec. s:fringe): a dimension d split into t^L blocks is padded
+*virtually* to t^L * b with b = ceil(d / t^L). Block i covers [i b, (i+1) b) clipped to [0, d); reads past
+the edge are zeros and writes past it are dropped. This equals recursive halving with zero padding at every
+level (ceil(ceil(d/2)/2) = ceil(d/4)). A plan holds only these bounds; no padded copy is ever made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .algebra.algorithm import AlgorithmError
+from .algebra.levels import multilevel
+from .algebra.primitives import Primitive, primitives, variant_of
+
+__all__ = ["PlanError", "BlockView", "Step", "Plan", "make_plan", "max_levels"]
+
+
+class PlanError(ValueError):
+    """A problem shape or level count that no plan can be made for."""
+
+
+@dataclass(frozen=True)
+class BlockView:
+    """Rows [row, row + rows) and columns [col, col + cols) of an operand; rows or cols may be 0."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+    @property
+    def empty(self) -> bool:
+        return self.rows == 0 or self.cols == 0
+
+    def of(self, array):  # noqa: ANN001, ANN201 - any 2-D array module (NumPy, CuPy)
+        """The view of ``array`` this block covers."""
+        return array[self.row : self.row + self.rows, self.col : self.col + self.cols]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One primitive bound to concrete block views: (view, coefficient) per operand term."""
+
+    primitive: Primitive
+    variant: int
+    a: tuple[tuple[BlockView, int], ...]
+    b: tuple[tuple[BlockView, int], ...]
+    c: tuple[tuple[BlockView, int], ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    algorithm: str
+    levels: int
+    m: int
+    k: int
+    n: int
+    block: tuple[int, int, int]
+    steps: tuple[Step, ...]
+
+    @property
+    def block_shape_a(self) -> tuple[int, int]:
+        return self.block[0], self.block[1]
+
+    @property
+    def block_shape_b(self) -> tuple[int, int]:
+        return self.block[1], self.block[2]
+
+    @property
+    def block_shape_c(self) -> tuple[int, int]:
+        return self.block[0], self.block[2]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _extent(dim: int, size: int, index: int) -> tuple[int, int]:
+    start = min(index * size, dim)
+    return start, min(size, dim - start)
+
+
+def max_levels(algorithm: str, m: int, k: int, n: int) -> int:
+    """The most levels the shape allows: the largest dimension must hold one element per block.
+
+    With more levels every dimension would be split finer than one element and all but one product
+    would multiply only padding.
+    """
+    tm, tk, tn = multilevel(algorithm, 1).dims
+    levels = 0
+    while any(d >= t ** (levels + 1) and t > 1 for d, t in ((m, tm), (k, tk), (n, tn))):
+        levels += 1
+    return levels
+
+
+def _check_dim(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise PlanError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+@lru_cache(maxsize=256)
+def make_plan(algorithm: str, levels: int, m: int, k: int, n: int) -> Plan:
+    """Bind the ``levels``-level ``algorithm`` to an m x k x n problem."""
+    m, k, n = (_check_dim(name, v) for name, v in (("m", m), ("k", k), ("n", n)))
+    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 0:
+        raise PlanError(f"levels must be a non-negative integer, got {levels!r}")
+    try:
+        limit = max_levels(algorithm, m, k, n)
+    except AlgorithmError as err:
+        raise PlanError(str(err)) from None
+    if levels > limit:
+        raise PlanError(f"{levels} levels is more than the shape {m}x{k}x{n} allows (at most {limit})")
+    alg = multilevel(algorithm, levels)
+    gm, gk, gn = alg.dims
+    bm, bk, bn = _ceil_div(m, gm), _ceil_div(k, gk), _ceil_div(n, gn)
+    sizes = {"A": ((m, bm), (k, bk)), "B": ((k, bk), (n, bn)), "C": ((m, bm), (n, bn))}
+
+    def view(operand: str, row: int, col: int) -> BlockView:
+        (rdim, rsize), (cdim, csize) = sizes[operand]
+        r0, rows = _extent(rdim, rsize, row)
+        c0, cols = _extent(cdim, csize, col)
+        return BlockView(r0, c0, rows, cols)
+
+    numbers = variant_of(algorithm, levels)
+    steps = tuple(
+        Step(
+            primitive=p,
+            variant=numbers[p.name],
+            a=tuple((view("A", t.row, t.col), t.coeff) for t in p.a),
+            b=tuple((view("B", t.row, t.col), t.coeff) for t in p.b),
+            c=tuple((view("C", t.row, t.col), t.coeff) for t in p.c),
+        )
+        for p in primitives(algorithm, levels)
+    )
+    return Plan(algorithm, levels, m, k, n, (bm, bk, bn), steps)

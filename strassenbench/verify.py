@@ -1,0 +1,57 @@
+"""One multiplication on random inputs, checked against a float64 reference within the error bound."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .accuracy import error_bound, reference_gemm, relative_error
+from .engines import ENGINES
+from .gemm import parse_dtype
+from .plan import make_plan
+
+__all__ = ["random_operands", "verify"]
+
+
+def random_operands(m: int, n: int, k: int, dtype: np.dtype, seed: int) -> tuple[np.ndarray, ...]:
+    """A, B, C uniform in [-1, 1) from ``seed`` (never zeros, so a dropped update cannot hide)."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.uniform(-1.0, 1.0, shape).astype(dtype) for shape in ((m, k), (k, n), (m, n)))
+
+
+def verify(
+    *,
+    engine: str,
+    algorithm: str,
+    levels: int,
+    m: int,
+    n: int,
+    k: int,
+    dtype: str = "float32",
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    seed: int = 0,
+) -> dict[str, object]:
+    """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound."""
+    np_dtype = parse_dtype(dtype)
+    plan = make_plan(algorithm, levels, m, k, n)
+    A, B, C0 = random_operands(m, n, k, np_dtype, seed)
+    C = C0.copy()
+    ENGINES[engine](plan, A, B, C, alpha, beta)
+    reference = reference_gemm(A, B, C0, alpha, beta)
+    err = relative_error(C, reference)
+    bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference)
+    return {
+        "engine": engine,
+        "algorithm": algorithm,
+        "levels": levels,
+        "m": m,
+        "n": n,
+        "k": k,
+        "dtype": dtype,
+        "alpha": alpha,
+        "beta": beta,
+        "seed": seed,
+        "rel_error": f"{err:.3e}",
+        "bound": f"{bound:.3e}",
+        "status": "ok" if err <= bound else "FAIL",
+    }
