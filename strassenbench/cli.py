@@ -157,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # usage errors, --help and --version: return their status
+        return int(stop.code or 0)
     try:
         return args.func(args)
     except (PlanError, GemmError, UsageError) as err:
