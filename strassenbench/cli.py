@@ -9,6 +9,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -18,6 +19,7 @@ from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES
 from .gemm import DTYPES, GemmError
+from .io import write_atomic, write_table
 from .plan import PlanError
 from .verify import verify
 
@@ -58,13 +60,6 @@ def _finite(text: str) -> float:
     return value
 
 
-def _emit(frame: pd.DataFrame, fmt: str) -> None:
-    if fmt == "csv":
-        frame.to_csv(sys.stdout, index=False)
-    else:
-        print(frame.to_markdown(index=False))
-
-
 def _cmd_variants(args: argparse.Namespace) -> int:
     rows = [
         {
@@ -77,7 +72,7 @@ def _cmd_variants(args: argparse.Namespace) -> int:
         }
         for v in variants(args.algorithm, args.levels)
     ]
-    _emit(pd.DataFrame(rows), args.format)
+    write_table(pd.DataFrame(rows), args.format, args.out)
     return 0
 
 
@@ -95,12 +90,11 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
         }
         for r in sched.rows()
     ]
-    _emit(pd.DataFrame(rows), args.format)
-    if args.format == "markdown":
-        print(
-            f"\n{len(sched.stages)} stages on {args.streams} streams; makespan {sched.makespan} products "
-            f"(lower bound {makespan_lower_bound(args.algorithm, args.levels)}, sequential {len(rows)})"
-        )
+    footer = (
+        f"{len(sched.stages)} stages on {args.streams} streams; makespan {sched.makespan} products "
+        f"(lower bound {makespan_lower_bound(args.algorithm, args.levels)}, sequential {len(rows)})"
+    )
+    write_table(pd.DataFrame(rows), args.format, args.out, footer)
     return 0
 
 
@@ -118,7 +112,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     print(" ".join(f"{key}={value}" for key, value in result.items()))
+    if args.out:
+        write_atomic(args.out, pd.DataFrame([result]).to_csv(index=False))
     return 0 if result["status"] == "ok" else EXIT_FAIL
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    """Concatenate one-row-per-job CSVs into one table (the workflow's collect step)."""
+    missing = [path for path in args.inputs if not Path(path).is_file()]
+    if missing:
+        raise UsageError(f"input file not found: {missing[0]}")
+    frame = pd.concat((pd.read_csv(path) for path in args.inputs), ignore_index=True)
+    write_atomic(args.out, frame.to_csv(index=False))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--algorithm", choices=algorithms, default="strassen", help="one-level algorithm")
         if fmt:
             p.add_argument("--format", choices=("csv", "markdown"), default="csv", help="output format")
+        p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of standard output")
 
     p = sub.add_parser("variants", help="the variant table (paper, figure tab:perfeq_level2)")
     common(p)
@@ -152,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("collect", help="concatenate one-row CSVs into one table")
+    p.add_argument("inputs", nargs="+", metavar="CSV")
+    p.add_argument("--out", metavar="FILE", required=True)
+    p.set_defaults(func=_cmd_collect)
     return parser
 
 

@@ -1,0 +1,21 @@
+# strassenbench: reproduce FLAME Working Note #88 ("Implementing Strassen's Algorithm with CUTLASS on
+# NVIDIA Volta GPUs"). `snakemake --cores 1` runs it; `--config profile=smoke` picks the small grid.
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, schema="workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/tables.smk"
+include: "workflow/rules/verify.smk"
+
+
+rule all:
+    input:
+        all_outputs(),

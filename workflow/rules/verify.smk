@@ -1,0 +1,34 @@
+# Every implementation is checked against a float64 reference before anything is timed.
+
+
+rule verify:
+    output:
+        "results/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.csv",
+    log:
+        "logs/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.log",
+    conda:
+        "../../environment.yml"
+    params:
+        engine=BACKEND,
+    wildcard_constraints:
+        levels=r"\d+",
+        m=r"\d+",
+        k=r"\d+",
+        n=r"\d+",
+    shell:
+        "strassenbench verify --engine {params.engine} --algorithm {wildcards.algorithm} "
+        "--levels {wildcards.levels} --m {wildcards.m} --k {wildcards.k} --n {wildcards.n} "
+        "--dtype {wildcards.dtype} --alpha 1.5 --beta -0.5 --out {output} > {log} 2>&1"
+
+
+rule collect_verify:
+    input:
+        expand("results/{{device}}/verify/{case}.csv", case=verify_cases()),
+    output:
+        "data/{device}/verify.csv",
+    log:
+        "logs/{device}/collect_verify.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "strassenbench collect {input} --out {output} > {log} 2>&1"
