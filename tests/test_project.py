@@ -1,5 +1,6 @@
 """The project's own promises: the README's commands, CI, and the Snakemake workflow."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -34,8 +35,10 @@ def test_readme_main_command_runs_snakemake():
 
 
 def _snakemake(args, cwd):
-    exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
-    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True)
+    """Run snakemake from this interpreter's environment, with its scripts (strassenbench) on PATH."""
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 @pytest.fixture()
