@@ -20,6 +20,12 @@ from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES
 from .gemm import DTYPES, GemmError
 from .io import write_atomic, write_table
+from .model.bounds import bounds_rows
+from .model.gpus import SPECS, GPUSpec, get_gpu
+from .model.perf import MODELED_IMPLS, load_resources
+from .model.predict import crossover, predict
+from .strategies import STRATEGIES
+from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes
 from .plan import PlanError
 from .verify import verify
 
@@ -127,6 +133,56 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        return parse_sizes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _impls(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in MODELED_IMPLS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown implementation '{unknown[0] if unknown else text}' (choose from {', '.join(MODELED_IMPLS)})"
+        )
+    return names
+
+
+def _gpu(name: str) -> GPUSpec:
+    try:
+        return get_gpu(name)
+    except (ValueError, RuntimeError) as err:
+        raise UsageError(str(err)) from None
+
+
+def _cmd_model_predict(args: argparse.Namespace) -> int:
+    spec = _gpu(args.gpu)
+    resources = load_resources(args.resources)
+    frame = predict(spec, args.impl, args.sweep, args.sizes, args.strategy, args.dtype, resources)
+    write_table(frame, "csv", args.out)
+    if args.out:
+        print(f"predicted {len(frame)} points for {spec.name} (model, not a measurement) -> {args.out}",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_model_bounds(args: argparse.Namespace) -> int:
+    write_table(pd.DataFrame(bounds_rows(_gpu(args.gpu), args.dtype)), args.format, args.out)
+    return 0
+
+
+def _cmd_model_crossover(args: argparse.Namespace) -> int:
+    rows = []
+    for name in args.gpu:
+        spec = _gpu(name)
+        frame = predict(spec, ["gemm", "strassen1"], "square", args.sizes, "best", args.dtype, None)
+        rows.append({"gpu": spec.name, "source": "model", **crossover(frame, "strassen1", "gemm")})
+    write_table(pd.DataFrame(rows), args.format, args.out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="strassenbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -159,6 +215,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
     p.set_defaults(func=_cmd_verify)
+
+    model = sub.add_parser("model", help="the paper's performance model (predictions, not measurements)")
+    msub = model.add_subparsers(dest="model_command", required=True, metavar="MODEL_COMMAND")
+    gpus = [*SPECS, "device"]
+    p = msub.add_parser("predict", help="predicted time and effective TFLOPS per implementation and size")
+    p.add_argument("--gpu", choices=gpus, required=True)
+    p.add_argument("--impl", type=_impls, default=list(MODELED_IMPLS), help="comma-separated implementations")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), default="square")
+    p.add_argument("--sizes", type=_sizes, default=parse_sizes(PAPER_SIZES), help="e.g. 1024,2048 or 512:20480:512")
+    p.add_argument("--strategy", choices=["best", *STRATEGIES], default="best")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--resources", default="build/resources.csv",
+                   help="kernel resources for occupancy (the register formula when absent)")
+    p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
+    p.set_defaults(func=_cmd_model_predict)
+
+    p = msub.add_parser("bounds", help="blocking-parameter bounds (paper, Sec. s:blocking_choose)")
+    p.add_argument("--gpu", choices=gpus, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    p.set_defaults(func=_cmd_model_bounds)
+
+    p = msub.add_parser("crossover", help="predicted size where 1-level Strassen overtakes GEMM, per GPU")
+    p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
+    p.add_argument("--sizes", type=_sizes, default=parse_sizes("256:20480:256"))
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    p.set_defaults(func=_cmd_model_crossover)
 
     p = sub.add_parser("collect", help="concatenate one-row CSVs into one table")
     p.add_argument("inputs", nargs="+", metavar="CSV")

@@ -1,0 +1,139 @@
+"""GPU parameters of the performance model (paper, Sec. s:volta and figure tab:notation).
+
+tau_flop = 2 flop/FMA x cores/SM x SMs x boost clock              (Sec. s:volta, footnotes 1-2)
+tau_gmop = DRAM bandwidth x (1 + read-only cache factor 0.2)       (Sec. s:blocking_choose, footnote)
+tau_smop = SMs x 32 banks x 4 B x boost clock                      (Sec. s:blocking_choose, footnote)
+
+All three are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..occupancy import ARCHS, ArchLimits
+
+__all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes", "query_device"]
+
+READ_ONLY_CACHE_FACTOR = 0.2  # the paper's footnote: texture/read-only cache adds 20% to DRAM bandwidth
+SMEM_BANKS = 32
+SMEM_BANK_BYTES = 4
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    arch: str
+    sm_count: int
+    fp32_cores_per_sm: int
+    fp64_cores_per_sm: int
+    boost_clock_hz: float
+    dram_bandwidth: float  # B/s
+    source: str
+    tau_smop_published: float | None = None  # a value the paper printed, used instead of the formula
+
+    @property
+    def limits(self) -> ArchLimits:
+        return ARCHS[self.arch]
+
+    def tau_flop(self, dtype: str = "float32") -> float:
+        cores = self.fp32_cores_per_sm if dtype == "float32" else self.fp64_cores_per_sm
+        return 2.0 * cores * self.sm_count * self.boost_clock_hz
+
+    @property
+    def tau_gmop(self) -> float:
+        return self.dram_bandwidth * (1.0 + READ_ONLY_CACHE_FACTOR)
+
+    @property
+    def tau_smop(self) -> float:
+        if self.tau_smop_published is not None:
+            return self.tau_smop_published
+        return self.sm_count * SMEM_BANKS * SMEM_BANK_BYTES * self.boost_clock_hz
+
+
+SPECS: dict[str, GPUSpec] = {
+    # Tesla V100 SXM2 16 GB, the paper's GPU (Sec. s:volta): 80 SMs x 64 FP32 / 32 FP64 cores, 1.53 GHz boost,
+    # 900 GB/s HBM2. tau_smop: the paper prints 15.30 TMOPS for 80 x 32 x 4 B x 1530 MHz = 15.67e12 B/s, i.e.
+    # the same product in units of 1024 GB/s; we keep the printed value so the model reproduces its bounds.
+    "V100": GPUSpec(
+        "Tesla V100 SXM2 16GB", "sm_70", 80, 64, 32, 1.53e9, 900e9,
+        "paper Sec. s:volta; NVIDIA Tesla V100 GPU Architecture whitepaper (2017)",
+        tau_smop_published=15.30e12,
+    ),
+    # A100 SXM4 80 GB: 108 SMs x 64 FP32 / 32 FP64 cores, 1410 MHz boost (19.5 TFLOPS FP32, 9.7 FP64 non-tensor),
+    # HBM2e 2,039 GB/s. NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020) and A100 datasheet (2021).
+    "A100": GPUSpec(
+        "A100 SXM4 80GB", "sm_80", 108, 64, 32, 1.41e9, 2039e9,
+        "NVIDIA A100 architecture whitepaper (2020); A100 80GB datasheet",
+    ),
+    # H100 SXM5 80 GB: 132 SMs x 128 FP32 / 64 FP64 cores, 1980 MHz boost (67 TFLOPS FP32, 34 FP64 non-tensor),
+    # HBM3 3.35 TB/s. NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022) and H100 datasheet.
+    "H100": GPUSpec(
+        "H100 SXM5 80GB", "sm_90", 132, 128, 64, 1.98e9, 3350e9,
+        "NVIDIA H100 architecture whitepaper (2022); H100 SXM5 datasheet",
+    ),
+}
+
+# FP32 and FP64 cores per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
+_CORES_PER_SM = {(7, 0): (64, 32), (8, 0): (64, 32), (8, 6): (128, 2), (8, 9): (128, 2), (9, 0): (128, 64)}
+
+
+def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
+    """A spec from a live device's attributes (the keys ``query_device`` fills in).
+
+    DRAM bandwidth = 2 (double data rate) x memory clock x bus width / 8.
+    """
+    major, minor = int(attrs["cc_major"]), int(attrs["cc_minor"])
+    if (major, minor) not in _CORES_PER_SM:
+        raise ValueError(f"compute capability {major}.{minor} is not in the model's core table")
+    fp32, fp64 = _CORES_PER_SM[(major, minor)]
+    arch = f"sm_{major}{minor}"
+    if arch not in ARCHS:
+        arch = f"sm_{major}0"
+    return GPUSpec(
+        name=str(attrs["name"]),
+        arch=arch,
+        sm_count=int(attrs["sm_count"]),
+        fp32_cores_per_sm=fp32,
+        fp64_cores_per_sm=fp64,
+        boost_clock_hz=float(attrs["max_sm_clock_mhz"]) * 1e6,
+        dram_bandwidth=2.0 * float(attrs["max_mem_clock_mhz"]) * 1e6 * int(attrs["bus_width_bits"]) / 8,
+        source="live device query (CuPy device attributes, pynvml maximum clocks)",
+    )
+
+
+def query_device(index: int = 0) -> GPUSpec:  # pragma: no cover - needs a GPU
+    """Query the visible GPU through CuPy and pynvml. Raises RuntimeError without one."""
+    try:
+        import cupy
+        import pynvml
+    except ImportError as err:
+        raise RuntimeError(f"--gpu device needs CuPy and pynvml: {err}") from None
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        attrs = {
+            "name": pynvml.nvmlDeviceGetName(handle),
+            "cc_major": props["major"],
+            "cc_minor": props["minor"],
+            "sm_count": props["multiProcessorCount"],
+            "bus_width_bits": props["memoryBusWidth"],
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+        pynvml.nvmlShutdown()
+    except Exception as err:  # noqa: BLE001 - any driver/runtime failure means "no usable device"
+        raise RuntimeError(f"cannot query GPU {index}: {err}") from None
+    return spec_from_attributes(attrs)
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """A built-in spec (V100, A100, H100) or ``device`` for the visible GPU."""
+    if name == "device":
+        return query_device()
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ValueError(f"unknown GPU '{name}' (choose from {', '.join(SPECS)}, device)") from None
+

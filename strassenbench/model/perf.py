@@ -1,0 +1,225 @@
+"""The paper's performance model (Sec. s:analysis), for GEMM, every variant, and whole implementations.
+
+Per thread block of strategy (m_S, n_S, k_S, m_R, n_R) and a variant with operand counts (W_A, W_B, W_C),
+for an inner dimension k (rounded up to a multiple of k_S):
+
+    N_flop = 2 m_S n_S k + (W_A - 1) m_S k + (W_B - 1) n_S k + (W_C - 1) m_S n_S      Eq. (eqn:n_flop)
+    N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                                     Eqs. (eqn:n_gmop, AB_gr_rs, C_rg)
+    N_smop = t m_R k + m_S k + t n_R k + n_S k,  t = m_S n_S / (m_R n_R)             Eqs. (eqn:n_smop, AB_sr)
+
+and with #blocks = #SM x active blocks per SM and ceil(m/m_S) ceil(n/n_S) tiles in ceil(tiles/#blocks) waves:
+
+    T_flop = waves #blocks N_flop / tau_flop                                         Eq. (eqn:t_flop)
+    T_smop = waves sizeof #blocks N_smop / tau_smop                                  Eq. (eqn:t_smop)
+    T_gmop = tiles sizeof N_gmop / tau_gmop                                          Eq. (eqn:t_gmop)
+    T      = max(T_flop, T_gmop, T_smop)
+
+Implementations compose kernels: fused L-level Strassen runs its R^L products one after another (as the
+paper's model does, without task parallelism); the workspace-based reference adds, at each of its levels,
+the traffic of forming operand sums and distributing products in DRAM. The reference part is this
+project's extension of the model, not the paper's, and is labelled so in outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..algebra.primitives import primitives, variants
+from ..occupancy import blocks_per_sm
+from ..strategies import STRATEGIES, Strategy
+from .gpus import GPUSpec
+
+__all__ = [
+    "Counts",
+    "Timing",
+    "MODELED_IMPLS",
+    "block_counts",
+    "registers",
+    "active_blocks",
+    "kernel_time",
+    "impl_time",
+    "load_resources",
+    "best_strategy",
+    "effective_tflops",
+]
+
+ITEMSIZE = {"float32": 4, "float64": 8}
+
+# Modeled implementations: (reference levels on top, fused levels below), as in the paper's figures.
+MODELED_IMPLS: dict[str, tuple[int, int]] = {
+    "gemm": (0, 0),
+    "strassen1": (0, 1),
+    "strassen2-direct": (0, 2),
+    "strassen1-ref": (1, 0),
+    "strassen2-ref": (2, 0),
+    "strassen2-hybrid": (1, 1),
+}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Operations per thread block (figure tab:notation)."""
+
+    n_flop: float
+    n_gmop: float
+    n_smop: float
+
+
+def block_counts(s: Strategy, w: tuple[int, int, int], k: int) -> Counts:
+    w_a, w_b, w_c = w
+    kk = math.ceil(k / s.k_S) * s.k_S
+    n_flop = 2 * s.m_S * s.n_S * kk + (w_a - 1) * s.m_S * kk + (w_b - 1) * s.n_S * kk + (w_c - 1) * s.m_S * s.n_S
+    n_gmop = w_a * s.m_S * kk + w_b * s.n_S * kk + w_c * s.m_S * s.n_S
+    n_smop = s.threads * (s.m_R + s.n_R) * kk + (s.m_S + s.n_S) * kk
+    return Counts(n_flop, n_gmop, n_smop)
+
+
+def registers(s: Strategy, w: tuple[int, int, int], footnote: bool = False) -> int:
+    """Registers per thread, Eq. (constrain_reg): m_R n_R + (2 + W_A) m_R + (2 + W_B) n_R.
+
+    With ``footnote``, the footnote's W_A + W_B + 5 address and loop registers are added.
+    """
+    w_a, w_b, _ = w
+    base = s.m_R * s.n_R + (2 + w_a) * s.m_R + (2 + w_b) * s.n_R
+    return base + (w_a + w_b + 5 if footnote else 0)
+
+
+def load_resources(path: str | Path) -> pd.DataFrame | None:
+    """``build/resources.csv`` from the kernel build, or None when it does not exist."""
+    path = Path(path)
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def active_blocks(
+    spec: GPUSpec, s: Strategy, w: tuple[int, int, int], dtype: str, resources: pd.DataFrame | None = None
+) -> tuple[int, str]:
+    """(active blocks per SM, where the number came from): the compiled kernel's, else the register formula."""
+    if resources is not None:
+        rows = resources[
+            (resources["arch"] == spec.arch)
+            & (resources["strategy"] == s.name)
+            & (resources["dtype"] == dtype)
+            & (resources["W_A"] == w[0])
+            & (resources["W_B"] == w[1])
+            & (resources["W_C"] == w[2])
+        ]
+        if "write_mode" in rows:
+            rows = rows[rows["write_mode"] == "plain"]
+        if len(rows):
+            return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
+    regs = min(registers(s, w) * ITEMSIZE[dtype] // 4, spec.limits.max_registers_per_thread)
+    return blocks_per_sm(spec.limits, s.threads, regs, s.smem_bytes(ITEMSIZE[dtype])), "register formula"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Modeled seconds, with the three components summed over the kernels that make it up.
+
+    One kernel takes max(T_flop, T_gmop, T_smop); kernels run one after another, so their seconds add.
+    """
+
+    seconds: float
+    t_flop: float
+    t_gmop: float
+    t_smop: float
+
+    def __add__(self, other: "Timing") -> "Timing":
+        return Timing(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+
+    def __mul__(self, times: int) -> "Timing":
+        return Timing(*(a * times for a in self.astuple()))
+
+    def astuple(self) -> tuple[float, float, float, float]:
+        return self.seconds, self.t_flop, self.t_gmop, self.t_smop
+
+    @property
+    def limiter(self) -> str:
+        """Which resource dominates: flop, gmop or smop."""
+        parts = {"flop": self.t_flop, "gmop": self.t_gmop, "smop": self.t_smop}
+        return max(parts, key=parts.__getitem__)
+
+
+ZERO = Timing(0.0, 0.0, 0.0, 0.0)
+
+
+def kernel_time(
+    spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int
+) -> Timing:
+    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem."""
+    if active < 1:
+        return Timing(math.inf, math.inf, math.inf, math.inf)
+    size = ITEMSIZE[dtype]
+    c = block_counts(s, w, k)
+    tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
+    blocks = spec.sm_count * active
+    waves = math.ceil(tiles / blocks)
+    t_flop = waves * blocks * c.n_flop / spec.tau_flop(dtype)
+    t_gmop = tiles * size * c.n_gmop / spec.tau_gmop
+    t_smop = waves * size * blocks * c.n_smop / spec.tau_smop
+    return Timing(max(t_flop, t_gmop, t_smop), t_flop, t_gmop, t_smop)
+
+
+def _half(d: int, levels: int) -> int:
+    return math.ceil(d / 2**levels)
+
+
+@lru_cache(maxsize=None)
+def _reference_words() -> tuple[int, int, int]:
+    """Words a reference level moves in DRAM per element of an A, B and C block, over its 7 products.
+
+    Forming sum_i u_i X_i reads W_A blocks and writes one (nothing when W_A = 1); distributing M to W_C > 1
+    blocks reads M, and reads and writes each C block (with W_C = 1 the GEMM accumulates into C directly).
+    """
+    prims = primitives("strassen", 1)
+    a = sum(len(p.a) + 1 for p in prims if len(p.a) > 1)
+    b = sum(len(p.b) + 1 for p in prims if len(p.b) > 1)
+    c = sum(3 * len(p.c) for p in prims if len(p.c) > 1)
+    return a, b, c
+
+
+def impl_time(
+    spec: GPUSpec,
+    impl: str,
+    s: Strategy,
+    m: int,
+    k: int,
+    n: int,
+    dtype: str,
+    resources: pd.DataFrame | None = None,
+) -> Timing:
+    """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes)."""
+    ref_levels, fused_levels = MODELED_IMPLS[impl]
+    if ref_levels:
+        bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
+        inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
+        words_a, words_b, words_c = _reference_words()
+        extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
+        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources)
+        return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0)
+    total = ZERO
+    sm, sk, sn = _half(m, fused_levels), _half(k, fused_levels), _half(n, fused_levels)
+    for v in variants("strassen", fused_levels):
+        w = (v.W_A, v.W_B, v.W_C)
+        active, _ = active_blocks(spec, s, w, dtype, resources)
+        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active) * v.count
+    return total
+
+
+def best_strategy(
+    spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None
+) -> tuple[str, Timing]:
+    """The fastest of the six strategies for this point (the paper picked the best per point)."""
+    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources) for name, s in STRATEGIES.items()}
+    name = min(timed, key=lambda key: timed[key].seconds)
+    return name, timed[name]
+
+
+def effective_tflops(m: int, k: int, n: int, seconds: float) -> float:
+    """Eq. (e:gpu_etflops): 2 m n k / time, in TFLOPS."""
+    return 2.0 * m * n * k / seconds * 1e-12 if seconds > 0 and np.isfinite(seconds) else 0.0

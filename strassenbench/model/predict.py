@@ -1,0 +1,63 @@
+"""Model curves and crossovers. Every number here is a *prediction*, and its rows say so (source=model)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..strategies import STRATEGIES
+from ..sweeps import shape
+from .gpus import GPUSpec
+from .perf import MODELED_IMPLS, active_blocks, best_strategy, effective_tflops, impl_time
+
+__all__ = ["predict", "crossover"]
+
+
+def predict(
+    spec: GPUSpec,
+    impls: list[str],
+    sweep: str,
+    sizes: list[int],
+    strategy: str = "best",
+    dtype: str = "float32",
+    resources: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per (impl, size): modeled time and effective TFLOPS."""
+    rows = []
+    for impl in impls:
+        for x in sizes:
+            m, k, n = shape(sweep, x)
+            if strategy == "best":
+                name, t = best_strategy(spec, impl, m, k, n, dtype, resources)
+            else:
+                name, t = strategy, impl_time(spec, impl, STRATEGIES[strategy], m, k, n, dtype, resources)
+            _, occupancy_source = active_blocks(spec, STRATEGIES[name], (1, 1, 1), dtype, resources)
+            rows.append({
+                "gpu": spec.name, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
+                "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
+                "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
+                "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop,
+                "reference_model": "extension" if MODELED_IMPLS[impl][0] else "paper",
+                "occupancy": occupancy_source,
+            })
+    return pd.DataFrame(rows)
+
+
+def crossover(frame: pd.DataFrame, impl: str, baseline: str = "gemm") -> dict[str, object]:
+    """Where ``impl`` overtakes ``baseline`` in a predicted (or measured) sweep.
+
+    ``first``: the smallest size where it is faster; ``stable``: the smallest size from which it is faster
+    at every larger size of the grid (None when it never is); plus the largest speedup and where.
+    """
+    pivot = frame.pivot_table(index="x", columns="impl", values="time_s").sort_index()
+    speedup = pivot[baseline] / pivot[impl]
+    faster = speedup > 1.0
+    first = int(faster.idxmax()) if faster.any() else None
+    stable = None
+    for x in reversed(speedup.index):
+        if not faster[x]:
+            break
+        stable = int(x)
+    return {
+        "impl": impl, "baseline": baseline, "first": first, "stable": stable,
+        "max_speedup": round(float(speedup.max()), 4), "at": int(speedup.idxmax()),
+    }

@@ -1,0 +1,47 @@
+"""The paper's three sweeps (Sec. s:gpu_exp, figure fig:stra_square) and size lists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["SWEEPS", "shape", "parse_sizes", "PAPER_SIZES"]
+
+# sweep -> (what it fixes, (m, k, n) as a function of the swept size x)
+SWEEPS: dict[str, tuple[str, Callable[[int], tuple[int, int, int]]]] = {
+    "square": ("m = k = n = x", lambda x: (x, x, x)),
+    "rankk": ("k = 4096, m = n = x", lambda x: (x, 4096, x)),
+    "panel": ("m = n = 8192, k = x", lambda x: (8192, x, 8192)),
+}
+
+PAPER_SIZES = "512:20480:512"  # the paper's x axes run to 20,480
+
+
+def shape(sweep: str, x: int) -> tuple[int, int, int]:
+    """(m, k, n) of point ``x`` of ``sweep``."""
+    try:
+        return SWEEPS[sweep][1](x)
+    except KeyError:
+        raise ValueError(f"unknown sweep '{sweep}' (choose from {', '.join(SWEEPS)})") from None
+
+
+def parse_sizes(text: str) -> list[int]:
+    """'1024,2048' or 'start:stop:step' (stop included), or a mix separated by commas."""
+    sizes: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        fields = part.split(":")
+        try:
+            numbers = [int(f) for f in fields]
+        except ValueError:
+            raise ValueError(f"bad size '{part}': sizes are integers, lists 'a,b' or ranges 'start:stop:step'") from None
+        if len(numbers) == 1:
+            sizes.append(numbers[0])
+        elif len(numbers) == 3 and numbers[2] > 0 and numbers[0] <= numbers[1]:
+            sizes.extend(range(numbers[0], numbers[1] + 1, numbers[2]))
+        else:
+            raise ValueError(f"bad size range '{part}': use start:stop:step with start <= stop and step > 0")
+    if not sizes:
+        raise ValueError("no sizes given")
+    bad = [s for s in sizes if s < 1]
+    if bad:
+        raise ValueError(f"sizes must be >= 1, got {bad[0]}")
+    return sorted(set(sizes))
