@@ -22,6 +22,7 @@ import numpy as np
 
 from .algebra.levels import multilevel
 from .algebra.primitives import primitives
+from .algebra.schedule import makespan_lower_bound
 
 __all__ = ["reference_gemm", "relative_error", "error_bound", "growth_constants"]
 
@@ -45,13 +46,8 @@ def growth_constants(algorithm: str, levels: int) -> tuple[int, int]:
     """(e^L, q): the per-level growth e and the additions per leaf q of the bound above."""
     if levels == 0:
         return 1, 3
-    prims = primitives(algorithm, levels)
-    writers: dict[tuple[int, int], int] = {}
-    for p in prims:
-        for blk in p.writes:
-            writers[blk] = writers.get(blk, 0) + 1
     base = primitives(algorithm, 1)
-    q = max(len(p.a) for p in base) + max(len(p.b) for p in base) + max(writers.values())
+    q = max(len(p.a) for p in base) + max(len(p.b) for p in base) + makespan_lower_bound(algorithm, levels)
     return multilevel(algorithm, 1).stability_factor ** levels, q
 
 
