@@ -1,0 +1,171 @@
+"""`strassenbench build`: compile the fused kernels with nvcc and report what the GPU compiler did.
+
+One cubin per architecture holds every instantiation. ``resources.csv`` has, per kernel and architecture,
+ptxas's registers, spills, shared memory and stack (from ``-Xptxas -v``), blocks per SM from the occupancy
+calculation of strassenbench.occupancy, and instruction counts read from the machine code with
+``cuobjdump --dump-sass`` (no GPU needed). A build is skipped when its stamp (hash of every kernel source,
+the generated instance list, nvcc's version and flags) is unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import write_atomic
+from ..occupancy import ARCHS, blocks_per_sm
+from .instances import Instance, instances, kernels_dir, render, sources_digest
+from .toolchain import ToolchainError, find_tool, tool_version
+
+__all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts"]
+
+RESOURCE_COLUMNS = [
+    "kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "registers", "spill_stores",
+    "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
+    "local_mem_ops",
+]
+NVCC_FLAGS = ["-std=c++17", "-O3", "-cubin", "-Xptxas", "-v", "-lineinfo"]
+SUPPORTED_ARCHS = tuple(ARCHS)
+
+
+class BuildError(RuntimeError):
+    """The kernels did not compile, or a requested architecture is not supported."""
+
+
+@dataclass
+class _Props:
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    smem_bytes: int = 0
+    stack_bytes: int = 0
+
+
+def parse_ptxas(log: str) -> dict[str, _Props]:
+    """Per-function resources from ``ptxas -v`` output."""
+    props: dict[str, _Props] = {}
+    current: _Props | None = None
+    for line in log.splitlines():
+        if m := re.search(r"Function properties for (\w+)", line):
+            current = props.setdefault(m.group(1), _Props())
+        elif current is None:
+            continue
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        elif m := re.search(r"Used (\d+) registers", line):
+            current.registers = int(m.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            current.smem_bytes = int(smem.group(1)) if smem else 0
+    return props
+
+
+def sass_counts(sass: str) -> dict[str, Counter]:
+    """Per-function opcode classes from ``cuobjdump --dump-sass``.
+
+    ffma counts FFMA and DFMA (the multiply-adds of either dtype); lds128 counts LDS.128; lds_other every
+    other LDS; ldg every LDG; local_mem_ops LDL and STL (register spills or local arrays).
+    """
+    counts: dict[str, Counter] = {}
+    current: Counter | None = None
+    for line in sass.splitlines():
+        if m := re.match(r"\s*Function : (\w+)", line):
+            current = counts.setdefault(m.group(1), Counter())
+            continue
+        if current is None or "*/" not in line:
+            continue
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)", line)
+        if not m:
+            continue
+        op = m.group(1)
+        base = op.split(".")[0]
+        if base in ("FFMA", "DFMA"):
+            current["ffma"] += 1
+        elif base == "LDS":
+            current["lds128" if ".128" in op else "lds_other"] += 1
+        elif base == "LDG":
+            current["ldg"] += 1
+        elif base in ("LDL", "STL"):
+            current["local_mem_ops"] += 1
+    return counts
+
+
+def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], sass: dict[str, Counter]) -> list[dict]:
+    rows = []
+    for inst in selected:
+        p = props.get(inst.name)
+        if p is None:
+            raise BuildError(f"ptxas reported nothing for {inst.name} on {arch}")
+        ops = sass.get(inst.name, Counter())
+        rows.append({
+            "kernel": inst.name, "arch": arch, "strategy": inst.strategy.name, "dtype": inst.dtype,
+            "W_A": inst.counts[0], "W_B": inst.counts[1], "W_C": inst.counts[2], "write_mode": inst.write_mode,
+            "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
+            "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
+            "blocks_per_sm": blocks_per_sm(ARCHS[arch], inst.strategy.threads, p.registers, p.smem_bytes),
+            **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
+        })
+    return rows
+
+
+def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Path, force: bool) -> tuple[str, bool]:
+    cubin = out / f"strassen_{arch}.cubin"
+    table = out / f"resources_{arch}.csv"
+    stamp = out / f"strassen_{arch}.stamp"
+    nvcc = find_tool("nvcc")
+    digest = sources_digest(source.read_text(), tool_version("nvcc"), " ".join(NVCC_FLAGS), arch)
+    if not force and cubin.is_file() and table.is_file() and stamp.is_file() and stamp.read_text() == digest:
+        return arch, False
+    tmp = out / f".strassen_{arch}.cubin.tmp"
+    cmd = [nvcc, *NVCC_FLAGS, f"-arch={arch}", "-I", str(kernels_dir()), str(source), "-o", str(tmp)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        (out / f"nvcc_{arch}.log").write_text(result.stdout + result.stderr)
+        first = next((ln for ln in result.stderr.splitlines() if "error" in ln), result.stderr.strip()[:200])
+        raise BuildError(f"nvcc failed for {arch}: {first} (full log: {out / f'nvcc_{arch}.log'})")
+    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=True)
+    rows = _rows(selected, arch, parse_ptxas(result.stdout + result.stderr), sass_counts(sass.stdout))
+    write_atomic(table, pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
+    tmp.replace(cubin)
+    write_atomic(stamp, digest)
+    return arch, True
+
+
+def build(
+    archs: list[str],
+    out: Path,
+    *,
+    dtypes: tuple[str, ...] = ("float32", "float64"),
+    strategies: tuple[str, ...] | None = None,
+    force: bool = False,
+    progress=None,  # noqa: ANN001 - callable(arch, rebuilt) or None
+) -> pd.DataFrame:
+    """Build one cubin per arch into ``out``; return the resources table (also written to resources.csv)."""
+    unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
+    if unknown:
+        raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
+    if "sm_70" in archs and not tool_version("nvcc").startswith("Build cuda_12"):
+        raise BuildError(f"sm_70 (V100) needs a CUDA 12 nvcc; this one is: {tool_version('nvcc')}")
+    kwargs = {"dtypes": dtypes} if strategies is None else {"dtypes": dtypes, "strategies": strategies}
+    selected = instances(**kwargs)
+    out.mkdir(parents=True, exist_ok=True)
+    source = out / "strassen_instances.cu"
+    text = render(selected)
+    if not source.is_file() or source.read_text() != text:
+        write_atomic(source, text)
+    archs = list(dict.fromkeys(archs))
+    with ThreadPoolExecutor(max_workers=len(archs)) as pool:
+        for arch, rebuilt in pool.map(lambda a: _build_arch(a, source, selected, out, force), archs):
+            if progress:
+                progress(arch, rebuilt)
+    table = pd.concat([pd.read_csv(out / f"resources_{a}.csv") for a in archs], ignore_index=True)
+    write_atomic(out / "resources.csv", table.to_csv(index=False))
+    return table
+
+
+__all__ += ["ToolchainError", "SUPPORTED_ARCHS"]

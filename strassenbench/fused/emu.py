@@ -1,0 +1,96 @@
+"""Run launches on the CPU: the kernel sources compiled by g++ against kernels/emu/cuda_emu.hpp.
+
+Libraries are compiled on first use, one per (dtype, strategy) so a test pays only for what it runs, and
+cached under $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..strategies import STRATEGIES
+from .instances import instances, kernels_dir, render, sources_digest
+from .launch import Launch
+
+__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "run"]
+
+CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
+_LOCK = threading.Lock()
+
+
+class EmuError(RuntimeError):
+    """The emulator library did not build."""
+
+
+def cache_dir() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "strassenbench" / "emu"
+    return Path(os.environ.get("STRASSENBENCH_CACHE", default))
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise EmuError("no C++ compiler found (the emulator needs g++ with C++20)")
+    return cxx
+
+
+@lru_cache(maxsize=None)
+def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """The emulator library with every instantiation of (dtype, strategy)."""
+    source = render(instances(dtypes=(dtype,), strategies=(strategy,)))
+    flags = [*CXX_FLAGS, *extra_flags]
+    digest = sources_digest(source, _compiler(), " ".join(flags))[:16]
+    target = cache_dir() / f"{dtype}_{strategy.lower()}_{digest}.so"
+    with _LOCK:
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                src = Path(tmp) / "instances.cpp"
+                src.write_text(source)
+                out = Path(tmp) / target.name
+                result = subprocess.run([_compiler(), *flags, "-I", str(kernels_dir()), str(src), "-o", str(out)],
+                                        capture_output=True, text=True, check=False)
+                if result.returncode != 0:
+                    first = next((ln for ln in result.stderr.splitlines() if "error" in ln), result.stderr[:200])
+                    raise EmuError(f"emulator build failed: {first}")
+                os.replace(out, target)
+    return ctypes.CDLL(str(target))
+
+
+def _ctype(arg):  # noqa: ANN001, ANN202
+    if isinstance(arg, np.ndarray):
+        return ctypes.c_void_p, ctypes.c_void_p(arg.ctypes.data)
+    for np_type, c_type in ((np.int32, ctypes.c_int), (np.int64, ctypes.c_longlong),
+                            (np.float32, ctypes.c_float), (np.float64, ctypes.c_double)):
+        if isinstance(arg, np_type):
+            return c_type, c_type(arg.item())
+    raise TypeError(f"unsupported kernel argument {arg!r}")
+
+
+def _strategy_of(kernel: str) -> tuple[str, str]:
+    """(dtype, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64."""
+    parts = kernel.split("_")
+    dtype = {"f32": "float32", "f64": "float64"}[parts[1]]
+    if parts[0] == "scale":
+        return dtype, "Small"
+    return dtype, next(name for name in STRATEGIES if name.lower() == parts[2])
+
+
+def run(launches: list[Launch], extra_flags: tuple[str, ...] = ()) -> None:
+    """Run ``launches`` in order (the emulator has one stream)."""
+    for launch in launches:
+        lib = library(*_strategy_of(launch.kernel), extra_flags)
+        fn = getattr(lib, f"emu_{launch.kernel}")
+        types, values = zip(*(_ctype(a) for a in launch.args))
+        fn.argtypes = [ctypes.c_uint] * 6 + list(types)
+        fn.restype = None
+        fn(*launch.grid, *launch.block, *values)
