@@ -17,7 +17,13 @@ from . import __version__
 from .algebra.algorithm import ALGORITHMS
 from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
-from .engines import ENGINES
+from .engines import ENGINES, FUSED_ENGINES
+from .fused.build import SUPPORTED_ARCHS, BuildError
+from .fused.cuda import CudaError
+from .fused.emu import EmuError
+from .fused.instances import WRITE_MODES
+from .fused.launch import FusedError
+from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
 from .io import write_atomic, write_table
 from .model.bounds import bounds_rows
@@ -116,11 +122,43 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         beta=args.beta,
         seed=args.seed,
+        options=_fused_options(args),
     )
     print(" ".join(f"{key}={value}" for key, value in result.items()))
     if args.out:
         write_atomic(args.out, pd.DataFrame([result]).to_csv(index=False))
     return 0 if result["status"] == "ok" else EXIT_FAIL
+
+
+def _fused_options(args: argparse.Namespace) -> dict[str, object]:
+    """--strategy/--write-mode/--no-batch, which only the fused engines take."""
+    given = {"strategy": args.strategy, "write_mode": args.write_mode, "batch": False if args.no_batch else None}
+    given = {key: value for key, value in given.items() if value is not None}
+    if args.engine not in FUSED_ENGINES:
+        if given:
+            flag = "--" + next(iter(given)).replace("_", "-").replace("batch", "no-batch")
+            raise UsageError(f"{flag} applies to the fused engines ({', '.join(FUSED_ENGINES)}), not {args.engine}")
+        return {}
+    if args.engine == "cuda":
+        given["build_dir"] = args.build_dir
+    return given
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .fused.build import build
+
+    def report(arch: str, rebuilt: bool) -> None:
+        print(f"strassenbench: {arch}: {'compiled' if rebuilt else 'up to date'}", file=sys.stderr)
+
+    dtypes = tuple(args.dtype or DTYPES)
+    strategies = tuple(args.strategy) if args.strategy else None
+    print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (nvcc takes minutes per arch)",
+          file=sys.stderr)
+    table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, force=args.force, progress=report)
+    spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
+    print(f"strassenbench: {len(table)} kernels, {len(spills)} with spills; resources in "
+          f"{Path(args.out) / 'resources.csv'}", file=sys.stderr)
+    return 0
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -214,7 +252,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=_finite, default=1.0)
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
+    p.add_argument("--strategy", choices=list(STRATEGIES), help="block-size strategy (fused engines)")
+    p.add_argument("--write-mode", choices=WRITE_MODES, help="C write-back: plain or atomicAdd (fused engines)")
+    p.add_argument("--no-batch", action="store_true", default=None,
+                   help="one launch per product instead of one per variant (fused engines)")
+    p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("build", help="compile the fused kernels with nvcc; write cubins and resources.csv")
+    p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")
+    p.add_argument("--out", default="build", metavar="DIR")
+    p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
+    p.add_argument("--strategy", action="append", choices=list(STRATEGIES), help="repeat; default: all six")
+    p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
+    p.set_defaults(func=_cmd_build)
 
     model = sub.add_parser("model", help="the paper's performance model (predictions, not measurements)")
     msub = model.add_subparsers(dest="model_command", required=True, metavar="MODEL_COMMAND")
@@ -261,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(stop.code or 0)
     try:
         return args.func(args)
-    except (PlanError, GemmError, UsageError) as err:
+    except (PlanError, GemmError, UsageError, FusedError, BuildError, ToolchainError, EmuError, CudaError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -30,13 +30,17 @@ def verify(
     alpha: float = 1.0,
     beta: float = 0.0,
     seed: int = 0,
+    options: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound."""
+    """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound.
+
+    ``options`` go to the engine (the fused engines take strategy, write_mode, batch, build_dir)."""
+    options = dict(options or {})
     np_dtype = parse_dtype(dtype)
     plan = make_plan(algorithm, levels, m, k, n)
     A, B, C0 = random_operands(m, n, k, np_dtype, seed)
     C = C0.copy()
-    ENGINES[engine](plan, A, B, C, alpha, beta)
+    ENGINES[engine](plan, A, B, C, alpha, beta, **options)
     reference = reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
     bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference)
@@ -51,6 +55,7 @@ def verify(
         "alpha": alpha,
         "beta": beta,
         "seed": seed,
+        **{key: value for key, value in options.items() if key != "build_dir"},
         "rel_error": f"{err:.3e}",
         "bound": f"{bound:.3e}",
         "status": "ok" if err <= bound else "FAIL",

@@ -2,6 +2,8 @@
 
 Libraries are compiled on first use, one per (dtype, strategy) so a test pays only for what it runs, and
 cached under $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
+$STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
+process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _compiler() -> str:
 def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
     """The emulator library with every instantiation of (dtype, strategy)."""
     source = render(instances(dtypes=(dtype,), strategies=(strategy,)))
-    flags = [*CXX_FLAGS, *extra_flags]
+    flags = [*CXX_FLAGS, *os.environ.get("STRASSENBENCH_EMU_FLAGS", "").split(), *extra_flags]
     digest = sources_digest(source, _compiler(), " ".join(flags))[:16]
     target = cache_dir() / f"{dtype}_{strategy.lower()}_{digest}.so"
     with _LOCK:

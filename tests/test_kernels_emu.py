@@ -1,0 +1,185 @@
+"""The real CUDA kernel sources, compiled by g++ against the emulation layer and run on the CPU.
+
+Integer-valued inputs make every product exact in floating point, so the kernels must agree with the NumPy
+engine bit for bit; random inputs are checked against float64 within the error bound (verify()).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from strassenbench.algebra.primitives import variants
+from strassenbench.engines import ENGINES
+from strassenbench.fused.instances import WRITE_MODES, Instance, operand_counts
+from strassenbench.fused.launch import FusedError, batches, plan_launches
+from strassenbench.plan import make_plan
+from strassenbench.strategies import STRATEGIES
+from strassenbench.verify import verify
+
+emu = ENGINES["emu"]
+reference = ENGINES["numpy"]
+
+# Shapes that do not divide into any strategy's tiles; every value of 1, 17, 33, 130, 257 in each dimension.
+FRINGE = [(1, 2, 1), (17, 33, 130), (33, 130, 257), (130, 257, 1), (257, 1, 17), (33, 17, 33)]
+SMALL_FRINGE = [(1, 2, 1), (17, 33, 130), (33, 17, 33), (130, 1, 17), (1, 130, 33)]
+
+
+def integer_operands(m: int, k: int, n: int, dtype: str, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(-2, 3, shape).astype(dtype) for shape in ((m, k), (k, n), (m, n)))
+
+
+def run_both(levels, shape, dtype, alpha, beta, **options):  # noqa: ANN001, ANN201
+    m, k, n = shape
+    A, B, C = integer_operands(m, k, n, dtype)
+    plan = make_plan("strassen", levels, m, k, n)
+    expected, got = C.copy(), C.copy()
+    reference(plan, A, B, expected, alpha, beta)
+    emu(plan, A, B, got, alpha, beta, **options)
+    return expected, got
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize("write_mode", WRITE_MODES)
+def test_one_level_every_strategy_and_write_mode_exact(strategy: str, write_mode: str) -> None:
+    """All four 1-level variants (the plan uses every one), fringe shapes, alpha and beta, both dtypes."""
+    shapes = FRINGE if strategy in ("Small", "Medium") else SMALL_FRINGE
+    for shape, dtype in itertools.product(shapes, ("float32", "float64")):
+        expected, got = run_both(1, shape, dtype, 0.5, -1.5, strategy=strategy, write_mode=write_mode)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {write_mode} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_gemm_every_strategy_exact(strategy: str) -> None:
+    """The plain GEMM (W = 1, 1, 1; the paper's CUTLASS line) with beta folded into the kernel."""
+    for shape, dtype in itertools.product([(1, 1, 1), *SMALL_FRINGE], ("float32", "float64")):
+        expected, got = run_both(0, shape, dtype, 2.0, 0.25, strategy=strategy)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("write_mode", WRITE_MODES)
+@pytest.mark.parametrize("batch", [True, False])
+def test_two_level_every_variant_small_exact(write_mode: str, batch: bool) -> None:
+    """Direct 2-level: 49 products in the ten variants of figure tab:perfeq_level2, Small strategy."""
+    for shape, dtype in itertools.product([(33, 17, 130), (17, 33, 33), (1, 4, 1)], ("float32", "float64")):
+        expected, got = run_both(2, shape, dtype, -1.0, 2.0, strategy="Small", write_mode=write_mode, batch=batch)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{write_mode} batch={batch} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_plans_launch_every_variant(levels: int) -> None:
+    plan = make_plan("strassen", levels, 64, 64, 64)
+    A, B, C = integer_operands(64, 64, 64, "float32")
+    launched = {name for launch in plan_launches(plan, A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"])
+                for name in [launch.kernel]}
+    for v in variants("strassen", levels):
+        assert Instance(STRATEGIES["Small"], "float32", (v.W_A, v.W_B, v.W_C), "plain").name in launched
+        assert (v.W_A, v.W_B, v.W_C) in operand_counts()
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_plain_batches_never_share_a_c_block(levels: int) -> None:
+    plan = make_plan("strassen", levels, 64, 64, 64)
+    plain = batches(plan.steps, "plain", True)
+    for group in plain:
+        writes = [w for s in group for w in s.primitive.writes]
+        assert len(writes) == len(set(writes))
+        assert len({s.variant for s in group}) == 1
+    atomic = batches(plan.steps, "atomic", True)
+    assert len(atomic) == len(variants("strassen", levels))  # one batched launch per variant
+    assert sorted(s.primitive.name for g in plain for s in g) == sorted(s.primitive.name for s in plan.steps)
+
+
+def test_beta_applied_once_and_c_not_read_when_beta_zero() -> None:
+    for levels, mode in itertools.product((0, 1, 2), WRITE_MODES):
+        m, k, n = 33, 17, 20
+        A, B, _ = integer_operands(m, k, n, "float32")
+        C = np.full((m, n), np.nan, dtype=np.float32)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C, 1.0, 0.0, strategy="Small", write_mode=mode)
+        np.testing.assert_array_equal(C, A @ B)
+        C2 = np.ones((m, n), dtype=np.float32)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C2, 1.0, 3.0, strategy="Small", write_mode=mode)
+        np.testing.assert_array_equal(C2, A @ B + 3.0)
+        C3 = np.ones((m, n), dtype=np.float32)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C3, 0.0, 2.0, strategy="Small", write_mode=mode)
+        np.testing.assert_array_equal(C3, np.full((m, n), 2.0, dtype=np.float32))
+
+
+def test_gemm_folds_beta_strassen_scales_first() -> None:
+    A, B, C = integer_operands(20, 20, 20, "float32")
+    gemm = plan_launches(make_plan("strassen", 0, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"])
+    assert [launch.kernel for launch in gemm] == ["strassen_f32_huge_w1x1x1_plain"]
+    one = plan_launches(make_plan("strassen", 1, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"])
+    assert one[0].kernel == "scale_f32" and all(launch.args[8] == 1 for launch in one[1:])
+
+
+def test_any_leading_dimension_and_unaligned_views() -> None:
+    """Operands as views into larger arrays: leading dimension > columns, pointers not 16-byte aligned."""
+    rng = np.random.default_rng(3)
+    bigA = rng.integers(-2, 3, (40, 50)).astype(np.float32)
+    bigB = rng.integers(-2, 3, (50, 61)).astype(np.float32)
+    bigC = rng.integers(-2, 3, (45, 70)).astype(np.float32)
+    A, B = bigA[1:34, 3:40], bigB[2:39, 1:30]
+    for levels, strategy in itertools.product((0, 1, 2), ("Small", "Wide", "Huge")):
+        C = bigC.copy()
+        view = C[5:38, 7:36]
+        outside = C.copy()
+        expected = view.copy()
+        reference(make_plan("strassen", levels, 33, 37, 29), A, B, expected, 1.0, 1.0)
+        emu(make_plan("strassen", levels, 33, 37, 29), A, B, view, 1.0, 1.0, strategy=strategy)
+        np.testing.assert_array_equal(view, expected)
+        view[...] = outside[5:38, 7:36]
+        np.testing.assert_array_equal(C, outside)  # nothing outside the view was touched
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("levels", [0, 1, 2])
+def test_random_inputs_within_error_bound(dtype: str, levels: int) -> None:
+    for seed, strategy in enumerate(("Small", "Large", "Huge")):
+        result = verify(engine="emu", algorithm="strassen", levels=levels, m=130, n=33, k=257, dtype=dtype,
+                        alpha=0.75, beta=-0.5, seed=seed, options={"strategy": strategy})
+        assert result["status"] == "ok", result
+
+
+def test_column_major_operand_is_a_clear_error() -> None:
+    A, B, C = integer_operands(8, 8, 8, "float32")
+    with pytest.raises(FusedError, match="row-major"):
+        emu(make_plan("strassen", 1, 8, 8, 8), A.T, B, C, strategy="Small")
+
+
+def test_winograd_has_no_fused_kernel() -> None:
+    A, B, C = integer_operands(8, 8, 8, "float32")
+    with pytest.raises(FusedError, match="no fused kernel"):
+        emu(make_plan("winograd", 1, 8, 8, 8), A, B, C, strategy="Small")
+
+
+def test_sanitizer_subset(tmp_path) -> None:  # noqa: ANN001
+    """AddressSanitizer + UBSan over fringe shapes: any read or write past an operand is an error."""
+    libasan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(libasan):
+        pytest.fail("g++ has no AddressSanitizer runtime (libasan)")
+    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
+               STRASSENBENCH_CACHE=str(tmp_path),
+               STRASSENBENCH_EMU_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer")
+    cases = [
+        ("0", "1", "1", "1", "Small", "plain", "float32"),
+        ("1", "17", "33", "1", "Small", "plain", "float32"),
+        ("1", "33", "1", "17", "Small", "atomic", "float64"),
+        ("2", "17", "33", "33", "Small", "plain", "float32"),
+        ("1", "130", "17", "33", "Huge", "plain", "float32"),
+    ]
+    for levels, m, n, k, strategy, mode, dtype in cases:
+        result = subprocess.run(
+            [sys.executable, "-m", "strassenbench", "verify", "--engine", "emu", "--levels", levels, "--m", m,
+             "--n", n, "--k", k, "--strategy", strategy, "--write-mode", mode, "--dtype", dtype, "--beta", "0.5"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "status=ok" in result.stdout
+        assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr
