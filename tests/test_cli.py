@@ -106,3 +106,31 @@ def test_console_script_runs():
                            "--n", "1", "--k", "1"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_verify_emu_runs_the_real_kernels(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "v.csv"
+    code = main(["verify", "--engine", "emu", "--levels", "1", "--m", "17", "--n", "33", "--k", "9",
+                 "--strategy", "Small", "--write-mode", "atomic", "--no-batch", "--beta", "0.5", "--out", str(out)])
+    assert code == 0
+    line = capsys.readouterr().out
+    assert "engine=emu" in line and "write_mode=atomic" in line and "batch=False" in line and "status=ok" in line
+    assert "strategy" in out.read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["verify", "--engine", "numpy", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--strategy", "Huge"],
+         "--strategy applies to the fused engines"),
+        (["verify", "--engine", "emu", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--algorithm", "winograd"],
+         "no fused kernel"),
+        (["verify", "--engine", "emu", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--strategy", "Giant"],
+         "invalid choice"),
+        (["build", "--arch", "sm_90", "--dtype", "float16"], "invalid choice"),
+    ],
+)
+def test_fused_bad_input_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

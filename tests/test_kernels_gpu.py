@@ -1,0 +1,57 @@
+"""The fused kernels on a real GPU through CuPy (marked ``gpu``: skipped without CuPy and a CUDA device).
+
+The same launch descriptions as the emulator tests, run by cupy.RawModule from the cubin of
+`strassenbench build` for this device's architecture.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from strassenbench.engines import ENGINES
+from strassenbench.fused.instances import WRITE_MODES
+from strassenbench.plan import make_plan
+from strassenbench.strategies import STRATEGIES
+from strassenbench.verify import verify
+
+pytestmark = pytest.mark.gpu
+
+FRINGE = [(1, 2, 1), (17, 33, 130), (33, 130, 257), (130, 257, 1), (257, 1, 17), (1000, 1024, 777)]
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from strassenbench.fused.build import build
+    from strassenbench.fused.cuda import device_arch
+
+    out = tmp_path_factory.mktemp("gpu-build")
+    build([device_arch()], out)
+    return str(out)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize("write_mode", WRITE_MODES)
+def test_cuda_matches_numpy_exactly_on_integers(strategy: str, write_mode: str, build_dir: str) -> None:
+    rng = np.random.default_rng(0)
+    for levels, (m, k, n), dtype in itertools.product((0, 1, 2), FRINGE, ("float32", "float64")):
+        if levels and max(m, k, n) < 2 ** levels:
+            continue
+        if levels == 2 and strategy != "Small" and max(m, k, n) < 1000:
+            continue
+        A, B, C = (rng.integers(-2, 3, s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+        plan = make_plan("strassen", levels, m, k, n)
+        expected, got = C.copy(), C.copy()
+        ENGINES["numpy"](plan, A, B, expected, 0.5, -1.5)
+        ENGINES["cuda"](plan, A, B, got, 0.5, -1.5, strategy=strategy, write_mode=write_mode, build_dir=build_dir)
+        np.testing.assert_array_equal(got, expected, err_msg=f"L={levels} {(m, k, n)} {dtype}")
+
+
+@pytest.mark.parametrize("levels", [0, 1, 2])
+def test_cuda_random_inputs_within_bound(levels: int, build_dir: str) -> None:
+    for dtype in ("float32", "float64"):
+        result = verify(engine="cuda", algorithm="strassen", levels=levels, m=1537, n=1025, k=2049, dtype=dtype,
+                        alpha=1.0, beta=0.5, options={"strategy": "Huge", "build_dir": build_dir})
+        assert result["status"] == "ok", result
