@@ -128,7 +128,10 @@ def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Pa
         (out / f"nvcc_{arch}.log").write_text(result.stdout + result.stderr)
         first = next((ln for ln in result.stderr.splitlines() if "error" in ln), result.stderr.strip()[:200])
         raise BuildError(f"nvcc failed for {arch}: {first} (full log: {out / f'nvcc_{arch}.log'})")
-    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=True)
+    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=False)
+    if sass.returncode != 0:
+        detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
     rows = _rows(selected, arch, parse_ptxas(result.stdout + result.stderr), sass_counts(sass.stdout))
     write_atomic(table, pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     tmp.replace(cubin)

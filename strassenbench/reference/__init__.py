@@ -1,0 +1,14 @@
+"""The workspace-based ("conventional") Strassen over BLAS GEMM, whose modules live in the top-level
+``reference/`` folder of the source tree (the design card's layout). This package only points there:
+``$STRASSENBENCH_REFERENCE`` or ``reference/`` beside the package (an editable install)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_SOURCE = Path(os.environ.get("STRASSENBENCH_REFERENCE", Path(__file__).resolve().parents[2] / "reference"))
+if not (_SOURCE / "strassen_ref.py").is_file():
+    raise ImportError(f"the reference sources are not at {_SOURCE} (install strassenbench from its source tree "
+                      "with pip install -e, or set STRASSENBENCH_REFERENCE)")
+__path__.append(str(_SOURCE))  # noqa: F821 - a package's own __path__
