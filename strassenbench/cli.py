@@ -21,8 +21,7 @@ from .engines import ENGINES, FUSED_ENGINES
 from .fused.build import SUPPORTED_ARCHS, BuildError
 from .fused.cuda import CudaError
 from .fused.emu import EmuError
-from .fused.instances import WRITE_MODES
-from .fused.launch import FusedError
+from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
 from .io import write_atomic, write_table
@@ -131,12 +130,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _fused_options(args: argparse.Namespace) -> dict[str, object]:
-    """--strategy/--write-mode/--no-batch, which only the fused engines take."""
-    given = {"strategy": args.strategy, "write_mode": args.write_mode, "batch": False if args.no_batch else None}
+    """--strategy/--scheme/--streams, which only the fused engines take."""
+    given = {"strategy": args.strategy, "scheme": args.scheme, "streams": args.streams}
     given = {key: value for key, value in given.items() if value is not None}
     if args.engine not in FUSED_ENGINES:
         if given:
-            flag = "--" + next(iter(given)).replace("_", "-").replace("batch", "no-batch")
+            flag = "--" + next(iter(given))
             raise UsageError(f"{flag} applies to the fused engines ({', '.join(FUSED_ENGINES)}), not {args.engine}")
         return {}
     if args.engine == "cuda":
@@ -253,9 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
     p.add_argument("--strategy", choices=list(STRATEGIES), help="block-size strategy (fused engines)")
-    p.add_argument("--write-mode", choices=WRITE_MODES, help="C write-back: plain or atomicAdd (fused engines)")
-    p.add_argument("--no-batch", action="store_true", default=None,
-                   help="one launch per product instead of one per variant (fused engines)")
+    p.add_argument("--scheme", choices=SCHEMES,
+                   help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
+    p.add_argument("--streams", type=_integer(1), help="CUDA streams of the streams/atomic schemes (2 / 4)")
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=_cmd_verify)
 

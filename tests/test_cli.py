@@ -111,10 +111,10 @@ def test_console_script_runs():
 def test_verify_emu_runs_the_real_kernels(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
     out = tmp_path / "v.csv"
     code = main(["verify", "--engine", "emu", "--levels", "1", "--m", "17", "--n", "33", "--k", "9",
-                 "--strategy", "Small", "--write-mode", "atomic", "--no-batch", "--beta", "0.5", "--out", str(out)])
+                 "--strategy", "Small", "--scheme", "streams", "--streams", "3", "--beta", "0.5", "--out", str(out)])
     assert code == 0
     line = capsys.readouterr().out
-    assert "engine=emu" in line and "write_mode=atomic" in line and "batch=False" in line and "status=ok" in line
+    assert "engine=emu" in line and "scheme=streams" in line and "streams=3" in line and "status=ok" in line
     assert "strategy" in out.read_text().splitlines()[0]
 
 

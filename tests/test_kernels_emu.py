@@ -16,8 +16,8 @@ import pytest
 
 from strassenbench.algebra.primitives import variants
 from strassenbench.engines import ENGINES
-from strassenbench.fused.instances import WRITE_MODES, Instance, operand_counts
-from strassenbench.fused.launch import FusedError, batches, plan_launches
+from strassenbench.fused.instances import Instance, operand_counts
+from strassenbench.fused.launch import SCHEMES, FusedError, param_bytes, plan_launches
 from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES
 from strassenbench.verify import verify
@@ -46,13 +46,14 @@ def run_both(levels, shape, dtype, alpha, beta, **options):  # noqa: ANN001, ANN
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-@pytest.mark.parametrize("write_mode", WRITE_MODES)
-def test_one_level_every_strategy_and_write_mode_exact(strategy: str, write_mode: str) -> None:
-    """All four 1-level variants (the plan uses every one), fringe shapes, alpha and beta, both dtypes."""
+@pytest.mark.parametrize("scheme", ["sequential", "atomic"])
+def test_one_level_every_strategy_and_write_mode_exact(strategy: str, scheme: str) -> None:
+    """All four 1-level variants (the plan uses every one), plain (sequential) and atomicAdd (atomic)
+    write-back, fringe shapes, alpha and beta, both dtypes."""
     shapes = FRINGE if strategy in ("Small", "Medium") else SMALL_FRINGE
     for shape, dtype in itertools.product(shapes, ("float32", "float64")):
-        expected, got = run_both(1, shape, dtype, 0.5, -1.5, strategy=strategy, write_mode=write_mode)
-        np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {write_mode} {shape} {dtype}")
+        expected, got = run_both(1, shape, dtype, 0.5, -1.5, strategy=strategy, scheme=scheme)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {scheme} {shape} {dtype}")
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
@@ -63,59 +64,83 @@ def test_gemm_every_strategy_exact(strategy: str) -> None:
         np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {shape} {dtype}")
 
 
-@pytest.mark.parametrize("write_mode", WRITE_MODES)
-@pytest.mark.parametrize("batch", [True, False])
-def test_two_level_every_variant_small_exact(write_mode: str, batch: bool) -> None:
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_two_level_every_variant_small_exact(scheme: str) -> None:
     """Direct 2-level: 49 products in the ten variants of figure tab:perfeq_level2, Small strategy."""
     for shape, dtype in itertools.product([(33, 17, 130), (17, 33, 33), (1, 4, 1)], ("float32", "float64")):
-        expected, got = run_both(2, shape, dtype, -1.0, 2.0, strategy="Small", write_mode=write_mode, batch=batch)
-        np.testing.assert_array_equal(got, expected, err_msg=f"{write_mode} batch={batch} {shape} {dtype}")
+        expected, got = run_both(2, shape, dtype, -1.0, 2.0, strategy="Small", scheme=scheme)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{scheme} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_one_level_schemes_exact(scheme: str) -> None:
+    for shape in [(33, 17, 130), (130, 33, 1)]:
+        expected, got = run_both(1, shape, "float32", 1.0, 0.0, strategy="Medium", scheme=scheme)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{scheme} {shape}")
 
 
 @pytest.mark.parametrize("levels", [1, 2])
 def test_plans_launch_every_variant(levels: int) -> None:
     plan = make_plan("strassen", levels, 64, 64, 64)
     A, B, C = integer_operands(64, 64, 64, "float32")
-    launched = {name for launch in plan_launches(plan, A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"])
-                for name in [launch.kernel]}
+    launched = {launch.kernel for launch in plan_launches(plan, A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"]).launches}
     for v in variants("strassen", levels):
         assert Instance(STRATEGIES["Small"], "float32", (v.W_A, v.W_B, v.W_C), "plain").name in launched
         assert (v.W_A, v.W_B, v.W_C) in operand_counts()
 
 
 @pytest.mark.parametrize("levels", [1, 2])
-def test_plain_batches_never_share_a_c_block(levels: int) -> None:
+def test_schemes_structure(levels: int) -> None:
+    """sequential: one stream, a launch per product; streams: the schedule's stages, concurrent streams
+    write disjoint C blocks; atomic: one batched atomicAdd launch per variant on four streams."""
     plan = make_plan("strassen", levels, 64, 64, 64)
-    plain = batches(plan.steps, "plain", True)
-    for group in plain:
-        writes = [w for s in group for w in s.primitive.writes]
-        assert len(writes) == len(set(writes))
-        assert len({s.variant for s in group}) == 1
-    atomic = batches(plan.steps, "atomic", True)
-    assert len(atomic) == len(variants("strassen", levels))  # one batched launch per variant
-    assert sorted(s.primitive.name for g in plain for s in g) == sorted(s.primitive.name for s in plan.steps)
+    A, B, C = integer_operands(64, 64, 64, "float32")
+    strategy = STRATEGIES["Small"]
+    names = sorted(s.primitive.name for s in plan.steps)
+    seq = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=strategy)
+    assert seq.num_streams == 1 and sorted(p for l in seq.launches for p in l.products) == names
+    streams = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=strategy, scheme="streams", streams=2 * levels)
+    writes = {s.primitive.name: s.primitive.writes for s in plan.steps}
+    for stage in streams.stages:
+        lane_writes = [set().union(*(writes[p] for l in lane for p in l.products)) for lane in stage]
+        for i, j in itertools.combinations(range(len(lane_writes)), 2):
+            assert not lane_writes[i] & lane_writes[j]
+    assert sorted(p for l in streams.launches for p in l.products) == names
+    atomic = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=strategy, scheme="atomic")
+    assert len(atomic.stages) == 1 and atomic.num_streams == min(4, len(variants("strassen", levels)))
+    assert len(atomic.launches) == len(variants("strassen", levels))
+    assert all(l.kernel.endswith("_atomic") and l.grid[2] == len(l.products) for l in atomic.launches)
+    assert sorted(p for l in atomic.launches for p in l.products) == names
+
+
+def test_param_bytes_counts_every_term() -> None:
+    plan = make_plan("strassen", 1, 64, 64, 64)
+    A, B, C = integer_operands(64, 64, 64, "float32")
+    program = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"], scheme="atomic")
+    total = sum(a.nbytes for l in program.launches for a in l.args[9:])
+    assert total == param_bytes(plan, "float32")
 
 
 def test_beta_applied_once_and_c_not_read_when_beta_zero() -> None:
-    for levels, mode in itertools.product((0, 1, 2), WRITE_MODES):
+    for levels, mode in itertools.product((0, 1, 2), SCHEMES):
         m, k, n = 33, 17, 20
         A, B, _ = integer_operands(m, k, n, "float32")
         C = np.full((m, n), np.nan, dtype=np.float32)
-        emu(make_plan("strassen", levels, m, k, n), A, B, C, 1.0, 0.0, strategy="Small", write_mode=mode)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C, 1.0, 0.0, strategy="Small", scheme=mode)
         np.testing.assert_array_equal(C, A @ B)
         C2 = np.ones((m, n), dtype=np.float32)
-        emu(make_plan("strassen", levels, m, k, n), A, B, C2, 1.0, 3.0, strategy="Small", write_mode=mode)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C2, 1.0, 3.0, strategy="Small", scheme=mode)
         np.testing.assert_array_equal(C2, A @ B + 3.0)
         C3 = np.ones((m, n), dtype=np.float32)
-        emu(make_plan("strassen", levels, m, k, n), A, B, C3, 0.0, 2.0, strategy="Small", write_mode=mode)
+        emu(make_plan("strassen", levels, m, k, n), A, B, C3, 0.0, 2.0, strategy="Small", scheme=mode)
         np.testing.assert_array_equal(C3, np.full((m, n), 2.0, dtype=np.float32))
 
 
 def test_gemm_folds_beta_strassen_scales_first() -> None:
     A, B, C = integer_operands(20, 20, 20, "float32")
-    gemm = plan_launches(make_plan("strassen", 0, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"])
+    gemm = plan_launches(make_plan("strassen", 0, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"]).launches
     assert [launch.kernel for launch in gemm] == ["strassen_f32_huge_w1x1x1_plain"]
-    one = plan_launches(make_plan("strassen", 1, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"])
+    one = plan_launches(make_plan("strassen", 1, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"]).launches
     assert one[0].kernel == "scale_f32" and all(launch.args[8] == 1 for launch in one[1:])
 
 
@@ -168,16 +193,17 @@ def test_sanitizer_subset(tmp_path) -> None:  # noqa: ANN001
                STRASSENBENCH_CACHE=str(tmp_path),
                STRASSENBENCH_EMU_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer")
     cases = [
-        ("0", "1", "1", "1", "Small", "plain", "float32"),
-        ("1", "17", "33", "1", "Small", "plain", "float32"),
+        ("0", "1", "1", "1", "Small", "sequential", "float32"),
+        ("1", "17", "33", "1", "Small", "sequential", "float32"),
         ("1", "33", "1", "17", "Small", "atomic", "float64"),
-        ("2", "17", "33", "33", "Small", "plain", "float32"),
-        ("1", "130", "17", "33", "Huge", "plain", "float32"),
+        ("2", "9", "33", "17", "Small", "streams", "float64"),
+        ("2", "17", "33", "33", "Small", "sequential", "float32"),
+        ("1", "130", "17", "33", "Huge", "sequential", "float32"),
     ]
-    for levels, m, n, k, strategy, mode, dtype in cases:
+    for levels, m, n, k, strategy, scheme, dtype in cases:
         result = subprocess.run(
             [sys.executable, "-m", "strassenbench", "verify", "--engine", "emu", "--levels", levels, "--m", m,
-             "--n", n, "--k", k, "--strategy", strategy, "--write-mode", mode, "--dtype", dtype, "--beta", "0.5"],
+             "--n", n, "--k", k, "--strategy", strategy, "--scheme", scheme, "--dtype", dtype, "--beta", "0.5"],
             capture_output=True, text=True, env=env, timeout=600,
         )
         assert result.returncode == 0, result.stderr[-2000:]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from strassenbench.engines import ENGINES
-from strassenbench.fused.instances import WRITE_MODES
+from strassenbench.fused.launch import SCHEMES
 from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES
 from strassenbench.verify import verify
@@ -33,8 +33,8 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-@pytest.mark.parametrize("write_mode", WRITE_MODES)
-def test_cuda_matches_numpy_exactly_on_integers(strategy: str, write_mode: str, build_dir: str) -> None:
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_cuda_matches_numpy_exactly_on_integers(strategy: str, scheme: str, build_dir: str) -> None:
     rng = np.random.default_rng(0)
     for levels, (m, k, n), dtype in itertools.product((0, 1, 2), FRINGE, ("float32", "float64")):
         if levels and max(m, k, n) < 2 ** levels:
@@ -45,7 +45,7 @@ def test_cuda_matches_numpy_exactly_on_integers(strategy: str, write_mode: str, 
         plan = make_plan("strassen", levels, m, k, n)
         expected, got = C.copy(), C.copy()
         ENGINES["numpy"](plan, A, B, expected, 0.5, -1.5)
-        ENGINES["cuda"](plan, A, B, got, 0.5, -1.5, strategy=strategy, write_mode=write_mode, build_dir=build_dir)
+        ENGINES["cuda"](plan, A, B, got, 0.5, -1.5, strategy=strategy, scheme=scheme, build_dir=build_dir)
         np.testing.assert_array_equal(got, expected, err_msg=f"L={levels} {(m, k, n)} {dtype}")
 
 

@@ -14,7 +14,7 @@ from ..strategies import get_strategy
 
 __all__ = ["emu_gemm", "cuda_gemm", "FUSED_OPTIONS"]
 
-FUSED_OPTIONS = ("strategy", "write_mode", "batch")
+FUSED_OPTIONS = ("strategy", "scheme", "streams")
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -25,20 +25,20 @@ def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
 
 def emu_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str = "Small", write_mode: str = "plain", batch: bool = True,
+    strategy: str = "Small", scheme: str = "sequential", streams: int | None = None,
 ) -> None:
     """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays)."""
     from ..fused import emu
     from ..fused.launch import plan_launches
 
     _check(plan, A, B, C)
-    emu.run(plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy), write_mode=write_mode,
-                          batch=batch))
+    emu.run(plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy), scheme=scheme,
+                          streams=streams))
 
 
 def cuda_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str = "Huge", write_mode: str = "plain", batch: bool = True, build_dir: str = "build",
+    strategy: str = "Huge", scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
     from ..fused import cuda
@@ -48,7 +48,7 @@ def cuda_gemm(
     cupy = cuda._cupy()
     host = isinstance(C, np.ndarray)
     dA, dB, dC = (cupy.asarray(x) for x in (A, B, C)) if host else (A, B, C)
-    cuda.run(plan_launches(plan, dA, dB, dC, alpha, beta, strategy=get_strategy(strategy), write_mode=write_mode,
-                           batch=batch, to_device=cupy.asarray), build_dir=build_dir)
+    cuda.run(plan_launches(plan, dA, dB, dC, alpha, beta, strategy=get_strategy(strategy), scheme=scheme,
+                           streams=streams, to_device=cupy.asarray), build_dir=build_dir)
     if host:
         C[...] = cupy.asnumpy(dC)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from .launch import Launch
+from .launch import Program
 
 __all__ = ["CudaError", "device_arch", "module", "run"]
 
@@ -38,9 +38,27 @@ def module(build_dir: str, arch: str):  # noqa: ANN201
     return _cupy().RawModule(path=str(cubin))
 
 
-def run(launches: list[Launch], build_dir: str = "build", stream=None) -> None:  # noqa: ANN001
-    """Enqueue ``launches`` in order on ``stream`` (default: the current stream)."""
+def run(program: Program, build_dir: str = "build") -> None:
+    """Enqueue ``program``: stage by stage, stream s of a stage on CUDA stream s, every stream of a stage
+    waiting for every stream of the stage before (events), as the paper's streaming scheme does."""
+    cupy = _cupy()
     mod = module(build_dir, device_arch())
-    for launch in launches:
-        kernel = mod.get_function(launch.kernel)
-        kernel(launch.grid, launch.block, launch.args, stream=stream)
+    origin = cupy.cuda.get_current_stream()
+    pool = _streams(program.num_streams)
+    previous = [origin.record()]
+    for stage in program.stages:
+        lanes = [origin] if len(stage) == 1 else pool[: len(stage)]
+        for lane, stream in zip(stage, lanes):
+            for event in previous:
+                stream.wait_event(event)
+            for launch in lane:
+                mod.get_function(launch.kernel)(launch.grid, launch.block, launch.args, stream=stream)
+        previous = [stream.record() for stream in lanes]
+    for event in previous:
+        origin.wait_event(event)
+
+
+@lru_cache(maxsize=None)
+def _streams(count: int) -> list:
+    cupy = _cupy()
+    return [cupy.cuda.Stream(non_blocking=True) for _ in range(count)]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..strategies import STRATEGIES
 from .instances import instances, kernels_dir, render, sources_digest
-from .launch import Launch
+from .launch import Launch, Program
 
 __all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "run"]
 
@@ -87,9 +87,10 @@ def _strategy_of(kernel: str) -> tuple[str, str]:
     return dtype, next(name for name in STRATEGIES if name.lower() == parts[2])
 
 
-def run(launches: list[Launch], extra_flags: tuple[str, ...] = ()) -> None:
-    """Run ``launches`` in order (the emulator has one stream)."""
-    for launch in launches:
+def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
+    """Run ``program`` stage by stage, stream by stream (the emulator has one stream; any order that
+    respects the stages is an order the GPU may choose)."""
+    for launch in program.launches:
         lib = library(*_strategy_of(launch.kernel), extra_flags)
         fn = getattr(lib, f"emu_{launch.kernel}")
         types, values = zip(*(_ctype(a) for a in launch.args))

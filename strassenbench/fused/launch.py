@@ -1,11 +1,18 @@
 """Plans become kernel launches: one description that the GPU (CuPy) and the CPU emulator both run.
 
 A Launch is (kernel name, grid, block, arguments); arguments are the engine's arrays and NumPy scalars.
-Products of one variant share a kernel and run as one batched launch with blockIdx.z selecting the
-product (paper, "Task Parallelism: Batching"); their offsets, extents and coefficients go in parameter
-arrays in device memory. With plain write-back a batch never holds two products that write the same C
-block (they would race on the GPU); with atomicAdd write-back one launch per variant holds them all
-(paper, "Task Parallelism: Atomic write").
+A Program is a list of stages; a stage gives each stream a list of launches, and every stream of a stage
+finishes before the next stage starts. The paper's three schemes (Sec. s:task) are three programs:
+
+- ``sequential``: one launch per product, plain write-back, one stream.
+- ``streams``: one launch per product, plain write-back, the stages and streams of
+  strassenbench.algebra.schedule (figure tab:gpu_streaming); products on concurrent streams never write
+  the same C block.
+- ``atomic``: atomicAdd write-back and batching: one launch per variant with blockIdx.z selecting the
+  product (its offsets, extents and coefficients in parameter arrays in device memory), variants spread
+  over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
+
+beta is applied once: folded into the GEMM's epilogue, otherwise by a scale launch in a first stage.
 """
 
 from __future__ import annotations
@@ -18,9 +25,13 @@ import numpy as np
 
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy
-from .instances import WRITE_MODES, Instance, operand_counts, scale_kernel
+from ..algebra.schedule import schedule
+from .instances import Instance, operand_counts, scale_kernel
 
-__all__ = ["FusedError", "Launch", "SCALE_BLOCK", "plan_launches", "batches"]
+__all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
+
+SCHEMES = ("sequential", "streams", "atomic")
+DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
 
 SCALE_BLOCK = 256
 SCALE_MAX_GRID = 1024
@@ -39,6 +50,20 @@ class Launch:
     products: tuple[str, ...] = ()  # the plan's product names this launch computes
 
 
+@dataclass(frozen=True)
+class Program:
+    stages: tuple[tuple[tuple[Launch, ...], ...], ...]  # stages -> streams -> launches
+
+    @property
+    def launches(self) -> list[Launch]:
+        """Every launch in an order that respects the stages (how the single-stream emulator runs them)."""
+        return [launch for stage in self.stages for lane in stage for launch in lane]
+
+    @property
+    def num_streams(self) -> int:
+        return max((len(stage) for stage in self.stages), default=1)
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -50,30 +75,11 @@ def _leading_dimension(name: str, x) -> int:  # noqa: ANN001 - NumPy or CuPy arr
     return x.strides[0] // itemsize
 
 
-def batches(steps: tuple[Step, ...], write_mode: str, batch: bool) -> list[list[Step]]:
-    """Group steps into launches: per variant (plan order), split so that plain batches write disjoint C blocks."""
-    if not batch:
-        return [[s] for s in steps]
-    by_variant: dict[int, list[Step]] = {}
-    for s in steps:
-        by_variant.setdefault(s.variant, []).append(s)
-    groups: list[list[Step]] = []
-    for members in by_variant.values():
-        if write_mode == "atomic":
-            groups.append(members)
-            continue
-        open_groups: list[tuple[list[Step], set]] = []
-        for s in members:
-            writes = set(s.primitive.writes)
-            for group, used in open_groups:
-                if not used & writes:
-                    group.append(s)
-                    used |= writes
-                    break
-            else:
-                open_groups.append(([s], writes))
-        groups.extend(g for g, _ in open_groups)
-    return groups
+def _by_variant(steps: tuple[Step, ...]) -> list[list[Step]]:
+    groups: dict[int, list[Step]] = {}
+    for step in steps:
+        groups.setdefault(step.variant, []).append(step)
+    return list(groups.values())
 
 
 def _term_arrays(step: Step, lds: tuple[int, int, int]) -> tuple[list[int], list[int], list[float]]:
@@ -87,6 +93,59 @@ def _term_arrays(step: Step, lds: tuple[int, int, int]) -> tuple[list[int], list
     return offsets, extents, coeffs
 
 
+def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:
+    """stages -> streams -> launches -> the steps each launch computes."""
+    if scheme == "sequential":
+        return [[[[s] for s in steps]]]
+    if scheme == "atomic":
+        lanes: list[list[list[Step]]] = [[] for _ in range(streams)]
+        for i, group in enumerate(_by_variant(steps)):
+            lanes[i % streams].append(group)
+        return [[lane for lane in lanes if lane]]
+    by_name = {s.primitive.name: s for s in steps}
+    stages = []
+    for stage in schedule(plan.algorithm, plan.levels, streams).stages:
+        lanes = [[[by_name[p.name]] for p in lane if p.name in by_name] for lane in stage.streams]
+        if any(lanes):
+            stages.append([lane for lane in lanes if lane])
+    return stages
+
+
+def _launch(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, to_device, plan) -> Launch:  # noqa: ANN001
+    dtype = np.dtype(C.dtype)
+    counts = group[0].primitive.counts
+    inst = Instance(strategy, str(dtype), counts, write_mode)
+    arrays = [_term_arrays(s, lds) for s in group]
+    offsets = to_device(np.array([a[0] for a in arrays], dtype=np.int64))
+    extents = to_device(np.array([a[1] for a in arrays], dtype=np.int32))
+    coeffs = to_device(np.array([a[2] for a in arrays], dtype=dtype))
+    bm, bk, bn = plan.block
+    grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(group))
+    args = (A, B, C, np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
+            dtype.type(beta), offsets, extents, coeffs)
+    return Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in group))
+
+
+def _live_steps(plan: Plan) -> tuple[Step, ...]:
+    steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c))
+    for s in steps:
+        if s.primitive.counts not in operand_counts():
+            raise FusedError(f"no fused kernel has operand counts {s.primitive.counts} (plan {plan.algorithm}, "
+                             f"{plan.levels} levels); fused kernels are generated for 1- and 2-level Strassen")
+    return steps
+
+
+def _check_scheme(scheme: str, streams: int | None) -> int:
+    if scheme not in SCHEMES:
+        raise FusedError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
+    streams = DEFAULT_STREAMS[scheme] if streams is None else streams
+    if scheme == "sequential" and streams != 1:
+        raise FusedError("the sequential scheme runs on one stream")
+    if streams < 1:
+        raise FusedError(f"streams must be >= 1, got {streams}")
+    return streams
+
+
 def plan_launches(
     plan: Plan,
     A, B, C,  # noqa: ANN001 - arrays of the engine (NumPy for emu, CuPy for cuda)
@@ -94,43 +153,35 @@ def plan_launches(
     beta: float,
     *,
     strategy: Strategy,
-    write_mode: str = "plain",
-    batch: bool = True,
+    scheme: str = "sequential",
+    streams: int | None = None,
     to_device: Callable[[np.ndarray], Any] = lambda x: x,
-) -> list[Launch]:
-    """The launches that compute C <- alpha A B + beta C following ``plan``."""
-    if write_mode not in WRITE_MODES:
-        raise FusedError(f"unknown write mode '{write_mode}' (choose from {', '.join(WRITE_MODES)})")
+) -> Program:
+    """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``."""
+    streams = _check_scheme(scheme, streams)
     dtype = np.dtype(C.dtype)
-    scalar = dtype.type
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
-    steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c))
-    for s in steps:
-        if s.primitive.counts not in operand_counts():
-            raise FusedError(f"no fused kernel has operand counts {s.primitive.counts} (plan {plan.algorithm}, "
-                             f"{plan.levels} levels); fused kernels are generated for 1- and 2-level Strassen")
-    # beta is applied once: folded into the kernel when one plain launch writes each element once (GEMM),
-    # otherwise by a scale launch before the products accumulate.
+    steps = _live_steps(plan)
+    write_mode = "atomic" if scheme == "atomic" else "plain"
     fold_beta = write_mode == "plain" and len(steps) == 1 and len(steps[0].c) == 1 and alpha != 0
-    launches: list[Launch] = []
+    stages: list[tuple[tuple[Launch, ...], ...]] = []
     if beta != 1 and not fold_beta:
         m, n = C.shape
         grid = min(_ceil_div(m * n, SCALE_BLOCK), SCALE_MAX_GRID)
-        launches.append(Launch(scale_kernel(str(dtype)), (grid, 1, 1), (SCALE_BLOCK, 1, 1),
-                               (C, np.int32(m), np.int32(n), np.int32(lds[2]), scalar(beta))))
-    if alpha == 0:
-        return launches
-    bm, bk, bn = plan.block
-    kernel_beta = scalar(beta if fold_beta else 1)
-    for group in batches(steps, write_mode, batch):
-        counts = group[0].primitive.counts
-        inst = Instance(strategy, str(dtype), counts, write_mode)
-        arrays = [_term_arrays(s, lds) for s in group]
-        offsets = to_device(np.array([a[0] for a in arrays], dtype=np.int64))
-        extents = to_device(np.array([a[1] for a in arrays], dtype=np.int32))
-        coeffs = to_device(np.array([a[2] for a in arrays], dtype=dtype))
-        grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(group))
-        args = (A, B, C, np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), scalar(alpha),
-                kernel_beta, offsets, extents, coeffs)
-        launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in group)))
-    return launches
+        scale = Launch(scale_kernel(str(dtype)), (grid, 1, 1), (SCALE_BLOCK, 1, 1),
+                       (C, np.int32(m), np.int32(n), np.int32(lds[2]), dtype.type(beta)))
+        stages.append(((scale,),))
+    if alpha != 0:
+        kernel_beta = beta if fold_beta else 1
+        for stage in _scheme_groups(plan, steps, scheme, streams):
+            stages.append(tuple(
+                tuple(_launch(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, to_device, plan) for g in lane)
+                for lane in stage
+            ))
+    return Program(tuple(stages))
+
+
+def param_bytes(plan: Plan, dtype: str) -> int:
+    """Device bytes of the parameter arrays (offsets int64, extents 2 x int32, coefficients) of one run."""
+    itemsize = np.dtype(dtype).itemsize
+    return sum((8 + 8 + itemsize) * len(s.primitive.a + s.primitive.b + s.primitive.c) for s in _live_steps(plan))
