@@ -24,6 +24,7 @@ from .fused.emu import EmuError
 from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
+from .impls import IMPLS, ImplError, table as impls_table
 from .io import write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
@@ -110,7 +111,20 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    if (args.levels is None) == (args.impl is None):
+        raise UsageError("give exactly one of --levels (a plan on --engine) or --impl (an implementation)")
+    if args.impl is not None:
+        if args.algorithm != "strassen":
+            raise UsageError("--algorithm applies to --levels plans, not to --impl")
+        options = {key: value for key, value in (("strategy", args.strategy), ("scheme", args.scheme)) if value}
+        if args.streams is not None:
+            raise UsageError("--streams applies to --levels plans; an implementation uses its scheme's streams")
+        if args.engine == "cuda":
+            options["build_dir"] = args.build_dir
+    else:
+        options = _fused_options(args)
     result = verify(
+        impl=args.impl,
         engine=args.engine,
         algorithm=args.algorithm,
         levels=args.levels,
@@ -121,7 +135,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         beta=args.beta,
         seed=args.seed,
-        options=_fused_options(args),
+        options=options,
     )
     print(" ".join(f"{key}={value}" for key, value in result.items()))
     if args.out:
@@ -157,6 +171,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
     spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
     print(f"strassenbench: {len(table)} kernels, {len(spills)} with spills; resources in "
           f"{Path(args.out) / 'resources.csv'}", file=sys.stderr)
+    return 0
+
+
+def _cmd_impls(args: argparse.Namespace) -> int:
+    dims = (args.m, args.n, args.k)
+    if any(d is not None for d in dims) and not all(d is not None for d in dims):
+        raise UsageError("--m, --n and --k go together (they add the extra_bytes column)")
+    rows = impls_table(args.m, args.n, args.k, args.dtype)
+    if args.m is None:
+        for row in rows:
+            row.pop("levels"), row.pop("options")
+    write_table(pd.DataFrame(rows), args.format, args.out)
     return 0
 
 
@@ -226,8 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     algorithms = sorted(ALGORITHMS)
 
-    def common(p: argparse.ArgumentParser, fmt: bool = True) -> None:
-        p.add_argument("--levels", type=_integer(0), required=True, help="Strassen levels L (0 = plain GEMM)")
+    def common(p: argparse.ArgumentParser, fmt: bool = True, levels_required: bool = True) -> None:
+        p.add_argument("--levels", type=_integer(0), required=levels_required, help="Strassen levels L (0 = plain GEMM)")
         p.add_argument("--algorithm", choices=algorithms, default="strassen", help="one-level algorithm")
         if fmt:
             p.add_argument("--format", choices=("csv", "markdown"), default="csv", help="output format")
@@ -243,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_schedule)
 
     p = sub.add_parser("verify", help="one multiplication on random inputs against a float64 reference")
-    common(p, fmt=False)
+    p.add_argument("--impl", choices=list(IMPLS), help="an implementation of `strassenbench impls` (instead of --levels)")
+    common(p, fmt=False, levels_required=False)
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy", help="engine that runs the plan")
     for dim in ("m", "n", "k"):
         p.add_argument(f"--{dim}", type=_integer(1), required=True, help=f"problem dimension {dim}")
@@ -257,6 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=_integer(1), help="CUDA streams of the streams/atomic schemes (2 / 4)")
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("impls", help="the implementations: identifier, label, engines, extra memory")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    for dim in ("m", "n", "k"):
+        p.add_argument(f"--{dim}", type=_integer(1), help="with --m --n --k: add extra_bytes for that shape")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.set_defaults(func=_cmd_impls)
 
     p = sub.add_parser("build", help="compile the fused kernels with nvcc; write cubins and resources.csv")
     p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")
@@ -311,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(stop.code or 0)
     try:
         return args.func(args)
-    except (PlanError, GemmError, UsageError, FusedError, BuildError, ToolchainError, EmuError, CudaError) as err:
+    except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -7,7 +7,8 @@ import numpy as np
 from .accuracy import error_bound, reference_gemm, relative_error
 from .engines import ENGINES
 from .gemm import parse_dtype
-from .plan import make_plan
+from .impls import get_impl
+from .plan import make_plan, max_levels
 
 __all__ = ["random_operands", "verify"]
 
@@ -21,8 +22,9 @@ def random_operands(m: int, n: int, k: int, dtype: np.dtype, seed: int) -> tuple
 def verify(
     *,
     engine: str,
-    algorithm: str,
-    levels: int,
+    algorithm: str = "strassen",
+    levels: int | None = None,
+    impl: str | None = None,
     m: int,
     n: int,
     k: int,
@@ -34,17 +36,28 @@ def verify(
 ) -> dict[str, object]:
     """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound.
 
-    ``options`` go to the engine (the fused engines take strategy, write_mode, batch, build_dir)."""
+    Either a plan (``algorithm``, ``levels``) on ``engine``, or an implementation of the registry (``impl``)
+    on ``engine``. ``options`` go to the engine or implementation (strategy, scheme, streams, build_dir)."""
     options = dict(options or {})
     np_dtype = parse_dtype(dtype)
-    plan = make_plan(algorithm, levels, m, k, n)
     A, B, C0 = random_operands(m, n, k, np_dtype, seed)
     C = C0.copy()
-    ENGINES[engine](plan, A, B, C, alpha, beta, **options)
+    if impl is None:
+        if levels is None:
+            raise ValueError("verify needs levels or impl")
+        plan = make_plan(algorithm, levels, m, k, n)
+        ENGINES[engine](plan, A, B, C, alpha, beta, **options)
+    else:
+        chosen = get_impl(impl)
+        chosen(A, B, C, alpha, beta, engine=engine, **options)
+        # the reference and the hybrid's top level are Strassen-Winograd (stability factor 18 > 12)
+        algorithm = "winograd" if chosen.kind in ("reference", "hybrid") else "strassen"
+        levels = min(chosen.levels, max_levels("strassen", m, k, n))
     reference = reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
     bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference)
     return {
+        **({"impl": impl} if impl else {}),
         "engine": engine,
         "algorithm": algorithm,
         "levels": levels,

@@ -1,0 +1,159 @@
+"""The implementations the paper compares (figure fig:stra_square), behind one call and one table.
+
+``impl(A, B, C, alpha=1, beta=0, engine=..., strategy=..., scheme=...)`` computes C <- alpha A B + beta C
+in place. Each implementation declares the engines it runs on and its extra device memory in bytes as a
+function of (m, n, k, dtype): the workspace of the reference levels plus the fused kernels' parameter
+arrays (offsets, extents and coefficients per product), nothing else.
+
+On the ``numpy`` engine the roles are played by CPU stand-ins, so that the whole pipeline runs without a
+GPU: ``cublas`` is NumPy's BLAS matmul, the fused implementations run their plans on the NumPy engine (same
+blocks and coefficients, products by BLAS instead of the fused kernel), and the references run the same
+schedule on NumPy arrays. Timings of stand-ins say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from .engines import ENGINES, FUSED_ENGINES
+from .fused.launch import DEFAULT_STREAMS, SCHEMES, param_bytes
+from .gemm import check_operands
+from .plan import make_plan, max_levels
+from .strategies import STRATEGIES
+
+__all__ = ["Impl", "IMPLS", "get_impl", "ImplError"]
+
+
+class ImplError(ValueError):
+    """An unknown implementation, or one asked to run on an engine or with an option it does not have."""
+
+
+def _levels_for(levels: int, m: int, k: int, n: int) -> int:
+    return min(levels, max_levels("strassen", m, k, n))
+
+
+def _fused_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
+    return param_bytes(make_plan("strassen", _levels_for(levels, m, k, n), m, k, n), dtype)
+
+
+def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
+    from .reference.strassen_ref import workspace_bytes
+
+    return workspace_bytes(m, k, n, levels, dtype)
+
+
+def _hybrid_bytes(m: int, n: int, k: int, dtype: str) -> int:
+    """Top-level workspace plus the largest parameter arrays of one fused 1-level product (run one at a time)."""
+    from .reference.strassen_ref import level_blocks
+
+    (bm, bk, bn), = level_blocks(m, k, n, 1)
+    return _ref_bytes(1, m, n, k, dtype) + _fused_bytes(1, bm, bn, bk, dtype)
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    label: str  # as in the report's legends
+    engines: tuple[str, ...]
+    levels: int
+    kind: str  # blas | fused | reference | hybrid
+    options: tuple[str, ...] = ()
+    extra_memory: Callable[[int, int, int, str], int] = field(default=lambda m, n, k, dtype: 0, repr=False)
+    formula: str = "0"
+
+    def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
+        return int(self.extra_memory(m, n, k, dtype))
+
+    def check(self, engine: str, strategy: str | None, scheme: str | None) -> None:
+        if engine not in self.engines:
+            raise ImplError(f"{self.name} runs on {', '.join(self.engines)}, not {engine}")
+        for option, value in (("strategy", strategy), ("scheme", scheme)):
+            if value is not None and (option not in self.options or engine not in FUSED_ENGINES):
+                raise ImplError(f"{self.name} on {engine} takes no --{option}")
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ImplError(f"unknown strategy '{strategy}' (choose from {', '.join(STRATEGIES)})")
+        if scheme is not None and scheme not in SCHEMES:
+            raise ImplError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
+
+    def __call__(
+        self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
+        engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
+        build_dir: str = "build",
+    ):  # noqa: ANN204 - returns the reference workspace, if any
+        self.check(engine, strategy, scheme)
+        m, k, n = check_operands(A, B, C)
+        fused = {}
+        if engine in FUSED_ENGINES:
+            fused = {"strategy": strategy or ("Small" if engine == "emu" else "Huge"), "scheme": scheme or "sequential"}
+            if engine == "cuda":
+                fused["build_dir"] = build_dir
+        if self.kind == "blas":
+            from .reference.array_ops import ops_for
+
+            ops_for(C).gemm(C, A, B, alpha, beta)
+            return None
+        if self.kind == "fused":
+            plan = make_plan("strassen", _levels_for(self.levels, m, k, n), m, k, n)
+            ENGINES[engine](plan, A, B, C, alpha, beta, **fused)
+            return None
+        from .reference.strassen_ref import multiply
+
+        leaf = None
+        if self.kind == "hybrid":
+            leaf = partial(_fused_leaf, engine=engine, options=fused)
+        return multiply(A, B, C, alpha, beta, levels=self.levels, workspace=workspace, leaf=leaf)
+
+
+def _fused_leaf(out, a, b, alpha: float, beta: float, *, engine: str, options: dict) -> None:  # noqa: ANN001
+    """The hybrid's leaf: fused 1-level Strassen on one product of the reference's top level."""
+    m, k = a.shape
+    n = b.shape[1]
+    plan = make_plan("strassen", _levels_for(1, m, k, n), m, k, n)
+    ENGINES[engine](plan, a, b, out, alpha, beta, **options)
+
+
+_FUSED = ("numpy", "emu", "cuda")
+IMPLS: dict[str, Impl] = {
+    impl.name: impl
+    for impl in (
+        Impl("cublas", "cuBLAS", ("cuda", "numpy"), 0, "blas"),
+        Impl("gemm", "GEMM (ours)", _FUSED, 0, "fused", ("strategy",),
+             partial(_fused_bytes, 0), "parameter arrays"),
+        Impl("strassen1", "1-level (ours)", _FUSED, 1, "fused", ("strategy", "scheme"),
+             partial(_fused_bytes, 1), "parameter arrays"),
+        Impl("strassen2-direct", "2-level direct (ours)", _FUSED, 2, "fused", ("strategy", "scheme"),
+             partial(_fused_bytes, 2), "parameter arrays"),
+        Impl("strassen1-ref", "1-level reference", ("cuda", "numpy"), 1, "reference", (),
+             partial(_ref_bytes, 1), "(mk + kn + mn)/4"),
+        Impl("strassen2-ref", "2-level reference", ("cuda", "numpy"), 2, "reference", (),
+             partial(_ref_bytes, 2), "(mk + kn + mn)(1/4 + 1/16)"),
+        Impl("strassen2-hybrid", "2-level hybrid (ours)", _FUSED, 2, "hybrid", ("strategy", "scheme"),
+             _hybrid_bytes, "(mk + kn + mn)/4 + parameter arrays"),
+    )
+}
+
+
+def get_impl(name: str) -> Impl:
+    try:
+        return IMPLS[name]
+    except KeyError:
+        raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)})") from None
+
+
+def table(m: int | None = None, n: int | None = None, k: int | None = None, dtype: str = "float32") -> list[dict]:
+    """Rows impl,label,engines,extra_memory[,extra_bytes] for `strassenbench impls`."""
+    rows = []
+    for impl in IMPLS.values():
+        row = {"impl": impl.name, "label": impl.label, "engines": " ".join(impl.engines),
+               "extra_memory": impl.formula, "levels": impl.levels, "options": " ".join(impl.options)}
+        if m is not None:
+            row["extra_bytes"] = impl.extra_bytes(m, n, k, dtype)
+        rows.append(row)
+    return rows
+
+
+_ = (np, DEFAULT_STREAMS)
