@@ -20,7 +20,7 @@ from functools import partial
 import numpy as np
 
 from .engines import ENGINES, FUSED_ENGINES
-from .fused.launch import DEFAULT_STREAMS, SCHEMES, param_bytes
+from .fused.launch import SCHEMES, param_bytes
 from .gemm import check_operands
 from .plan import make_plan, max_levels
 from .strategies import STRATEGIES
@@ -86,6 +86,14 @@ class Impl:
     ):  # noqa: ANN204 - returns the reference workspace, if any
         self.check(engine, strategy, scheme)
         m, k, n = check_operands(A, B, C)
+        if engine == "cuda" and isinstance(C, np.ndarray) and self.kind in ("blas", "reference", "hybrid"):
+            import cupy  # NumPy operands: run on device copies and copy C back (the fused engines do the same)
+
+            dC = cupy.asarray(C)
+            result = self(cupy.asarray(A), cupy.asarray(B), dC, alpha, beta, engine=engine, strategy=strategy,
+                          scheme=scheme, workspace=workspace, build_dir=build_dir)
+            C[...] = cupy.asnumpy(dC)
+            return result
         fused = {}
         if engine in FUSED_ENGINES:
             fused = {"strategy": strategy or ("Small" if engine == "emu" else "Huge"), "scheme": scheme or "sequential"}
@@ -155,5 +163,3 @@ def table(m: int | None = None, n: int | None = None, k: int | None = None, dtyp
         rows.append(row)
     return rows
 
-
-_ = (np, DEFAULT_STREAMS)

@@ -55,3 +55,26 @@ def test_cuda_random_inputs_within_bound(levels: int, build_dir: str) -> None:
         result = verify(engine="cuda", algorithm="strassen", levels=levels, m=1537, n=1025, k=2049, dtype=dtype,
                         alpha=1.0, beta=0.5, options={"strategy": "Huge", "build_dir": build_dir})
         assert result["status"] == "ok", result
+
+
+@pytest.mark.parametrize("name", ["cublas", "gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref",
+                                  "strassen2-hybrid"])
+def test_every_impl_on_cuda_within_bound(name: str, build_dir: str) -> None:
+    from strassenbench.impls import IMPLS
+
+    options = {"build_dir": build_dir} if IMPLS[name].kind in ("fused", "hybrid") else {}
+    for dtype, (m, n, k) in itertools.product(("float32", "float64"), [(1537, 1025, 2049), (33, 130, 17)]):
+        result = verify(engine="cuda", impl=name, m=m, n=n, k=k, dtype=dtype, alpha=1.0, beta=0.5, options=options)
+        assert result["status"] == "ok", result
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_cuda_schemes_exact(scheme: str, build_dir: str) -> None:
+    from strassenbench.impls import IMPLS
+
+    rng = np.random.default_rng(1)
+    for name in ("strassen1", "strassen2-direct", "strassen2-hybrid"):
+        A, B, C = (rng.integers(-2, 3, s).astype("float32") for s in ((999, 1001), (1001, 1003), (999, 1003)))
+        expected = A.astype(np.float64) @ B + C
+        IMPLS[name](A, B, C, 1.0, 1.0, engine="cuda", strategy="Huge", scheme=scheme, build_dir=build_dir)
+        np.testing.assert_array_equal(C, expected)

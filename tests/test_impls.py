@@ -1,0 +1,104 @@
+"""The implementation registry: every implementation on every CPU engine, schemes, memory, CLI."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from strassenbench.algebra.primitives import primitives
+from strassenbench.cli import main
+from strassenbench.fused.launch import SCHEMES
+from strassenbench.impls import IMPLS, ImplError, get_impl
+from strassenbench.reference.strassen_ref import workspace_bytes
+
+CPU_ENGINES = ("numpy", "emu")
+SHAPES = [(17, 33, 130), (33, 17, 33), (1, 2, 1), (130, 9, 17)]
+
+
+def operands(m: int, k: int, n: int, dtype: str, seed: int = 0):  # noqa: ANN201
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(-2, 3, s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+
+
+def test_registry_names_and_labels() -> None:
+    assert list(IMPLS) == ["cublas", "gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref",
+                           "strassen2-hybrid"]
+    assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "GEMM (ours)", "1-level (ours)", "1-level reference",
+                                                 "2-level hybrid (ours)", "2-level reference", "2-level direct (ours)"}
+    assert all("cuda" in i.engines for i in IMPLS.values())
+
+
+@pytest.mark.parametrize("name", list(IMPLS))
+def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
+    impl = IMPLS[name]
+    for engine, (m, k, n), dtype in itertools.product(CPU_ENGINES, SHAPES, ("float32", "float64")):
+        if engine not in impl.engines:
+            continue
+        A, B, C = operands(m, k, n, dtype)
+        expected = 0.5 * (A.astype(np.float64) @ B) - 1.5 * C
+        impl(A, B, C, 0.5, -1.5, engine=engine)
+        np.testing.assert_array_equal(C, expected, err_msg=f"{name} {engine} {(m, k, n)} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["strassen1", "strassen2-direct", "strassen2-hybrid"])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> None:
+    A, B, C = operands(33, 40, 18, "float32")
+    expected = A @ B + C
+    IMPLS[name](A, B, C, 1.0, 1.0, engine="emu", strategy="Small", scheme=scheme)
+    np.testing.assert_array_equal(C, expected)
+
+
+def test_extra_memory_formulas() -> None:
+    m, n, k = 4096, 4096, 4096
+    for name in ("cublas",):
+        assert get_impl(name).extra_bytes(m, n, k, "float32") == 0
+    assert get_impl("strassen1-ref").extra_bytes(m, n, k, "float32") == 4 * 3 * 2048 * 2048
+    assert get_impl("strassen2-ref").extra_bytes(m, n, k, "float64") == 8 * 3 * (2048**2 + 1024**2)
+    # fused: per term of every product an int64 offset, two int32 extents and a coefficient
+    one = get_impl("strassen1").extra_bytes(m, n, k, "float32")
+    assert one == (8 + 8 + 4) * (6 + 6 * 5)  # M0 has W_A + W_B + W_C = 6 terms, the six others 5
+    two = get_impl("strassen2-direct").extra_bytes(m, n, k, "float32")
+    assert two == (8 + 8 + 4) * sum(sum(p.counts) for p in primitives("strassen", 2))
+    hybrid = get_impl("strassen2-hybrid").extra_bytes(m, n, k, "float32")
+    assert hybrid == workspace_bytes(m, k, n, 1, "float32") + one
+    assert get_impl("gemm").extra_bytes(m, n, k, "float64") == (8 + 8 + 8) * 3
+
+
+def test_impl_option_and_engine_errors() -> None:
+    A, B, C = operands(8, 8, 8, "float32")
+    with pytest.raises(ImplError, match="runs on"):
+        IMPLS["strassen1-ref"](A, B, C, engine="emu")
+    with pytest.raises(ImplError, match="takes no --scheme"):
+        IMPLS["gemm"](A, B, C, engine="emu", scheme="atomic")
+    with pytest.raises(ImplError, match="takes no --strategy"):
+        IMPLS["strassen1"](A, B, C, engine="numpy", strategy="Huge")
+    with pytest.raises(ImplError, match="unknown implementation"):
+        get_impl("cutlass")
+
+
+def test_impls_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["impls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "impl,label,engines,extra_memory" and len(lines) == 1 + len(IMPLS)
+    assert main(["impls", "--m", "1024", "--n", "1024", "--k", "1024"]) == 0
+    assert "extra_bytes" in capsys.readouterr().out.splitlines()[0]
+    assert main(["impls", "--m", "1024"]) == 2
+    assert "go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", list(IMPLS))
+def test_verify_impl_cli(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    engine = "emu" if "emu" in IMPLS[name].engines else "numpy"
+    assert main(["verify", "--impl", name, "--engine", engine, "--m", "33", "--n", "20", "--k", "47",
+                 "--beta", "0.5", "--dtype", "float64"]) == 0
+    assert "status=ok" in capsys.readouterr().out
+
+
+def test_verify_impl_bad_combinations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--impl", "strassen1", "--levels", "1", "--m", "4", "--n", "4", "--k", "4"]) == 2
+    assert main(["verify", "--impl", "strassen1-ref", "--engine", "emu", "--m", "4", "--n", "4", "--k", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "exactly one of --levels" in err and "runs on cuda, numpy, not emu" in err
