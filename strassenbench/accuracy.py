@@ -24,7 +24,7 @@ from .algebra.levels import multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
 
-__all__ = ["reference_gemm", "relative_error", "error_bound", "growth_constants"]
+__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants"]
 
 
 def reference_gemm(A: np.ndarray, B: np.ndarray, C0: np.ndarray, alpha: float, beta: float) -> np.ndarray:
@@ -74,8 +74,19 @@ def error_bound(
     m, k = A.shape
     n = B.shape[1]
     norms = (float(np.max(np.abs(A))), float(np.max(np.abs(B))), float(np.max(np.abs(C0))) if beta else 0.0)
+    return bound_from_norms(dtype, algorithm, levels, (m, n, k), norms, alpha, beta, float(np.linalg.norm(reference)))
+
+
+def bound_from_norms(
+    dtype: np.dtype | str, algorithm: str, levels: int, shape: tuple[int, int, int],
+    norms: tuple[float, float, float], alpha: float, beta: float, reference_norm: float,
+    reference_unit: float = 2.0**-53,
+) -> float:
+    """The bound from max norms of A, B, C0 and ||C_ref||_F (for arrays on a device). ``reference_unit`` is
+    the unit roundoff of the reference (float64 by default; the working dtype's when the reference is a
+    same-precision cuBLAS product)."""
+    m, n, k = shape
     u = float(np.finfo(np.dtype(dtype)).eps) / 2
     absolute = _abs_bound(u, algorithm, levels, k, norms, alpha, beta)
-    absolute += _abs_bound(2.0**-53, algorithm, 0, k, norms, alpha, beta)
-    scale = float(np.linalg.norm(reference))
-    return math.sqrt(m * n) * absolute / scale if scale > 0 else math.sqrt(m * n) * absolute
+    absolute += _abs_bound(reference_unit, algorithm, 0, k, norms, alpha, beta)
+    return math.sqrt(m * n) * absolute / reference_norm if reference_norm > 0 else math.sqrt(m * n) * absolute

@@ -110,10 +110,15 @@ class Impl:
             return None
         from .reference.strassen_ref import multiply
 
-        leaf = None
-        if self.kind == "hybrid":
-            leaf = partial(_fused_leaf, engine=engine, options=fused)
-        return multiply(A, B, C, alpha, beta, levels=self.levels, workspace=workspace, leaf=leaf)
+        leaf, levels = None, self.levels
+        if self.kind == "hybrid":  # one reference level on top, the fused 1-level kernel for its 7 products
+            leaf, levels = partial(_fused_leaf, engine=engine, options=fused), self.levels - 1
+        return multiply(A, B, C, alpha, beta, levels=levels, workspace=workspace, leaf=leaf)
+
+    @property
+    def workspace_levels(self) -> int:
+        """Levels of reference workspace the implementation allocates (0 for the fused and BLAS ones)."""
+        return {"reference": self.levels, "hybrid": self.levels - 1}.get(self.kind, 0)
 
 
 def _fused_leaf(out, a, b, alpha: float, beta: float, *, engine: str, options: dict) -> None:  # noqa: ANN001

@@ -102,3 +102,26 @@ def test_verify_impl_bad_combinations(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["verify", "--impl", "strassen1-ref", "--engine", "emu", "--m", "4", "--n", "4", "--k", "4"]) == 2
     err = capsys.readouterr().err
     assert "exactly one of --levels" in err and "runs on cuda, numpy, not emu" in err
+
+
+def test_hybrid_is_one_reference_level_over_fused_one_level() -> None:
+    """7 fused 1-level calls under one Strassen-Winograd level: 49 products, one level of workspace."""
+    import strassenbench.impls as impls
+
+    calls = []
+    original = impls._fused_leaf
+
+    def spy(out, a, b, alpha, beta, **kw):  # noqa: ANN001, ANN003, ANN202
+        calls.append(a.shape)
+        original(out, a, b, alpha, beta, **kw)
+
+    impls._fused_leaf = spy
+    try:
+        A, B, C = operands(64, 64, 64, "float32")
+        expected = A @ B
+        ws = IMPLS["strassen2-hybrid"](A, B, C, engine="emu", strategy="Small")
+    finally:
+        impls._fused_leaf = original
+    np.testing.assert_array_equal(C, expected)
+    assert calls == [(32, 32)] * 7
+    assert len(ws.levels) == 1 and IMPLS["strassen2-hybrid"].workspace_levels == 1

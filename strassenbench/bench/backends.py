@@ -1,0 +1,167 @@
+"""Where a benchmark runs: ``numpy`` (host arrays, perf_counter, tracemalloc) or ``cuda`` (CuPy arrays, CUDA
+events, a counting allocator). Everything device-specific the runner needs is here."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+from .telemetry import Device, cuda_versions
+from .timing import CudaTimer, HostTimer
+
+__all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT"]
+
+REF64_LIMIT = 8192**3  # m n k up to this: the check's reference is float64; above: the working dtype
+
+
+class Backend:
+    engine = "numpy"
+    xp = np
+
+    def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201
+        """A, B, C uniform in [-1, 1) from ``seed`` (never zeros)."""
+        rng = np.random.default_rng(seed)
+        return tuple(rng.uniform(-1.0, 1.0, s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+
+    def reference(self, A, B, C0, alpha: float, beta: float):  # noqa: ANN001, ANN201
+        """alpha A B + beta C0 by BLAS, in float64 when the problem is small enough; (result, unit roundoff)."""
+        m, k = A.shape
+        n = B.shape[1]
+        if m * n * k <= REF64_LIMIT:
+            ref = alpha * (A.astype(np.float64) @ B.astype(np.float64)) + beta * C0.astype(np.float64)
+            return ref, 2.0**-53
+        return alpha * (A @ B) + beta * C0, float(np.finfo(A.dtype).eps) / 2
+
+    def max_abs(self, x) -> float:  # noqa: ANN001
+        return float(abs(x).max())
+
+    def rel_error(self, C, ref) -> tuple[float, float]:  # noqa: ANN001
+        xp = self.xp
+        diff = float(xp.linalg.norm((C.astype(xp.float64) - ref.astype(xp.float64)).ravel()))
+        norm = float(xp.linalg.norm(ref.astype(xp.float64).ravel()))
+        return (diff / norm if norm > 0 else diff), norm
+
+    def timer(self) -> HostTimer:
+        return HostTimer()
+
+    def measure_extra(self, fn: Callable[[], object]) -> int:
+        """Peak bytes allocated during ``fn`` beyond what existed before (tracemalloc)."""
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            fn()
+            return max(0, tracemalloc.get_traced_memory()[1] - base)
+        finally:
+            tracemalloc.stop()
+
+    def synchronize(self) -> None:
+        pass
+
+    def free(self) -> None:
+        pass
+
+    def device(self) -> Device | None:
+        return None
+
+    def tags(self) -> dict[str, object]:
+        return {"gpu": "cpu", "driver": "", "cuda": "", "cublas": ""}
+
+
+class NumpyBackend(Backend):
+    pass
+
+
+class CudaBackend(Backend):  # pragma: no cover - needs a GPU
+    engine = "cuda"
+
+    def __init__(self, device_index: int = 0) -> None:
+        import cupy
+
+        self.cupy = self.xp = cupy
+        self._device = Device(device_index)
+        self.l2_bytes = int(cupy.cuda.runtime.getDeviceProperties(device_index)["l2CacheSize"])
+
+    def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201
+        rng = self.cupy.random.default_rng(seed)
+        return tuple((rng.random(s, dtype=np.float64) * 2 - 1).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+
+    def reference(self, A, B, C0, alpha: float, beta: float):  # noqa: ANN001, ANN201
+        m, k = A.shape
+        n = B.shape[1]
+        if m * n * k <= REF64_LIMIT:  # cuBLAS DGEMM
+            ref = alpha * (A.astype(np.float64) @ B.astype(np.float64)) + beta * C0.astype(np.float64)
+            return ref, 2.0**-53
+        return alpha * (A @ B) + beta * C0, float(np.finfo(A.dtype).eps) / 2
+
+    def timer(self) -> CudaTimer:
+        return CudaTimer(self.l2_bytes)
+
+    def measure_extra(self, fn: Callable[[], object]) -> int:
+        """Peak device bytes requested during ``fn`` through CuPy (a counting allocator over cudaMalloc)."""
+        cupy = self.cupy
+        sizes: dict[int, int] = {}
+        state = {"current": 0, "peak": 0}
+
+        def malloc(size: int, device_id: int) -> int:
+            ptr = cupy.cuda.runtime.malloc(size)
+            sizes[ptr] = size
+            state["current"] += size
+            state["peak"] = max(state["peak"], state["current"])
+            return ptr
+
+        def free(ptr: int, device_id: int) -> None:
+            cupy.cuda.runtime.free(ptr)
+            state["current"] -= sizes.pop(ptr, 0)
+
+        allocator = cupy.cuda.memory.PythonFunctionAllocator(malloc, free)
+        self.synchronize()
+        with cupy.cuda.using_allocator(allocator.malloc):
+            fn()
+            self.synchronize()
+        return state["peak"]
+
+    def synchronize(self) -> None:
+        self.cupy.cuda.get_current_stream().synchronize()
+
+    def free(self) -> None:
+        self.synchronize()
+        self.cupy.get_default_memory_pool().free_all_blocks()
+
+    def device(self) -> Device:
+        return self._device
+
+    def tags(self) -> dict[str, object]:
+        d = self._device.describe()
+        v = cuda_versions()
+        return {"gpu": d.get("gpu", ""), "driver": d.get("driver", ""), "cuda": v.get("cuda_runtime", ""),
+                "cublas": v.get("cublas", "")}
+
+
+def _oom_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [MemoryError]
+    try:
+        import cupy
+
+        errors.append(cupy.cuda.memory.OutOfMemoryError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+OOM_ERRORS = _oom_errors()
+
+
+def make_backend(engine: str) -> Backend:
+    if engine == "numpy":
+        return NumpyBackend()
+    if engine == "cuda":
+        try:
+            return CudaBackend()
+        except ImportError:
+            raise ValueError("the cuda engine needs CuPy (pip install -e '.[gpu]')") from None
+        except Exception as err:  # noqa: BLE001 - no device / driver
+            raise ValueError(f"the cuda engine needs a visible NVIDIA GPU ({type(err).__name__}: {err})") from None
+    raise ValueError(f"bench runs on numpy or cuda, not {engine} (the emulator is for correctness, not timing)")

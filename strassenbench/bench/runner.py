@@ -1,0 +1,223 @@
+"""`strassenbench bench`: one row per (implementation, shape) with timing, memory, error and telemetry.
+
+Per point: operands uniform in [-1, 1) from a recorded seed; one call whose result is checked against a BLAS
+reference (float64 for small problems) within the documented error bound; one call under a memory counter
+(its peak beyond the operands is compared with the implementation's declared extra memory); then timed
+samples (timing.sample), the reference implementations reusing one workspace allocated for the point.
+``--strategy best`` times every strategy and keeps the fastest, recording which won (as the paper did).
+
+Results are rewritten atomically after every point, so an interrupted sweep keeps every finished point and a
+rerun skips them. A point that fails (out of memory, a failed check, any error) is recorded in ``status``
+and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..accuracy import bound_from_norms
+from ..engines import FUSED_ENGINES
+from ..impls import get_impl
+from ..io import write_atomic
+from ..plan import max_levels
+from ..strategies import STRATEGIES
+from .backends import OOM_ERRORS, Backend
+from .telemetry import git_commit, host_description
+from .timing import Criterion, sample
+
+__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "MEMORY_GRANULARITY"]
+
+# CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
+COLUMNS = [
+    "gpu", "engine", "driver", "cuda", "cublas", "commit",
+    "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x",
+    "impl", "label", "strategy", "scheme", "levels",
+    "status", "message",
+    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged",
+    "tflops",
+    "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
+    "rel_error", "error_bound",
+    "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
+    "power_w", "throttle_reasons", "throttled_samples",
+]
+KEY = ["impl", "m", "n", "k", "dtype", "strategy_request", "scheme", "sweep"]
+MEMORY_GRANULARITY = 512  # bytes: CuPy's pool rounds every allocation up to this
+ALPHA, BETA = 1.0, 1.0  # C += A B: the fused kernels' native form; cuBLAS is timed with the same beta
+
+
+@dataclass(frozen=True)
+class Point:
+    impl: str
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+    strategy: str | None = None  # None (the engine's default), a strategy name, or "best"
+    scheme: str | None = None
+    sweep: str = "custom"
+    x: int | None = None
+
+    def key(self) -> tuple:
+        return (self.impl, self.m, self.n, self.k, self.dtype, self.strategy or "", self.scheme or "", self.sweep)
+
+
+def _inject(point: Point) -> None:
+    """Test hook: STRASSENBENCH_INJECT_FAILURE="impl:m:n:k" makes that point raise (documented in the README)."""
+    wanted = os.environ.get("STRASSENBENCH_INJECT_FAILURE")
+    if wanted and wanted == f"{point.impl}:{point.m}:{point.n}:{point.k}":
+        raise RuntimeError("injected failure (STRASSENBENCH_INJECT_FAILURE)")
+
+
+def _options(point: Point, engine: str, strategy: str | None) -> dict[str, object]:
+    impl = get_impl(point.impl)
+    out: dict[str, object] = {}
+    if engine in FUSED_ENGINES and "strategy" in impl.options and strategy:
+        out["strategy"] = strategy
+    if engine in FUSED_ENGINES and "scheme" in impl.options and point.scheme:
+        out["scheme"] = point.scheme
+    return out
+
+
+def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 0,
+              build_dir: str = "build") -> dict[str, object]:
+    impl = get_impl(point.impl)
+    engine = backend.engine
+    m, n, k = point.m, point.n, point.k
+    row: dict[str, object] = {
+        "engine": engine, "commit": git_commit(), "m": m, "n": n, "k": k, "dtype": point.dtype, "alpha": ALPHA,
+        "beta": BETA, "seed": seed, "sweep": point.sweep, "x": point.x if point.x is not None else "",
+        "impl": impl.name, "label": impl.label, "strategy": "", "scheme": "", "strategy_request": point.strategy or "",
+        "levels": min(impl.levels, max_levels("strassen", m, k, n)),
+        "extra_bytes": impl.extra_bytes(m, n, k, point.dtype), **backend.tags(),
+    }
+    device = backend.device()
+    start = device.snapshot() if device else {}
+    try:
+        _inject(point)
+        impl.check(engine, None if point.strategy in (None, "best") else point.strategy, point.scheme)
+        strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy]
+        fused = engine in FUSED_ENGINES and "strategy" in impl.options
+        if not fused:
+            strategies = [None]
+        elif strategies == [None]:
+            strategies = ["Huge"]
+        extra = {"build_dir": build_dir} if engine == "cuda" and impl.kind in ("fused", "hybrid") else {}
+        A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
+        ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
+        results = {}
+        for strategy in strategies:
+            options = {**_options(point, engine, strategy), **extra}
+            C = C0.copy()
+            impl(A, B, C, ALPHA, BETA, engine=engine, **options)
+            backend.synchronize()
+            err, ref_norm = backend.rel_error(C, ref)
+            norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
+            algorithm = "winograd" if impl.kind in ("reference", "hybrid") else "strassen"
+            bound = bound_from_norms(point.dtype, algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA, ref_norm,
+                                     ref_unit)
+            measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
+            workspace = None
+            if impl.kind in ("reference", "hybrid"):
+                from ..reference.array_ops import ops_for
+                from ..reference.strassen_ref import Workspace
+
+                workspace = Workspace(m, k, n, impl.workspace_levels, point.dtype, ops_for(C))
+                options["workspace"] = workspace
+            throttled = device.throttled if device else (lambda: False)
+            samples = sample(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options), backend.timer(), criterion,
+                             throttled)
+            results[strategy] = (samples, err, bound, measured, options.get("scheme", ""))
+            del workspace
+        best = min(results, key=lambda s: results[s][0].summary()["time_median_s"])
+        samples, err, bound, measured, scheme = results[best]
+        summary = samples.summary()
+        row.update(summary)
+        row.update({
+            "strategy": best or "", "scheme": scheme, "rel_error": err, "error_bound": bound,
+            "tflops": 2.0 * m * n * k / summary["time_median_s"] / 1e12,  # paper Eq. e:gpu_etflops
+            "measured_extra_bytes": measured, "memory_check": _memory_check(engine, row["extra_bytes"], measured),
+            "status": "ok" if err <= bound else "check_failed",
+            "message": "" if err <= bound else f"relative error {err:.3e} above the bound {bound:.3e}",
+        })
+    except OOM_ERRORS as oom:
+        row.update({"status": "oom", "message": f"out of memory: {str(oom).splitlines()[0][:160]}"})
+    except Exception as err:  # noqa: BLE001 - recorded, and the sweep goes on
+        row.update({"status": "error", "message": f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"})
+    finally:
+        backend.free()
+    end = device.snapshot() if device else {}
+    if device:
+        row.update({
+            "sm_clock_start_mhz": start.get("sm_clock_mhz", ""), "sm_clock_end_mhz": end.get("sm_clock_mhz", ""),
+            "mem_clock_start_mhz": start.get("mem_clock_mhz", ""), "mem_clock_end_mhz": end.get("mem_clock_mhz", ""),
+            "temperature_c": end.get("temperature_c", ""), "power_w": end.get("power_w", ""),
+            "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
+        })
+    return row
+
+
+def _memory_check(engine: str, declared: int, measured: int) -> str:
+    """cuda: the measured peak must equal the declaration within the pool's granularity per allocation.
+    numpy: the CPU stand-ins allocate host temporaries of their own, so only "at least declared" is checked."""
+    if engine == "numpy":
+        return "ok" if measured >= declared else "under"
+    slack = MEMORY_GRANULARITY * 16
+    if measured > declared + slack:
+        return "over"
+    return "ok" if measured + slack >= declared else "under"
+
+
+def system_description(backend: Backend) -> dict[str, object]:
+    device = backend.device()
+    return {"engine": backend.engine, "commit": git_commit(), "host": host_description(),
+            "gpu": device.describe() if device else {}}
+
+
+def _load(out: Path) -> pd.DataFrame:
+    if not out.is_file():
+        return pd.DataFrame(columns=[*COLUMNS, "strategy_request"])
+    frame = pd.read_csv(out, keep_default_na=False, dtype={"strategy_request": str, "scheme": str, "sweep": str})
+    missing = set(COLUMNS) - set(frame.columns)
+    if missing:
+        raise ValueError(f"{out} is not a strassenbench results file (missing {sorted(missing)[0]}); "
+                         "move it away or pick another --out")
+    return frame
+
+
+def _key_of(row: dict | pd.Series) -> tuple:
+    return (str(row["impl"]), int(row["m"]), int(row["n"]), int(row["k"]), str(row["dtype"]),
+            str(row["strategy_request"]), str(row["scheme_request"]) if "scheme_request" in row else "",
+            str(row["sweep"]))
+
+
+def run_sweep(
+    points: Iterable[Point], backend: Backend, out: Path, criterion: Criterion, *, seed: int = 0,
+    build_dir: str = "build", progress: bool | None = None, on_point: Callable[[dict], None] | None = None,
+) -> pd.DataFrame:
+    """Run every point not already in ``out``; rewrite ``out`` atomically after each one."""
+    from tqdm import tqdm
+
+    out = Path(out)
+    frame = _load(out)
+    rows = frame.to_dict("records")
+    done = {_key_of(r) for r in rows}
+    todo = [p for p in points if (p.impl, p.m, p.n, p.k, p.dtype, p.strategy or "", p.scheme or "", p.sweep) not in done]
+    write_atomic(out.parent / "system.json", json.dumps(system_description(backend), indent=2, default=str) + "\n")
+    bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
+    for point in bar:
+        bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")
+        row = run_point(point, backend, criterion, seed, build_dir)
+        row["scheme_request"] = point.scheme or ""
+        rows.append(row)
+        frame = pd.DataFrame(rows)
+        frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")
+        write_atomic(out, frame.to_csv(index=False))
+        if on_point:
+            on_point(row)
+    return frame

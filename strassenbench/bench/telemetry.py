@@ -1,0 +1,152 @@
+"""What was measured on: pynvml for the GPU (name, UUID, driver, clocks, temperature, power, throttle
+reasons), CuPy for the CUDA runtime and cuBLAS versions, and the host. Every query degrades to an empty
+value instead of raising, so a missing field never loses a measurement."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["Device", "host_description", "git_commit", "THROTTLE_MASK"]
+
+# Throttle reasons that slow a measurement down (nvmlClocksEventReason*): software power cap, hardware
+# slowdown, software/hardware thermal slowdown, power brake. Idle and application-clock settings are not.
+THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+@lru_cache(maxsize=None)
+def git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, check=False, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def host_description() -> dict[str, object]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy as np
+
+    return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "os": platform.platform()}
+
+
+class Device:
+    """pynvml handle of GPU ``index``; ``available`` is False without a driver or device."""
+
+    def __init__(self, index: int = 0) -> None:
+        self.available = False
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.available = True
+        except Exception:  # noqa: BLE001 - no library, driver or device
+            self.nvml = None
+
+    def _get(self, name: str, *args, default=""):  # noqa: ANN001, ANN002, ANN202
+        if not self.available:
+            return default
+        try:
+            value = getattr(self.nvml, name)(self.handle, *args)
+            return value.decode() if isinstance(value, bytes) else value
+        except Exception:  # noqa: BLE001
+            return default
+
+    def throttle_reasons(self) -> int:
+        value = self._get("nvmlDeviceGetCurrentClocksEventReasons", default=None)
+        if value is None or value == "":
+            value = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", default=0)
+        return int(value or 0)
+
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons() & THROTTLE_MASK)
+
+    def snapshot(self) -> dict[str, object]:
+        """Clocks (MHz), temperature (C), power (W) and throttle reasons now."""
+        if not self.available:
+            return {}
+        n = self.nvml
+        power = self._get("nvmlDeviceGetPowerUsage", default=None)
+        return {
+            "sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+            "mem_clock_mhz": self._get("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
+            "temperature_c": self._get("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU),
+            "power_w": round(power / 1000, 1) if isinstance(power, int) else "",
+            "throttle_reasons": hex(self.throttle_reasons()),
+        }
+
+    def free_bytes(self) -> int | None:
+        info = self._get("nvmlDeviceGetMemoryInfo", default=None)
+        return int(info.free) if info not in (None, "") else None
+
+    def total_bytes(self) -> int | None:
+        info = self._get("nvmlDeviceGetMemoryInfo", default=None)
+        return int(info.total) if info not in (None, "") else None
+
+    def process_bytes(self) -> int | None:
+        """GPU memory pynvml attributes to this process (None when it cannot tell)."""
+        procs = self._get("nvmlDeviceGetComputeRunningProcesses", default=None)
+        if not procs:
+            return None
+        mine = [p.usedGpuMemory for p in procs if p.pid == os.getpid() and p.usedGpuMemory is not None]
+        return int(sum(mine)) if mine else None
+
+    def describe(self) -> dict[str, object]:
+        """The system description of this GPU (written beside the CSVs as system.json)."""
+        if not self.available:
+            return {}
+        n = self.nvml
+        info = {
+            "gpu": self._get("nvmlDeviceGetName"),
+            "uuid": self._get("nvmlDeviceGetUUID"),
+            "driver": self._get_system("nvmlSystemGetDriverVersion"),
+            "cuda_driver_version": self._get_system("nvmlSystemGetCudaDriverVersion_v2"),
+            "memory_total_bytes": self.total_bytes(),
+            "max_sm_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": self._get("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_MEM),
+            "power_limit_w": (lambda p: round(p / 1000, 1) if isinstance(p, int) else "")(
+                self._get("nvmlDeviceGetEnforcedPowerLimit", default=None)),
+            "persistence_mode": self._get("nvmlDeviceGetPersistenceMode"),
+            "compute_mode": self._get("nvmlDeviceGetComputeMode"),
+            "pci_bus_id": getattr(self._get("nvmlDeviceGetPciInfo", default=None), "busId", ""),
+            "ecc_mode": self._get("nvmlDeviceGetCurrentEccMode", default=""),
+            "mig_mode": self._get("nvmlDeviceGetMigMode", default=""),
+        }
+        if isinstance(info["pci_bus_id"], bytes):
+            info["pci_bus_id"] = info["pci_bus_id"].decode()
+        info.update(cuda_versions())
+        return info
+
+    def _get_system(self, name: str) -> object:
+        try:
+            value = getattr(self.nvml, name)()
+            return value.decode() if isinstance(value, bytes) else value
+        except Exception:  # noqa: BLE001
+            return ""
+
+
+def cuda_versions() -> dict[str, object]:
+    """CUDA runtime and cuBLAS versions as CuPy sees them (empty without CuPy)."""
+    try:
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+
+        return {"cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+                "cublas": cublas.getVersion(cupy.cuda.device.get_cublas_handle()), "cupy": cupy.__version__}
+    except Exception:  # noqa: BLE001
+        return {}
