@@ -24,14 +24,14 @@ from .fused.emu import EmuError
 from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
-from .impls import IMPLS, ImplError, table as impls_table
+from .impls import IMPLS, ImplError, get_impl, table as impls_table
 from .io import write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
 from .model.perf import MODELED_IMPLS, load_resources
 from .model.predict import crossover, predict
 from .strategies import STRATEGIES
-from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes
+from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
 from .plan import PlanError
 from .verify import verify
 
@@ -186,6 +186,125 @@ def _cmd_impls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _points(args: argparse.Namespace) -> list:
+    from .bench.runner import Point
+
+    points = []
+    if args.sweep == "custom":
+        if not args.shapes:
+            raise UsageError("--sweep custom needs --shapes MxNxK[,MxNxK...]")
+        shapes = [(m, n, k, None) for m, n, k in args.shapes]
+    else:
+        if args.shapes:
+            raise UsageError("--shapes goes with --sweep custom; the paper's sweeps take --sizes")
+        shapes = []
+        for x in args.sizes:
+            m, k, n = shape(args.sweep, x)
+            shapes.append((m, n, k, x))
+    for m, n, k, x in shapes:
+        for impl in args.impl:
+            for dtype in args.dtype or ["float32"]:
+                points.append(Point(impl, m, n, k, dtype, args.strategy, args.scheme, args.sweep, x))
+    return points
+
+
+def _criterion(args: argparse.Namespace):  # noqa: ANN202
+    from .bench.timing import Criterion
+
+    return Criterion(min_samples=args.min_samples, min_time=args.min_time, max_noise=args.max_noise,
+                     max_time=args.max_time)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench.backends import make_backend
+    from .bench.runner import run_sweep
+
+    for name in args.impl:
+        if args.engine not in get_impl(name).engines:
+            raise UsageError(f"{name} does not run on {args.engine} (it runs on {', '.join(get_impl(name).engines)})")
+    try:
+        backend = make_backend(args.engine)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    points = _points(args)
+    if args.engine == "numpy":
+        print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
+              file=sys.stderr)
+    try:
+        frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
+                          build_dir=args.build_dir, progress=False if args.no_progress else None)
+    except ValueError as err:  # an --out that is not a results file
+        raise UsageError(str(err)) from None
+    bad = frame[frame["status"] != "ok"] if len(frame) else frame
+    print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok)", file=sys.stderr)
+    return 0
+
+
+def _cmd_memlimit(args: argparse.Namespace) -> int:
+    from .bench.backends import make_backend
+    from .bench.memlimit import COLUMNS, memlimit
+
+    try:
+        backend = make_backend(args.engine)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    try:
+        rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    write_table(pd.DataFrame(rows, columns=COLUMNS), args.format, args.out)
+    return 0
+
+
+def _cmd_sysinfo(args: argparse.Namespace) -> int:
+    import json
+
+    from .bench.backends import make_backend
+    from .bench.runner import system_description
+
+    try:
+        backend = make_backend(args.engine)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    text = json.dumps(system_description(backend), indent=2, default=str) + "\n"
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _shapes(text: str) -> list[tuple[int, int, int]]:
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        fields = part.lower().split("x")
+        if len(fields) != 3 or not all(f.isdigit() and int(f) > 0 for f in fields):
+            raise argparse.ArgumentTypeError(f"bad shape '{part}': use MxNxK with positive integers, e.g. 1024x1024x512")
+        out.append(tuple(int(f) for f in fields))
+    if not out:
+        raise argparse.ArgumentTypeError("no shapes given")
+    return out
+
+
+def _bytes(text: str) -> int:
+    from .bench.memlimit import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _impl_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in IMPLS:
+            raise argparse.ArgumentTypeError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)})")
+    if not names:
+        raise argparse.ArgumentTypeError("no implementation given")
+    return list(dict.fromkeys(names))
+
+
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step)."""
     missing = [path for path in args.inputs if not Path(path).is_file()]
@@ -292,6 +411,41 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{dim}", type=_integer(1), help="with --m --n --k: add extra_bytes for that shape")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.set_defaults(func=_cmd_impls)
+
+    p = sub.add_parser("bench", help="time implementations over a sweep (CUDA events on a GPU, host timers on numpy)")
+    p.add_argument("--impl", type=_impl_list, required=True, help="comma-separated, see `strassenbench impls`")
+    p.add_argument("--sweep", choices=[*SWEEPS, "custom"], default="square")
+    p.add_argument("--sizes", type=_sizes, default=parse_sizes("1024:4096:1024"), help="e.g. 512:20480:512")
+    p.add_argument("--shapes", type=_shapes, help="--sweep custom: MxNxK[,MxNxK...]")
+    p.add_argument("--strategy", choices=["best", *STRATEGIES], help="fused kernels: a strategy or best of six")
+    p.add_argument("--scheme", choices=SCHEMES, help="fused Strassen: task-parallel scheme (default sequential)")
+    p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--out", required=True, metavar="FILE.csv", help="results; an existing file is resumed")
+    p.add_argument("--seed", type=_integer(0), default=0)
+    p.add_argument("--min-samples", type=_integer(1), default=10)
+    p.add_argument("--min-time", type=_finite, default=0.5, help="seconds of samples before the noise test")
+    p.add_argument("--max-noise", type=_finite, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
+    p.add_argument("--max-time", type=_finite, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("memlimit", help="largest square n per implementation: predicted, then confirmed by runs")
+    p.add_argument("--impl", type=_impl_list, required=True)
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--step", type=_integer(1), default=512)
+    p.add_argument("--memory-budget", type=_bytes, help="free memory to assume (numpy: required, e.g. 256MiB)")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    p.add_argument("--build-dir", default="build")
+    p.set_defaults(func=_cmd_memlimit)
+
+    p = sub.add_parser("sysinfo", help="the system description (pynvml, CUDA, cuBLAS, host) as JSON")
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--out", metavar="FILE")
+    p.set_defaults(func=_cmd_sysinfo)
 
     p = sub.add_parser("build", help="compile the fused kernels with nvcc; write cubins and resources.csv")
     p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")
