@@ -90,11 +90,15 @@ def _run_capped(impl: str, n: int, dtype: str, budget: int) -> str:
 def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: int | None,
              build_dir: str = "build") -> list[dict[str, object]]:
     device = backend.device()
+    ballast = None
     if backend.engine == "cuda":  # pragma: no cover - GPU
         backend.free()
-        free = budget or device.free_bytes()
-        if not free:
+        available = device.free_bytes()
+        if not available:
             raise ValueError("pynvml reports no free memory for this GPU; pass --memory-budget")
+        free = budget or available
+        if budget and budget < available:  # hold the rest so that the device really has only the budget free
+            ballast = backend.xp.empty(available - budget - (64 << 20), dtype=backend.xp.uint8)
     else:
         if budget is None:
             raise ValueError("memlimit on numpy needs --memory-budget (a cap on the host, e.g. 256MiB)")
@@ -119,6 +123,7 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         if backend.engine == "numpy" and not row["confirmed"]:
             row["message"] = "CPU stand-ins allocate host temporaries beyond the declared device memory"
         rows.append(row)
+    del ballast
     return rows
 
 

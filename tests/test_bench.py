@@ -1,0 +1,184 @@
+"""The benchmark runner on the numpy engine (the same code path as on a GPU, with host timers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from strassenbench.bench.backends import NumpyBackend
+from strassenbench.bench.memlimit import needed_bytes, parse_bytes, predict_max_n
+from strassenbench.bench.runner import COLUMNS, Point, run_point, run_sweep
+from strassenbench.bench.timing import Criterion, Samples, sample
+from strassenbench.cli import main
+from strassenbench.strategies import STRATEGIES
+
+FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1)
+REQUIRED = ["gpu", "m", "n", "k", "dtype", "impl", "strategy", "scheme", "status", "time_median_s", "tflops",
+            "extra_bytes", "rel_error"]
+
+
+def points(sizes=(64, 96)) -> list[Point]:  # noqa: ANN001
+    return [Point(impl, x, x, x, sweep="square", x=x) for x in sizes for impl in ("cublas", "strassen1", "strassen1-ref")]
+
+
+def test_sweep_rows_schema_and_values(tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "square.csv"
+    frame = run_sweep(points(), NumpyBackend(), out, FAST, progress=False)
+    on_disk = pd.read_csv(out, keep_default_na=False)
+    assert list(on_disk.columns[: len(COLUMNS)]) == COLUMNS
+    assert [c for c in on_disk.columns if c in REQUIRED] == REQUIRED  # the fixed names, in the profiler's order
+    assert len(frame) == 6 and (frame["status"] == "ok").all()
+    for row in frame.itertuples():
+        assert row.tflops == pytest.approx(2 * row.m * row.n * row.k / row.time_median_s / 1e12)
+        assert 0 < row.rel_error <= row.error_bound
+        assert row.time_min_s <= row.time_median_s and row.samples >= 3
+    ref = frame[frame["impl"] == "strassen1-ref"]
+    assert (ref["extra_bytes"] == [3 * 32 * 32 * 4, 3 * 48 * 48 * 4]).all()
+    assert (ref["measured_extra_bytes"] >= ref["extra_bytes"]).all()  # the workspace really was allocated
+    system = json.loads((tmp_path / "system.json").read_text())
+    assert system["engine"] == "numpy" and system["host"]["cores"] >= 1
+
+
+def test_interrupted_sweep_resumes_without_redoing(tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "r.csv"
+    seen: list[tuple] = []
+
+    def stop_after_two(row: dict) -> None:
+        seen.append((row["impl"], row["m"]))
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(points(), NumpyBackend(), out, FAST, progress=False, on_point=stop_after_two)
+    first = pd.read_csv(out, keep_default_na=False)
+    assert len(first) == 2  # both finished points are on disk, nothing half-written
+    again: list[tuple] = []
+    frame = run_sweep(points(), NumpyBackend(), out, FAST, progress=False,
+                      on_point=lambda row: again.append((row["impl"], row["m"])))
+    assert len(frame) == 6 and len(again) == 4 and not set(again) & set(seen)
+    final = pd.read_csv(out, keep_default_na=False)
+    assert list(final["time_median_s"][:2]) == list(first["time_median_s"])
+
+
+def test_failure_at_one_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", "strassen1:64:64:64")
+    frame = run_sweep(points(), NumpyBackend(), tmp_path / "f.csv", FAST, progress=False)
+    bad = frame[frame["status"] != "ok"]
+    assert list(zip(bad["impl"], bad["m"], bad["status"])) == [("strassen1", 64, "error")]
+    assert "injected failure" in bad["message"].iloc[0]
+    assert (frame["status"] == "ok").sum() == 5
+
+
+def test_out_of_memory_is_a_status(monkeypatch) -> None:  # noqa: ANN001
+    import strassenbench.bench.backends as backends
+
+    def no_memory(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise MemoryError("cannot allocate")
+
+    monkeypatch.setattr(backends.NumpyBackend, "operands", no_memory)
+    row = run_point(Point("cublas", 32, 32, 32), NumpyBackend(), FAST)
+    assert row["status"] == "oom" and "out of memory" in row["message"]
+
+
+def test_failed_check_is_a_status(monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(NumpyBackend, "rel_error", lambda self, C, ref: (1.0, 1.0))
+    row = run_point(Point("cublas", 32, 32, 32), NumpyBackend(), FAST)
+    assert row["status"] == "check_failed" and "above the bound" in row["message"]
+
+
+class EmulatorTiming(NumpyBackend):
+    """The emulator timed by host clocks: only to exercise --strategy best without a GPU."""
+
+    engine = "emu"
+
+
+def test_best_strategy_is_the_fastest_and_recorded() -> None:
+    row = run_point(Point("strassen1", 40, 40, 40, strategy="best", scheme="atomic"), EmulatorTiming(),
+                    Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=0.1, warmup=0))
+    assert row["status"] == "ok", row["message"]
+    assert row["strategy"] in STRATEGIES and row["scheme"] == "atomic"
+
+
+def test_sampling_stops_on_noise_or_cap() -> None:
+    class Fake:
+        def __init__(self, times):  # noqa: ANN001
+            self.times = iter(times)
+
+        def flush(self) -> None:
+            pass
+
+        def time(self, fn) -> float:  # noqa: ANN001
+            return next(self.times)
+
+    steady = sample(lambda: None, Fake([1.0] * 100), Criterion(min_samples=5, min_time=3.0, warmup=0))
+    assert steady.converged and len(steady.times) == 5
+    noisy = sample(lambda: None, Fake([1.0, 3.0] * 50), Criterion(min_samples=5, min_time=0.0, max_samples=20,
+                                                                  warmup=0))
+    assert not noisy.converged and len(noisy.times) == 20
+    assert Samples([1.0, 1.0]).rel_stdev == 0.0
+
+
+def test_memlimit_prediction_matches_the_formula() -> None:
+    budget = 16 * 2**30  # the paper's 16 GB V100
+    for impl in ("cublas", "strassen1-ref", "strassen2-ref"):
+        n = predict_max_n(impl, "float32", budget, 64)
+        assert needed_bytes(impl, n, "float32") <= budget < needed_bytes(impl, n + 64, "float32")
+    assert predict_max_n("cublas", "float32", budget, 64) > predict_max_n("strassen1-ref", "float32", budget, 64)
+    assert parse_bytes("256MiB") == 256 << 20 and parse_bytes("16GB") == 16 * 10**9
+    with pytest.raises(ValueError):
+        parse_bytes("lots")
+
+
+def test_memlimit_cli_confirms_on_the_cpu(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    out = tmp_path / "mem.csv"
+    assert main(["memlimit", "--impl", "cublas,strassen1-ref", "--memory-budget", "32MiB", "--step", "128",
+                 "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert list(frame["confirmed"]) == [True, True]
+    assert list(frame["run_at_n"]) == ["ok", "ok"] and list(frame["run_above"]) == ["oom", "oom"]
+
+
+def test_bench_cli_end_to_end_and_resume(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    out = tmp_path / "b.csv"
+    argv = ["bench", "--impl", "cublas,strassen2-hybrid", "--sweep", "rankk", "--sizes", "64", "--out", str(out),
+            "--min-time", "0", "--max-time", "0.1", "--min-samples", "2"]
+    assert main(argv) == 0
+    frame = pd.read_csv(out)
+    assert list(frame["k"]) == [4096, 4096] and list(frame["sweep"]) == ["rankk", "rankk"]
+    assert "not GPU numbers" in capsys.readouterr().err
+    assert main([*argv[:6], "64,32", *argv[7:]]) == 0
+    assert len(pd.read_csv(out)) == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--impl", "cutlass", "--out", "x.csv"], "unknown implementation"),
+        (["bench", "--impl", "gemm", "--sweep", "custom", "--out", "x.csv"], "needs --shapes"),
+        (["bench", "--impl", "gemm", "--sweep", "custom", "--shapes", "4x4", "--out", "x.csv"], "bad shape"),
+        (["bench", "--impl", "gemm", "--engine", "emu", "--out", "x.csv"], "invalid choice"),
+        (["bench", "--impl", "gemm", "--engine", "cuda", "--out", "x.csv"], "cuda engine"),
+        (["memlimit", "--impl", "gemm"], "--memory-budget"),
+        (["memlimit", "--impl", "gemm", "--memory-budget", "lots"], "bad size"),
+    ],
+)
+def test_bench_bad_input_is_one_line(argv, message, capsys, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_progress_bar_is_quiet_off_a_terminal(tmp_path) -> None:  # noqa: ANN001
+    result = subprocess.run(
+        [sys.executable, "-m", "strassenbench", "bench", "--impl", "cublas", "--sizes", "32", "--out",
+         str(tmp_path / "p.csv"), "--min-time", "0", "--max-time", "0.05"],
+        capture_output=True, text=True, env=dict(os.environ), check=False,
+    )
+    assert result.returncode == 0 and "point/s" not in result.stderr and "it/s" not in result.stderr
