@@ -305,6 +305,29 @@ def _impl_list(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report.build import build_report
+
+    data = Path(args.data)
+    if not data.is_dir():
+        raise UsageError(f"no results folder {data}")
+    written = build_report(data, Path(args.out), Path(args.resources) if args.resources else None)
+    print(f"strassenbench: report in {written[0]} ({len(written) - 1} figures and tables)", file=sys.stderr)
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .report.compare import compare_runs
+
+    try:
+        table = compare_runs([Path(f) for f in args.folders], Path(args.out))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
+    print(f"strassenbench: {len(table)} points compared {counts} -> {Path(args.out) / 'index.html'}", file=sys.stderr)
+    return 0
+
+
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step)."""
     missing = [path for path in args.inputs if not Path(path).is_file()]
@@ -446,6 +469,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
     p.add_argument("--out", metavar="FILE")
     p.set_defaults(func=_cmd_sysinfo)
+
+    p = sub.add_parser("report", help="the HTML report with every figure and table of the paper")
+    p.add_argument("--data", required=True, metavar="DIR", help="a run's results, e.g. data/nvidia-h100-80gb-hbm3")
+    p.add_argument("--out", default="report", metavar="DIR")
+    p.add_argument("--resources", metavar="FILE", help="build/resources.csv for the kernel table and the model")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("compare", help="results of several GPUs side by side (FAST/SLOW beyond the noise)")
+    p.add_argument("folders", nargs="+", metavar="DIR", help="data/<gpu> folders; the first is the baseline")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("build", help="compile the fused kernels with nvcc; write cubins and resources.csv")
     p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")

@@ -1,0 +1,185 @@
+"""`strassenbench report`: one HTML page with every figure (PNG and PDF) and table of the paper.
+
+Reads a run's folder (data/<device>/: square.csv, rankk.csv, panel.csv, strategies.csv, memlimit.csv,
+verify.csv, system.json; any may be missing, and the report says so) and writes ``out/index.html``,
+``out/figures/*.{png,pdf}`` and ``out/tables/*.md``. Model curves are predictions and labelled so.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..algebra.primitives import variants
+from ..algebra.schedule import schedule
+from ..io import write_atomic
+from ..model.bounds import bounds_rows
+from ..model.gpus import SPECS, GPUSpec
+from ..model.perf import load_resources
+from ..model.predict import predict
+from ..strategies import STRATEGIES
+from ..sweeps import SWEEPS
+from .analysis import claims, ok_rows
+from .figures import fig_intro_comparison, fig_model_square, fig_stra_square
+
+__all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
+
+REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square"]
+REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "model_bounds",
+                 "kernel_resources", "memory_limits", "numerical_error", "claims"]
+
+
+def _read(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else None
+
+
+def load_run(data: Path) -> dict[str, object]:
+    sweeps = [f for f in (_read(data / f"{s}.csv") for s in SWEEPS) if f is not None]
+    system = json.loads((data / "system.json").read_text()) if (data / "system.json").is_file() else {}
+    return {
+        "sweeps": pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
+        "strategies": _read(data / "strategies.csv"),
+        "memlimit": _read(data / "memlimit.csv"),
+        "verify": _read(data / "verify.csv"),
+        "system": system,
+    }
+
+
+def spec_for(system: dict, sweeps: pd.DataFrame) -> tuple[GPUSpec, bool]:
+    """(spec, measured_gpu): the GPU's model spec when its name matches a built-in one, else the paper's V100."""
+    name = str((system.get("gpu") or {}).get("gpu", "")) or (
+        str(sweeps["gpu"].iloc[0]) if not sweeps.empty and "gpu" in sweeps else "")
+    for key, spec in SPECS.items():
+        if key.lower() in name.lower():
+            return spec, True
+    return SPECS["V100"], False
+
+
+def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, str]:
+    """(markdown, html) of a table, or of a one-line note when there is nothing to show."""
+    if frame is None or frame.empty:
+        return f"_{empty}_\n", f"<p class='note'>{html.escape(empty)}</p>"
+    return frame.to_markdown(index=False) + "\n", frame.to_html(index=False, border=0, classes="table",
+                                                              float_format=lambda v: f"{v:.4g}")
+
+
+def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame | None, str]]:
+    sweeps = run["sweeps"]
+    strategies = pd.DataFrame([{
+        "strategy": s.name, "m_S": s.m_S, "n_S": s.n_S, "k_S": s.k_S, "m_R": s.m_R, "n_R": s.n_R, "m_W": s.m_W,
+        "n_W": s.n_W, "threads": s.threads, "smem bytes (f32)": s.smem_bytes(4)} for s in STRATEGIES.values()])
+    var_tables = {}
+    for levels in (1, 2):
+        var_tables[f"variants_L{levels}"] = pd.DataFrame([{
+            "Var#": v.number, "W_A": v.W_A, "W_B": v.W_B, "W_C": v.W_C, "Cnt#": v.count,
+            "products": " ".join(p.name for p in v.products)} for v in variants("strassen", levels)])
+    stages = pd.DataFrame([{**r, "product": r["product"].describe()} for r in schedule("strassen", 1, 2).rows()])
+    notation = pd.DataFrame([
+        {"symbol": "tau_flop", "meaning": "peak FP32 flops (2 x cores x SMs x clock)", "value": f"{spec.tau_flop():.4g} /s"},
+        {"symbol": "tau_gmop", "meaning": "global-memory bandwidth, read-only cache included", "value": f"{spec.tau_gmop:.4g} B/s"},
+        {"symbol": "tau_smop", "meaning": "shared-memory bandwidth", "value": f"{spec.tau_smop:.4g} B/s"},
+        {"symbol": "SMs", "meaning": "streaming multiprocessors", "value": spec.sm_count},
+        {"symbol": "clock", "meaning": "boost clock", "value": f"{spec.boost_clock_hz / 1e9:.3f} GHz"},
+        {"symbol": "arch", "meaning": "architecture (occupancy limits)", "value": spec.arch},
+        {"symbol": "source", "meaning": "where these numbers come from", "value": spec.source},
+    ])
+    bounds = pd.DataFrame(bounds_rows(spec, "float32"))
+    res = None
+    if resources is not None and not resources.empty:
+        keep = resources[(resources["dtype"] == "float32")]
+        res = keep[["arch", "strategy", "W_A", "W_B", "W_C", "write_mode", "registers", "spill_stores", "spill_loads",
+                    "smem_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg", "local_mem_ops"]]
+    error = None
+    good = ok_rows(sweeps)
+    if not good.empty:
+        g = good.assign(ratio=good["rel_error"] / good["error_bound"])
+        error = g.groupby(["impl", "levels", "dtype"], as_index=False).agg(
+            points=("rel_error", "size"), median_rel_error=("rel_error", "median"), max_rel_error=("rel_error", "max"),
+            max_error_over_bound=("ratio", "max"))
+    if run["verify"] is not None and not run["verify"].empty:
+        v = run["verify"].groupby(["levels", "dtype"], as_index=False).agg(
+            cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))
+        v.insert(0, "impl", "verify (plans)")
+        error = v if error is None else pd.concat([error, v], ignore_index=True)
+    return {
+        "strategies": (strategies, ""),
+        **{k: (v, "") for k, v in var_tables.items()},
+        "streaming_L1_S2": (stages, ""),
+        "model_notation": (notation, ""),
+        "model_bounds": (bounds, ""),
+        "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
+        "memory_limits": (run["memlimit"], "no memlimit results in this run"),
+        "numerical_error": (error, "no results with errors in this run"),
+        "claims": (claims(sweeps, run["memlimit"]), ""),
+    }
+
+
+def _header(run: dict) -> tuple[str, bool]:
+    system, sweeps = run["system"], run["sweeps"]
+    gpu = system.get("gpu") or {}
+    cpu_run = system.get("engine", "numpy") != "cuda" and (sweeps.empty or (sweeps["engine"] != "cuda").all())
+    rows = {"GPU": gpu.get("gpu", "none (CPU run)"), "driver": gpu.get("driver", ""),
+            "CUDA runtime": gpu.get("cuda_runtime", ""), "cuBLAS": gpu.get("cublas", ""),
+            "commit": system.get("commit", ""), "host": (system.get("host") or {}).get("cpu", "")}
+    if not sweeps.empty and "sm_clock_start_mhz" in sweeps:
+        clocks = pd.to_numeric(pd.concat([sweeps["sm_clock_start_mhz"], sweeps["sm_clock_end_mhz"]]), errors="coerce")
+        if clocks.notna().any():
+            rows["SM clock (min-max over points)"] = f"{clocks.min():.0f}-{clocks.max():.0f} MHz"
+        throttled = pd.to_numeric(sweeps.get("throttled_samples"), errors="coerce").fillna(0)
+        rows["throttling"] = (f"{int((throttled > 0).sum())} of {len(sweeps)} points had throttled samples "
+                              f"({int(throttled.sum())} samples)")
+    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows.items())
+    return f"<table class='header'>{body}</table>", cpu_run
+
+
+def build_report(data: Path, out: Path, resources_path: Path | None = None) -> list[Path]:
+    run = load_run(data)
+    sweeps = run["sweeps"]
+    spec, measured_gpu = spec_for(run["system"], sweeps)
+    header, cpu_run = _header(run)
+    figures, tables = out / "figures", out / "tables"
+    device = (run["system"].get("gpu") or {}).get("gpu") or "CPU stand-ins (numpy engine)"
+    written: list[Path] = []
+    peak = spec.tau_flop() / 1e12 if measured_gpu else None
+    written += fig_stra_square(sweeps, figures, peak, f"effective TFLOPS, {device}")
+    written += fig_intro_comparison(sweeps, figures, f"speedup over cuBLAS, {device}")
+    sizes = sorted(set(sweeps[sweeps["sweep"] == "square"]["x"].astype(int))) if not sweeps.empty else []
+    model_sizes = sorted(set(sizes) | set(range(512, 20481, 512)))  # the paper's axis, and this run's sizes
+    resources = load_resources(resources_path) if resources_path else None
+    model = pd.concat([predict(spec, ["gemm", "strassen1", "strassen2-direct"], "square", model_sizes, s, "float32",
+                               resources) for s in ("Huge", "Small")], ignore_index=True)
+    written += fig_model_square(model, run["strategies"], figures,
+                                f"model ({spec.name}, prediction, dashed) vs measured ({device}, solid)")
+    sections = []
+    for name, (frame, empty) in _tables(run, spec, resources).items():
+        markdown, table_html = _table(frame, empty)
+        path = tables / f"{name}.md"
+        write_atomic(path, markdown)
+        written.append(path)
+        sections.append(f"<h3 id='{name}'>{name.replace('_', ' ')}</h3>{table_html}")
+    banner = ""
+    if cpu_run:
+        banner = ("<div class='banner'>CPU run: no GPU was used. Timings are of CPU stand-ins on the numpy "
+                  "engine at smoke sizes and say nothing about any GPU; model curves are predictions for "
+                  f"{html.escape(spec.name)}.</div>")
+    figs = "".join(
+        f"<figure><img src='figures/{f}.png' alt='{f}'><figcaption>{f} "
+        f"(<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>" for f in REPORT_FIGURES)
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>strassenbench report</title>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:auto}} img{{max-width:100%}}
+.banner{{background:#fde68a;border:2px solid #b45309;padding:.8em;font-weight:bold}}
+table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px}}
+.note{{color:#666;font-style:italic}}</style></head><body>
+<h1>strassenbench: Strassen's algorithm with fused kernels (FLAME Working Note #88)</h1>
+{banner}{header}
+<h2>Figures</h2>{figs}
+<h2>Tables</h2>{''.join(sections)}
+</body></html>
+"""
+    index = out / "index.html"
+    write_atomic(index, page)
+    return [index, *written]

@@ -1,0 +1,76 @@
+"""`strassenbench compare`: results of several GPUs side by side.
+
+Each folder after the first is compared with the first point by point (same sweep, implementation, shape,
+dtype): ratio = time / time(first). The verdict is FAST or SLOW only when |ratio - 1| is larger than both
+runs' measured noise (their relative standard deviations), SAME otherwise, as nvbench's compare does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import write_atomic
+from .analysis import ok_rows
+from .build import load_run
+from .figures import fig_compare
+
+__all__ = ["compare_runs", "verdict"]
+
+KEYS = ["sweep", "impl", "m", "n", "k", "dtype"]
+
+
+def verdict(ratio: float, noise_a: float, noise_b: float) -> str:
+    noise = max(noise_a, noise_b)
+    if abs(ratio - 1.0) <= noise:
+        return "SAME"
+    return "FAST" if ratio < 1.0 else "SLOW"
+
+
+def _name(folder: Path, run: dict) -> str:
+    gpu = (run["system"].get("gpu") or {}).get("gpu")
+    if not gpu and not run["sweeps"].empty:
+        gpu = str(run["sweeps"]["gpu"].iloc[0])
+    return f"{gpu or folder.name} ({folder.name})"
+
+
+def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
+    if len(folders) < 2:
+        raise ValueError("compare needs at least two result folders")
+    runs = []
+    for folder in folders:
+        if not folder.is_dir():
+            raise ValueError(f"not a folder: {folder}")
+        run = load_run(folder)
+        if run["sweeps"].empty:
+            raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
+        runs.append((_name(folder, run), run))
+    base_name, base = runs[0]
+    base_frame = ok_rows(base["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
+    rows = []
+    for name, run in runs[1:]:
+        other = ok_rows(run["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
+        joined = base_frame.merge(other, on=KEYS, suffixes=("_base", "_other"))
+        for r in joined.itertuples(index=False):
+            ratio = r.time_median_s_other / r.time_median_s_base
+            rows.append({"baseline": base_name, "other": name, **{k: getattr(r, k) for k in KEYS},
+                         "time_base_s": r.time_median_s_base, "time_other_s": r.time_median_s_other,
+                         "ratio": ratio, "noise_base": r.time_rel_stdev_base, "noise_other": r.time_rel_stdev_other,
+                         "verdict": verdict(ratio, r.time_rel_stdev_base, r.time_rel_stdev_other)})
+    table = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "compare.csv", table.to_csv(index=False))
+    write_atomic(out / "compare.md", (table.to_markdown(index=False) if not table.empty else "_no common points_")
+                 + "\n")
+    fig_compare({name: run["sweeps"] for name, run in runs}, out)
+    summary = table.groupby(["other", "verdict"]).size().unstack(fill_value=0) if not table.empty else pd.DataFrame()
+    write_atomic(out / "index.html", f"""<!doctype html><html><head><meta charset="utf-8">
+<title>strassenbench compare</title></head><body><h1>Compare: {len(runs)} runs, baseline {base_name}</h1>
+<img src="fig_compare_speedup.png" style="max-width:100%"><p><a href="fig_compare_speedup.pdf">PDF</a></p>
+<h2>Verdicts</h2>{summary.to_html() if not summary.empty else '<p>no common points</p>'}
+<h2>Per point</h2>{table.to_html(index=False, float_format=lambda v: f"{v:.4g}") if not table.empty else ''}
+<p>Sources: {json.dumps([str(f) for f in folders])}</p></body></html>
+""")
+    return table
