@@ -12,8 +12,14 @@ validate(config, schema="workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/tables.smk"
+include: "workflow/rules/build.smk"
 include: "workflow/rules/verify.smk"
+include: "workflow/rules/sweep.smk"
+include: "workflow/rules/memlimit.smk"
+include: "workflow/rules/model.smk"
+include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
+include: "workflow/rules/tables.smk"
 
 
 rule all:

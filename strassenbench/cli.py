@@ -199,7 +199,7 @@ def _points(args: argparse.Namespace) -> list:
             raise UsageError("--shapes goes with --sweep custom; the paper's sweeps take --sizes")
         shapes = []
         for x in args.sizes:
-            m, k, n = shape(args.sweep, x)
+            m, k, n = shape(args.sweep, x, args.fixed)
             shapes.append((m, n, k, x))
     for m, n, k, x in shapes:
         for impl in args.impl:
@@ -440,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", choices=[*SWEEPS, "custom"], default="square")
     p.add_argument("--sizes", type=_sizes, default=parse_sizes("1024:4096:1024"), help="e.g. 512:20480:512")
     p.add_argument("--shapes", type=_shapes, help="--sweep custom: MxNxK[,MxNxK...]")
+    p.add_argument("--fixed", type=_integer(1), help="the sweep's fixed size: k of rankk (4096), m = n of panel (8192)")
     p.add_argument("--strategy", choices=["best", *STRATEGIES], help="fused kernels: a strategy or best of six")
     p.add_argument("--scheme", choices=SCHEMES, help="fused Strassen: task-parallel scheme (default sequential)")
     p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")

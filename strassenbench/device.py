@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .engines import ENGINES
 
-__all__ = ["BACKENDS", "visible_gpus", "resolve_backend", "slug"]
+__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug"]
 
 BACKENDS = ("auto", "cuda", "numpy")
 
@@ -28,6 +27,21 @@ def visible_gpus() -> list[str]:
         return []
 
 
+def gpu_arch(index: int = 0) -> str | None:
+    """sm_XY of GPU ``index`` from pynvml, or None without one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+            return f"sm_{major}{minor}"
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def resolve_backend(requested: str) -> tuple[str, str]:
     """(backend, reason). ``auto`` means cuda when a GPU is visible and the cuda engine is available."""
     if requested not in BACKENDS:
@@ -39,10 +53,12 @@ def resolve_backend(requested: str) -> tuple[str, str]:
         if requested == "cuda":
             raise ValueError("backend cuda requested but no NVIDIA GPU is visible")
         return "numpy", "no NVIDIA GPU is visible"
-    if "cuda" not in ENGINES:
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
         if requested == "cuda":
-            raise ValueError("backend cuda requested but this version has no cuda engine yet")
-        return "numpy", f"GPU {gpus[0]} is visible but this version has no cuda engine yet"
+            raise ValueError("backend cuda requested but CuPy is not installed (pip install -e '.[gpu]')") from None
+        return "numpy", f"GPU {gpus[0]} is visible but CuPy is not installed (pip install -e '.[gpu]')"
     return "cuda", f"GPU {gpus[0]}"
 
 

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["SWEEPS", "shape", "parse_sizes", "PAPER_SIZES"]
+__all__ = ["SWEEPS", "PAPER_FIXED", "shape", "parse_sizes", "PAPER_SIZES"]
 
-# sweep -> (what it fixes, (m, k, n) as a function of the swept size x)
-SWEEPS: dict[str, tuple[str, Callable[[int], tuple[int, int, int]]]] = {
-    "square": ("m = k = n = x", lambda x: (x, x, x)),
-    "rankk": ("k = 4096, m = n = x", lambda x: (x, 4096, x)),
-    "panel": ("m = n = 8192, k = x", lambda x: (8192, x, 8192)),
+# sweep -> (what it fixes, (m, k, n) as a function of the swept size x and the fixed size f)
+SWEEPS: dict[str, tuple[str, Callable[[int, int], tuple[int, int, int]]]] = {
+    "square": ("m = k = n = x", lambda x, f: (x, x, x)),
+    "rankk": ("k = f (4096), m = n = x", lambda x, f: (x, f, x)),
+    "panel": ("m = n = f (8192), k = x", lambda x, f: (f, x, f)),
 }
+PAPER_FIXED = {"square": 0, "rankk": 4096, "panel": 8192}  # the paper's fixed sizes (Sec. s:gpu_exp)
 
 PAPER_SIZES = "512:20480:512"  # the paper's x axes run to 20,480
 
 
-def shape(sweep: str, x: int) -> tuple[int, int, int]:
-    """(m, k, n) of point ``x`` of ``sweep``."""
+def shape(sweep: str, x: int, fixed: int | None = None) -> tuple[int, int, int]:
+    """(m, k, n) of point ``x`` of ``sweep``; ``fixed`` replaces the paper's fixed size (smoke runs)."""
     try:
-        return SWEEPS[sweep][1](x)
+        return SWEEPS[sweep][1](x, PAPER_FIXED[sweep] if fixed is None else fixed)
     except KeyError:
         raise ValueError(f"unknown sweep '{sweep}' (choose from {', '.join(SWEEPS)})") from None
 

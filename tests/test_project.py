@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,10 +57,39 @@ def test_lint_is_clean(workdir):
     assert "Congratulations" in proc.stdout + proc.stderr
 
 
-def test_dry_run_of_paper_profile_lists_jobs(workdir):
-    proc = _snakemake(["-n", "--config", "profile=paper"], workdir)
+def _job_counts(stdout):
+    counts, table = {}, False
+    for line in stdout.splitlines():
+        if line.startswith("job ") and "count" in line:
+            table = True
+            continue
+        if table:
+            fields = line.split()
+            if len(fields) == 2 and fields[1].isdigit():
+                counts[fields[0]] = int(fields[1])
+            elif counts:
+                break
+    return counts
+
+
+def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
+    proc = _snakemake(["-n", "-p", "--config", "profile=paper", "assume_gpu=NVIDIA H100 80GB HBM3@sm_90"], workdir)
     assert proc.returncode == 0, proc.stderr
-    assert "collect_verify" in proc.stdout
+    counts = _job_counts(proc.stdout)
+    assert counts["sweep"] == 3 * 7  # one job per (sweep, implementation)
+    assert counts["verify"] == 3 * 2 * 4
+    for rule in ("build", "strategies", "memlimit", "sysinfo", "report", "model_crossover", "collect_verify"):
+        assert counts[rule] == 1, rule
+    assert counts["collect_sweep"] == 3 and counts["model_predict"] == 3
+    assert "data/nvidia-h100-80gb-hbm3/square.csv" in proc.stdout
+    assert "--sizes 512:20480:512" in proc.stdout and "--strategy best" in proc.stdout
+    assert "--arch sm_80 --arch sm_90" in proc.stdout
+
+
+def test_dry_run_with_compare(workdir):
+    proc = _snakemake(["-n", "--config", "compare=[data/other-gpu]"], workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert _job_counts(proc.stdout).get("compare") == 1
 
 
 def test_bad_config_key_is_rejected(workdir):
@@ -78,3 +109,17 @@ def test_smoke_run_end_to_end_on_cpu(workdir):
     variants = (workdir / "report/tables/variants_L2.md").read_text()
     assert len([line for line in variants.splitlines() if line.startswith("|")]) == 12
     assert "makespan 4 products (lower bound 4" in (workdir / "report/tables/schedule_L1_S2.md").read_text()
+    page = (workdir / "report/index.html").read_text()
+    assert "CPU run: no GPU was used" in page
+    for fig in REPORT_FIGURES:
+        for ext in ("png", "pdf"):
+            assert (workdir / f"report/figures/{fig}.{ext}").is_file(), fig
+    for table in REPORT_TABLES:
+        assert (workdir / f"report/tables/{table}.md").is_file(), table
+    for sweep in ("square", "rankk", "panel"):
+        frame = pd.read_csv(workdir / f"data/cpu/{sweep}.csv")
+        assert len(frame) == len(set(frame["x"])) * 7 and (frame["status"] == "ok").all()
+    assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
+    assert (workdir / "build/resources.csv").is_file()
+    rerun = _snakemake(["--cores", "1", "--config", "profile=smoke", "backend=numpy"], workdir)
+    assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr

@@ -62,6 +62,7 @@ def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, str]:
     """(markdown, html) of a table, or of a one-line note when there is nothing to show."""
     if frame is None or frame.empty:
         return f"_{empty}_\n", f"<p class='note'>{html.escape(empty)}</p>"
+    frame = frame.astype(object).where(frame.notna(), "")
     return frame.to_markdown(index=False) + "\n", frame.to_html(index=False, border=0, classes="table",
                                                               float_format=lambda v: f"{v:.4g}")
 

@@ -56,7 +56,11 @@ def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, t
             ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1)
             ax.annotate(f"FP32 peak {peak_tflops:.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
                         va="bottom", fontsize=7)
-        ax.set_title(PANEL_TITLES[sweep])
+        title = PANEL_TITLES[sweep]
+        if not part.empty and sweep != "square":  # the fixed size this run used (smoke runs shrink it)
+            fixed = int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
+            title = title.replace("4096", f"{fixed:,}") if sweep == "rankk" else title.replace("8192", f"{fixed:,}")
+        ax.set_title(title)
         ax.set_xlabel("x")
         ax.set_ylabel("effective TFLOPS = 2mnk / time")
     fig.suptitle(title)

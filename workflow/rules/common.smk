@@ -1,12 +1,23 @@
-# Helpers shared by the rules: the resolved backend, the effective profile and the target list.
+# Helpers shared by the rules: the resolved backend, the effective profile, the device folder and targets.
+import os
 import sys
 
-from strassenbench.device import resolve_backend, slug, visible_gpus
+from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
+from strassenbench.sweeps import SWEEPS
 
-BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
+if config["assume_gpu"]:  # plan as if this GPU were visible (dry runs: `-n --config assume_gpu=NAME@sm_XY`)
+    _name, _, _arch = config["assume_gpu"].partition("@")
+    BACKEND, BACKEND_REASON = "cuda", f"assumed GPU {_name}"
+    DEVICE, DEVICE_ARCH = slug(_name), _arch or None
+else:
+    BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
+    DEVICE = slug(visible_gpus()[0]) if BACKEND == "cuda" else "cpu"
+    DEVICE_ARCH = gpu_arch() if BACKEND == "cuda" else None
 PROFILE = config["profile"] if BACKEND == "cuda" else "smoke"
 GRID = config["profiles"][PROFILE]
-DEVICE = slug(visible_gpus()[0]) if BACKEND == "cuda" else "cpu"
+ARCHS = sorted(set(config["archs"]) | ({DEVICE_ARCH} if DEVICE_ARCH else set()))
+MODEL_GPU = config["model_gpu"] if config["model_gpu"] != "auto" else ("device" if BACKEND == "cuda" else "V100")
+SWEEP_NAMES = list(SWEEPS)
 
 if BACKEND != "cuda":
     print(
@@ -26,12 +37,50 @@ def verify_cases():
     ]
 
 
-def table_targets():
-    levels = sorted({1, 2, *GRID["verify"]["levels"]} - {0})
-    variants = [f"report/tables/variants_L{lv}.md" for lv in levels]
-    schedules = [f"report/tables/schedule_L{lv}_S{s}.md" for lv in levels for s in config["streams"]]
-    return variants + schedules
+def sweep_fixed(sweep):
+    fixed = GRID["sweeps"][sweep].get("fixed")
+    return f"--fixed {fixed}" if fixed else ""
+
+
+def timing_args():
+    t = GRID["timing"]
+    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}"
+
+
+def fused_args(impl):
+    """--strategy/--scheme for the fused implementations on the GPU (the numpy stand-ins take none)."""
+    if BACKEND != "cuda" or impl in ("cublas", "strassen1-ref", "strassen2-ref"):
+        return ""
+    scheme = f" --scheme {config['scheme']}" if impl not in ("gemm",) else ""
+    return f"--strategy {config['strategy']}{scheme}"
+
+
+def schedule_targets():
+    return [f"report/tables/schedule_L{lv}_S{s}.md" for lv in (1, 2) for s in config["streams"]]
+
+
+def report_inputs():
+    data = f"data/{DEVICE}"
+    inputs = {
+        "sweeps": [f"{data}/{s}.csv" for s in SWEEP_NAMES],
+        "memlimit": f"{data}/memlimit.csv",
+        "verify": f"{data}/verify.csv",
+        "system": f"{data}/system.json",
+        "resources": "build/resources.csv",
+    }
+    if BACKEND == "cuda":
+        inputs["strategies"] = f"{data}/strategies.csv"
+    return inputs
 
 
 def all_outputs():
-    return [f"data/{DEVICE}/verify.csv", *table_targets()]
+    data = f"data/{DEVICE}"
+    outputs = [
+        "report/index.html",
+        *schedule_targets(),
+        *[f"{data}/model_{s}.csv" for s in SWEEP_NAMES],
+        f"{data}/model_crossover.csv",
+    ]
+    if config["compare"]:
+        outputs.append("report/compare/index.html")
+    return outputs

@@ -1,18 +1,4 @@
-# Tables computed by the algebra: variants (figure tab:perfeq_level2) and stream stages (tab:gpu_streaming).
-
-
-rule variants_table:
-    output:
-        "report/tables/variants_L{levels}.md",
-    log:
-        "logs/tables/variants_L{levels}.log",
-    conda:
-        "../../environment.yml"
-    params:
-        algorithm=config["algorithm"],
-    shell:
-        "strassenbench variants --levels {wildcards.levels} --algorithm {params.algorithm} "
-        "--format markdown --out {output} > {log} 2>&1"
+# Stream schedules computed by the algebra (paper, figure tab:gpu_streaming) for each configured stream count.
 
 
 rule schedule_table:

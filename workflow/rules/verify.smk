@@ -2,6 +2,8 @@
 
 
 rule verify:
+    input:
+        lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
     output:
         "results/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.csv",
     log:

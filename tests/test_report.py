@@ -1,0 +1,106 @@
+"""The report and compare code, on committed synthetic GPU-shaped fixtures (tests/fixtures/make_fixtures.py:
+model-derived, not measured) and on a real CPU run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from strassenbench.bench.backends import NumpyBackend
+from strassenbench.bench.runner import Point, run_sweep
+from strassenbench.bench.timing import Criterion
+from strassenbench.cli import main
+from strassenbench.report.analysis import claims, measured_crossover, speedups
+from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES, build_report, load_run
+from strassenbench.report.compare import compare_runs, verdict
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_fixture_report_has_every_figure_and_table(tmp_path) -> None:  # noqa: ANN001
+    out = tmp_path / "report"
+    build_report(FIXTURES / "gpu_a", out)
+    page = (out / "index.html").read_text()
+    for fig in REPORT_FIGURES:
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 10_000
+        assert (out / "figures" / f"{fig}.pdf").is_file()
+        assert f"figures/{fig}.png" in page
+    for table in REPORT_TABLES:
+        assert (out / "tables" / f"{table}.md").is_file()
+        assert f"id='{table}'" in page
+    assert "synthetic-fixture-A100-model" in page and "CPU run" not in page
+    assert "SM clock" in page and "throttling" in page
+    claims_md = (out / "tables" / "claims.md").read_text()
+    for paper in ("1,536", "1.11x", "7,680", "1.19x", "7,168", "13,312", "36,000", "22,500"):
+        assert paper in claims_md
+
+
+def test_claims_and_crossover_from_results() -> None:
+    run = load_run(FIXTURES / "gpu_a")
+    sweeps = run["sweeps"]
+    s = speedups(sweeps)
+    assert set(s["impl"]) == {"gemm", "strassen1", "strassen1-ref", "strassen2-ref", "strassen2-hybrid",
+                              "strassen2-direct"}
+    cross = measured_crossover(sweeps, "strassen1")
+    square = sweeps[(sweeps["sweep"] == "square")].pivot_table(index="x", columns="impl", values="time_median_s")
+    ratio = square["cublas"] / square["strassen1"]
+    assert cross["max_speedup"] == pytest.approx(ratio.max(), rel=1e-3)
+    if cross["stable"] is not None:
+        assert (ratio[ratio.index >= cross["stable"]] > 1).all()
+    table = claims(sweeps, run["memlimit"])
+    assert list(table.columns) == ["claim", "paper (V100)", "this run", "how it is computed"]
+    assert len(table) == 8
+
+
+def test_cpu_report_has_the_banner(tmp_path) -> None:  # noqa: ANN001
+    data = tmp_path / "cpu"
+    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0)
+    points = [Point(i, x, x, x, sweep="square", x=x) for x in (32, 64) for i in ("cublas", "strassen1")]
+    run_sweep(points, NumpyBackend(), data / "square.csv", criterion, progress=False)
+    build_report(data, tmp_path / "report")
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "CPU run: no GPU was used" in page
+    assert "no rankk results in this run" not in page  # that note is drawn into the figure, not the page
+    assert (tmp_path / "report" / "figures" / "fig_stra_square.png").is_file()
+
+
+def test_verdict_needs_a_difference_beyond_both_noises() -> None:
+    assert verdict(1.004, 0.005, 0.001) == "SAME"
+    assert verdict(0.90, 0.005, 0.01) == "FAST"
+    assert verdict(1.10, 0.005, 0.01) == "SLOW"
+    assert verdict(1.03, 0.05, 0.001) == "SAME"
+
+
+def test_compare_fixtures(tmp_path) -> None:  # noqa: ANN001
+    table = compare_runs([FIXTURES / "gpu_a", FIXTURES / "gpu_b"], tmp_path / "cmp")
+    assert len(table) == 3 * 4 * 7  # sweeps x sizes x implementations
+    assert set(table["verdict"]) <= {"FAST", "SLOW", "SAME"}
+    assert (table["verdict"] == "FAST").any()  # the H100-like fixture is faster on the large sizes
+    for r in table.itertuples():
+        assert r.verdict == verdict(r.ratio, r.noise_base, r.noise_other)
+    assert (tmp_path / "cmp" / "fig_compare_speedup.png").is_file() and (tmp_path / "cmp" / "index.html").is_file()
+    assert pd.read_csv(tmp_path / "cmp" / "compare.csv").shape[0] == len(table)
+
+
+def test_report_and_compare_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    assert main(["report", "--data", str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "r")]) == 0
+    assert main(["compare", str(FIXTURES / "gpu_a"), str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "c")]) == 0
+    assert main(["report", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r2")]) == 2
+    assert main(["compare", str(FIXTURES / "gpu_a"), "--out", str(tmp_path / "c2")]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["compare", str(FIXTURES / "gpu_a"), str(empty), "--out", str(tmp_path / "c3")]) == 2
+    err = capsys.readouterr().err
+    assert "no results folder" in err and "at least two" in err and "no sweep results" in err
+    assert not (tmp_path / "r2").exists()
+
+
+def test_fixtures_are_labelled_synthetic() -> None:
+    for folder in ("gpu_a", "gpu_b"):
+        frame = pd.read_csv(FIXTURES / folder / "square.csv")
+        assert frame["gpu"].str.startswith("synthetic-fixture").all()
+        assert (frame["driver"] == "fixture").all()
+    shutil.rmtree(FIXTURES / "__pycache__", ignore_errors=True)

@@ -1,0 +1,22 @@
+# The largest square problem per implementation (paper: 36,000 vs 22,500 on a 16 GB V100).
+
+
+rule memlimit:
+    input:
+        lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
+    output:
+        "data/{device}/memlimit.csv",
+    log:
+        "logs/{device}/memlimit.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=1,
+    params:
+        engine=BACKEND,
+        impls=",".join(config["impls"]),
+        step=GRID["memlimit"]["step"],
+        budget=(f"--memory-budget {GRID['memlimit']['budget']}" if GRID["memlimit"].get("budget") else ""),
+    shell:
+        "strassenbench memlimit --engine {params.engine} --impl {params.impls} --step {params.step} "
+        "{params.budget} --out {output} > {log} 2>&1"

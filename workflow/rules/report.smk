@@ -1,0 +1,18 @@
+# The report: every figure (PNG and PDF) and table of the paper in report/index.html.
+
+
+rule report:
+    input:
+        **report_inputs(),
+    output:
+        "report/index.html",
+        expand("report/figures/{fig}.{ext}", fig=["fig_stra_square", "fig_intro_comparison", "fig_model_square"],
+               ext=["png", "pdf"]),
+    log:
+        "logs/report.log",
+    conda:
+        "../../environment.yml"
+    params:
+        data=lambda wc, input: os.path.dirname(input.system),
+    shell:
+        "strassenbench report --data {params.data} --resources {input.resources} --out report > {log} 2>&1"

@@ -1,0 +1,81 @@
+# Timed sweeps (paper, Sec. s:gpu_exp): one job per (sweep, implementation), one GPU per job. A job's
+# results accumulate in results/ (not a declared output, so an interrupted job keeps its finished points and
+# the rerun resumes them) and are published to data/ when the job completes.
+
+
+rule sweep:
+    input:
+        lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
+    output:
+        "data/{device}/parts/{sweep}/{impl}.csv",
+    log:
+        "logs/{device}/sweep/{sweep}_{impl}.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=1,
+    params:
+        engine=BACKEND,
+        sizes=lambda wc: GRID["sweeps"][wc.sweep]["sizes"],
+        fixed=lambda wc: sweep_fixed(wc.sweep),
+        timing=timing_args(),
+        fused=lambda wc: fused_args(wc.impl),
+        partial="results/{device}/sweep/{sweep}/{impl}.csv",
+    wildcard_constraints:
+        sweep="square|rankk|panel",
+    shell:
+        "strassenbench bench --engine {params.engine} --impl {wildcards.impl} --sweep {wildcards.sweep} "
+        "--sizes {params.sizes} {params.fixed} {params.fused} {params.timing} --no-progress "
+        "--out {params.partial} > {log} 2>&1 && strassenbench collect {params.partial} --out {output} >> {log} 2>&1"
+
+
+rule collect_sweep:
+    input:
+        expand("data/{{device}}/parts/{{sweep}}/{impl}.csv", impl=config["impls"]),
+    output:
+        "data/{device}/{sweep}.csv",
+    log:
+        "logs/{device}/collect_{sweep}.log",
+    conda:
+        "../../environment.yml"
+    wildcard_constraints:
+        sweep="square|rankk|panel",
+    shell:
+        "strassenbench collect {input} --out {output} > {log} 2>&1"
+
+
+rule strategies:
+    """GEMM and 1-level Strassen with the Huge and Small strategies, for figure fig:model_square (GPU runs)."""
+    input:
+        "build/resources.csv",
+    output:
+        "data/{device}/strategies.csv",
+    log:
+        "logs/{device}/strategies.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=1,
+    params:
+        sizes=GRID["model_strategies"]["sizes"],
+        timing=timing_args(),
+        partial="results/{device}/strategies",
+        scheme=config["scheme"],
+    shell:
+        "(for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
+        "--sweep square --sizes {params.sizes} --strategy $s --scheme {params.scheme} {params.timing} "
+        "--no-progress --out {params.partial}/$s.csv || exit 1; done; "
+        "strassenbench collect {params.partial}/Huge.csv {params.partial}/Small.csv --out {output}) > {log} 2>&1"
+
+
+rule sysinfo:
+    output:
+        "data/{device}/system.json",
+    log:
+        "logs/{device}/sysinfo.log",
+    conda:
+        "../../environment.yml"
+    params:
+        engine=BACKEND,
+    shell:
+        "strassenbench sysinfo --engine {params.engine} --out {output} > {log} 2>&1"
