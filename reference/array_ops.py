@@ -83,12 +83,6 @@ class CupyOps(NumpyOps):
     def zeros(self, size: int, dtype: np.dtype):  # noqa: ANN201
         return self.xp.zeros(size, dtype=dtype)
 
-    def scale(self, out, s: float) -> None:  # noqa: ANN001
-        if s == 0:
-            out.fill(0)
-        elif s != 1:
-            out *= out.dtype.type(s)
-
     def axpy(self, out, x, a: float) -> None:  # noqa: ANN001
         self._axpy(x, out.dtype.type(a), _clip(out, x))
 

@@ -215,17 +215,22 @@ def _criterion(args: argparse.Namespace):  # noqa: ANN202
                      max_time=args.max_time)
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _backend(engine: str):  # noqa: ANN202
     from .bench.backends import make_backend
+
+    try:
+        return make_backend(engine)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench.runner import run_sweep
 
     for name in args.impl:
         if args.engine not in get_impl(name).engines:
             raise UsageError(f"{name} does not run on {args.engine} (it runs on {', '.join(get_impl(name).engines)})")
-    try:
-        backend = make_backend(args.engine)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    backend = _backend(args.engine)
     points = _points(args)
     if args.engine == "numpy":
         print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
@@ -241,13 +246,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_memlimit(args: argparse.Namespace) -> int:
-    from .bench.backends import make_backend
     from .bench.memlimit import COLUMNS, memlimit
 
-    try:
-        backend = make_backend(args.engine)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    backend = _backend(args.engine)
     try:
         rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
     except ValueError as err:
@@ -259,13 +260,9 @@ def _cmd_memlimit(args: argparse.Namespace) -> int:
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
     import json
 
-    from .bench.backends import make_backend
     from .bench.runner import system_description
 
-    try:
-        backend = make_backend(args.engine)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    backend = _backend(args.engine)
     text = json.dumps(system_description(backend), indent=2, default=str) + "\n"
     if args.out:
         write_atomic(args.out, text)
