@@ -14,16 +14,19 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Term<T*
   constexpr int V = vec_width<T>(N_R);
 #pragma unroll
   for (int t = 0; t < W_C; ++t) {
-    const T scale = alpha * terms[t].coeff;
+    // A register copy: the stores below go through a generic pointer that the compiler must assume may
+    // alias the shared-memory descriptor, which would otherwise be re-read after every store.
+    const Term<T*, T> term = terms[t];
+    const T scale = alpha * term.coeff;
 #pragma unroll
     for (int i = 0; i < M_R; ++i) {
       const int row = row0 + i;
-      if (row >= terms[t].rows) continue;
-      T* out = terms[t].ptr + static_cast<long long>(row) * ld;
+      if (row >= term.rows) continue;
+      T* out = term.ptr + static_cast<long long>(row) * ld;
 #pragma unroll
       for (int j = 0; j < N_R; j += V) {
         const int col = col0 + j;
-        if (!ATOMIC && terms[t].vector_ok && col + V <= terms[t].cols) {  // one V-wide read-modify-write
+        if (!ATOMIC && term.vector_ok && col + V <= term.cols) {  // one V-wide read-modify-write
           Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
           Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : *p;
 #pragma unroll
@@ -33,7 +36,7 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Term<T*
         }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-          if (col + v >= terms[t].cols) continue;
+          if (col + v >= term.cols) continue;
           const T value = scale * acc[i][j + v];
           if (ATOMIC) {
             atomicAdd(out + col + v, value);

@@ -46,17 +46,18 @@ __device__ __forceinline__ void gather(Vec<T, V>& sum, const Term<const T*, T> (
   for (int j = 0; j < V; ++j) sum.v[j] = T(0);
 #pragma unroll
   for (int t = 0; t < W; ++t) {
-    if (row < terms[t].rows) {
-      const T* p = terms[t].ptr + static_cast<long long>(row) * ld + col;
-      const T u = terms[t].coeff;
-      if (terms[t].vector_ok && col + V <= terms[t].cols) {
+    const Term<const T*, T> term = terms[t];  // one read of the shared descriptor per term and chunk
+    if (row < term.rows) {
+      const T* p = term.ptr + static_cast<long long>(row) * ld + col;
+      const T u = term.coeff;
+      if (term.vector_ok && col + V <= term.cols) {
         const Vec<T, V> x = *reinterpret_cast<const Vec<T, V>*>(p);
 #pragma unroll
         for (int j = 0; j < V; ++j) sum.v[j] += u * x.v[j];
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (col + j < terms[t].cols) sum.v[j] += u * p[j];
+          if (col + j < term.cols) sum.v[j] += u * p[j];
       }
     }
   }
