@@ -112,6 +112,7 @@ class CupyOps(NumpyOps):
         scalars = np.array([alpha, beta], dtype=out.dtype)
         fn = cublas.sgemm if out.dtype == np.float32 else cublas.dgemm
         handle = self.xp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, self.xp.cuda.get_current_stream().ptr)
         # Row-major C (m x n) = A B  <=>  column-major C^T (n x m) = B^T A^T.
         fn(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k, scalars.ctypes.data, b.data.ptr, ld(b),
            a.data.ptr, ld(a), scalars.ctypes.data + item, out.data.ptr, ld(out))

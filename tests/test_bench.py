@@ -182,3 +182,11 @@ def test_progress_bar_is_quiet_off_a_terminal(tmp_path) -> None:  # noqa: ANN001
         capture_output=True, text=True, env=dict(os.environ), check=False,
     )
     assert result.returncode == 0 and "point/s" not in result.stderr and "it/s" not in result.stderr
+
+
+def test_sweep_options_apply_only_where_they_mean_something(tmp_path) -> None:  # noqa: ANN001
+    """--strategy/--scheme in a mixed sweep: the implementations without them run plainly, not as errors."""
+    points = [Point(impl, 48, 48, 48, strategy="Huge", scheme="atomic") for impl in ("cublas", "gemm", "strassen1")]
+    frame = run_sweep(points, NumpyBackend(), tmp_path / "o.csv", FAST, progress=False)
+    assert (frame["status"] == "ok").all(), frame["message"].tolist()
+    assert (frame["strategy"] == "").all() and (frame["scheme"] == "").all()  # nothing to choose on numpy

@@ -75,6 +75,8 @@ def _inject(point: Point) -> None:
 
 
 def _options(point: Point, engine: str, strategy: str | None) -> dict[str, object]:
+    """The --strategy/--scheme of a sweep apply to the implementations that take them on this engine; the
+    others (cuBLAS, the references, every implementation on the numpy engine) run without."""
     impl = get_impl(point.impl)
     out: dict[str, object] = {}
     if engine in FUSED_ENGINES and "strategy" in impl.options and strategy:
@@ -100,7 +102,7 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
     start = device.snapshot() if device else {}
     try:
         _inject(point)
-        impl.check(engine, None if point.strategy in (None, "best") else point.strategy, point.scheme)
+        impl.check(engine, None, None)
         strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy]
         fused = engine in FUSED_ENGINES and "strategy" in impl.options
         if not fused:

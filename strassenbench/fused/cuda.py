@@ -51,8 +51,9 @@ def run(program: Program, build_dir: str = "build") -> None:
         for lane, stream in zip(stage, lanes):
             for event in previous:
                 stream.wait_event(event)
-            for launch in lane:
-                mod.get_function(launch.kernel)(launch.grid, launch.block, launch.args, stream=stream)
+            with stream:  # RawKernel launches on the current stream
+                for launch in lane:
+                    mod.get_function(launch.kernel)(launch.grid, launch.block, launch.args)
         previous = [stream.record() for stream in lanes]
     for event in previous:
         origin.wait_event(event)
