@@ -125,3 +125,19 @@ def test_hybrid_is_one_reference_level_over_fused_one_level() -> None:
     np.testing.assert_array_equal(C, expected)
     assert calls == [(32, 32)] * 7
     assert len(ws.levels) == 1 and IMPLS["strassen2-hybrid"].workspace_levels == 1
+
+
+@pytest.mark.parametrize("name", list(IMPLS))
+def test_prepared_calls_replay_exactly(name: str) -> None:
+    """impl.prepare(...) builds launches, parameter arrays and workspace once; every replay computes anew."""
+    impl = IMPLS[name]
+    for engine in CPU_ENGINES:
+        if engine not in impl.engines:
+            continue
+        options = {"scheme": "atomic"} if engine == "emu" and "scheme" in impl.options else {}
+        A, B, C = operands(33, 47, 20, "float64")
+        expected = C + 2 * (A @ B)
+        call = impl.prepare(A, B, C, 1.0, 1.0, engine=engine, **options)
+        call()
+        call()
+        np.testing.assert_array_equal(C, expected, err_msg=f"{name} {engine}")

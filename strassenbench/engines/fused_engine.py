@@ -6,13 +6,15 @@ differs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..gemm import check_operands
 from ..plan import Plan
 from ..strategies import get_strategy
 
-__all__ = ["emu_gemm", "cuda_gemm", "FUSED_OPTIONS"]
+__all__ = ["emu_gemm", "cuda_gemm", "prepare", "FUSED_OPTIONS"]
 
 FUSED_OPTIONS = ("strategy", "scheme", "streams")
 
@@ -23,17 +25,40 @@ def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
         raise ValueError(f"plan is for {plan.m}x{plan.k}x{plan.n}, operands are {m}x{k}x{n}")
 
 
+def prepare(
+    engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
+    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
+) -> Callable[[], None]:
+    """Build the launches once (parameter arrays included) and return a call that replays them.
+
+    The benchmark times replays, as an application holding its kernel parameters would run; ``emu_gemm`` and
+    ``cuda_gemm`` prepare and run once. Operands must be the engine's arrays (NumPy for emu, CuPy for cuda).
+    """
+    from ..fused.launch import plan_launches
+
+    _check(plan, A, B, C)
+    if engine == "emu":
+        from ..fused import emu
+
+        program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or "Small"),
+                                scheme=scheme, streams=streams)
+        return lambda: emu.run(program)
+    if engine == "cuda":
+        from ..fused import cuda
+
+        cupy = cuda._cupy()
+        program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or "Huge"),
+                                scheme=scheme, streams=streams, to_device=cupy.asarray)
+        return lambda: cuda.run(program, build_dir=build_dir)
+    raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
+
+
 def emu_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
     strategy: str = "Small", scheme: str = "sequential", streams: int | None = None,
 ) -> None:
     """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays)."""
-    from ..fused import emu
-    from ..fused.launch import plan_launches
-
-    _check(plan, A, B, C)
-    emu.run(plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy), scheme=scheme,
-                          streams=streams))
+    prepare("emu", plan, A, B, C, alpha, beta, strategy=strategy, scheme=scheme, streams=streams)()
 
 
 def cuda_gemm(
@@ -42,13 +67,12 @@ def cuda_gemm(
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
     from ..fused import cuda
-    from ..fused.launch import plan_launches
 
     _check(plan, A, B, C)
     cupy = cuda._cupy()
     host = isinstance(C, np.ndarray)
     dA, dB, dC = (cupy.asarray(x) for x in (A, B, C)) if host else (A, B, C)
-    cuda.run(plan_launches(plan, dA, dB, dC, alpha, beta, strategy=get_strategy(strategy), scheme=scheme,
-                           streams=streams, to_device=cupy.asarray), build_dir=build_dir)
+    prepare("cuda", plan, dA, dB, dC, alpha, beta, strategy=strategy, scheme=scheme, streams=streams,
+            build_dir=build_dir)()
     if host:
         C[...] = cupy.asnumpy(dC)
