@@ -104,3 +104,21 @@ def test_fixtures_are_labelled_synthetic() -> None:
         assert frame["gpu"].str.startswith("synthetic-fixture").all()
         assert (frame["driver"] == "fixture").all()
     shutil.rmtree(FIXTURES / "__pycache__", ignore_errors=True)
+
+
+def test_unknown_gpu_uses_the_recorded_attributes(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    from strassenbench.model.gpus import SPECS
+    from strassenbench.report.build import spec_for
+
+    h100 = SPECS["H100"]
+    system = {"engine": "cuda", "gpu": {"gpu": "NVIDIA Future GPU"},
+              "model_spec": {"name": "NVIDIA Future GPU", "arch": "sm_90", "sm_count": 140, "fp32_cores_per_sm": 128,
+                             "fp64_cores_per_sm": 64, "boost_clock_hz": 2.0e9, "dram_bandwidth": 5e12,
+                             "source": "live device query"}}
+    spec, measured = spec_for(system, pd.DataFrame())
+    assert measured and spec.sm_count == 140 and spec.tau_flop() == 2 * 128 * 140 * 2.0e9
+    assert spec_for({"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}}, pd.DataFrame()) == (h100, True)
+    assert spec_for({}, pd.DataFrame())[1] is False
+    json.dumps(system)

@@ -170,9 +170,22 @@ def _memory_check(engine: str, declared: int, measured: int) -> str:
 
 
 def system_description(backend: Backend) -> dict[str, object]:
+    """Host, GPU (pynvml, CUDA, cuBLAS) and the model's device attributes (for the report's peak and model)."""
     device = backend.device()
-    return {"engine": backend.engine, "commit": git_commit(), "host": host_description(),
-            "gpu": device.describe() if device else {}}
+    out: dict[str, object] = {"engine": backend.engine, "commit": git_commit(), "host": host_description(),
+                              "gpu": device.describe() if device else {}}
+    if backend.engine == "cuda":  # pragma: no cover - needs a GPU
+        try:
+            from ..model.gpus import query_device
+
+            spec = query_device()
+            out["model_spec"] = {"name": spec.name, "arch": spec.arch, "sm_count": spec.sm_count,
+                                 "fp32_cores_per_sm": spec.fp32_cores_per_sm,
+                                 "fp64_cores_per_sm": spec.fp64_cores_per_sm, "boost_clock_hz": spec.boost_clock_hz,
+                                 "dram_bandwidth": spec.dram_bandwidth, "source": spec.source}
+        except (RuntimeError, ValueError) as err:
+            out["model_spec_error"] = str(err)
+    return out
 
 
 def _load(out: Path) -> pd.DataFrame:

@@ -49,12 +49,15 @@ def load_run(data: Path) -> dict[str, object]:
 
 
 def spec_for(system: dict, sweeps: pd.DataFrame) -> tuple[GPUSpec, bool]:
-    """(spec, measured_gpu): the GPU's model spec when its name matches a built-in one, else the paper's V100."""
+    """(spec, measured_gpu): the GPU's model spec (a built-in one when the name matches, else the attributes
+    the run recorded in system.json), or the paper's V100 for a CPU run."""
     name = str((system.get("gpu") or {}).get("gpu", "")) or (
         str(sweeps["gpu"].iloc[0]) if not sweeps.empty and "gpu" in sweeps else "")
     for key, spec in SPECS.items():
         if key.lower() in name.lower():
             return spec, True
+    if system.get("model_spec"):
+        return GPUSpec(**system["model_spec"]), True
     return SPECS["V100"], False
 
 
