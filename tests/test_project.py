@@ -77,7 +77,7 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     assert proc.returncode == 0, proc.stderr
     counts = _job_counts(proc.stdout)
     assert counts["sweep"] == 3 * 7  # one job per (sweep, implementation)
-    assert counts["verify"] == 3 * 2 * 4
+    assert counts["verify"] == 3 * 2 * 4 and counts["verify_impl"] == 7 * 2
     for rule in ("build", "strategies", "memlimit", "sysinfo", "report", "model_crossover", "collect_verify"):
         assert counts[rule] == 1, rule
     assert counts["collect_sweep"] == 3 and counts["model_predict"] == 3
@@ -121,5 +121,9 @@ def test_smoke_run_end_to_end_on_cpu(workdir):
         assert len(frame) == len(set(frame["x"])) * 7 and (frame["status"] == "ok").all()
     assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
     assert (workdir / "build/resources.csv").is_file()
+    checked = pd.read_csv(workdir / "data/cpu/verify_impls.csv")
+    assert len(checked) == 7 * 2 and (checked["status"] == "ok").all()
+    assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid"])]["engine"]) == {"emu"}
+    assert "(verify on emu)" in (workdir / "report/tables/numerical_error.md").read_text()
     rerun = _snakemake(["--cores", "1", "--config", "profile=smoke", "backend=numpy"], workdir)
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr

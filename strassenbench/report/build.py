@@ -44,6 +44,7 @@ def load_run(data: Path) -> dict[str, object]:
         "strategies": _read(data / "strategies.csv"),
         "memlimit": _read(data / "memlimit.csv"),
         "verify": _read(data / "verify.csv"),
+        "verify_impls": _read(data / "verify_impls.csv"),
         "system": system,
     }
 
@@ -103,6 +104,12 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[st
         error = g.groupby(["impl", "levels", "dtype"], as_index=False).agg(
             points=("rel_error", "size"), median_rel_error=("rel_error", "median"), max_rel_error=("rel_error", "max"),
             max_error_over_bound=("ratio", "max"))
+    if run.get("verify_impls") is not None and not run["verify_impls"].empty:
+        v = run["verify_impls"].groupby(["impl", "engine", "levels", "dtype"], as_index=False).agg(
+            cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))
+        v["impl"] = v["impl"] + " (verify on " + v["engine"] + ")"
+        v = v.drop(columns="engine")
+        error = v if error is None else pd.concat([error, v], ignore_index=True)
     if run["verify"] is not None and not run["verify"].empty:
         v = run["verify"].groupby(["levels", "dtype"], as_index=False).agg(
             cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))

@@ -37,6 +37,22 @@ def verify_cases():
     ]
 
 
+def impl_engine(impl):
+    """cuda on a GPU; on the CPU the emulator (the real kernels) where the implementation has one, else numpy."""
+    from strassenbench.impls import get_impl
+
+    if BACKEND == "cuda":
+        return "cuda"
+    return "emu" if "emu" in get_impl(impl).engines else "numpy"
+
+
+def impl_shape():
+    """The implementations' check uses the profile's second verify shape (MxKxN): it does not divide into tiles."""
+    shapes = GRID["verify"]["shapes"]
+    m, k, n = shapes[min(1, len(shapes) - 1)].split("x")
+    return f"--m {m} --k {k} --n {n}"
+
+
 def sweep_fixed(sweep):
     fixed = GRID["sweeps"][sweep].get("fixed")
     return f"--fixed {fixed}" if fixed else ""
@@ -65,6 +81,7 @@ def report_inputs():
         "sweeps": [f"{data}/{s}.csv" for s in SWEEP_NAMES],
         "memlimit": f"{data}/memlimit.csv",
         "verify": f"{data}/verify.csv",
+        "verify_impls": f"{data}/verify_impls.csv",
         "system": f"{data}/system.json",
         "resources": "build/resources.csv",
     }

@@ -34,3 +34,35 @@ rule collect_verify:
         "../../environment.yml"
     shell:
         "strassenbench collect {input} --out {output} > {log} 2>&1"
+
+
+rule verify_impl:
+    """Every implementation once per dtype; on a CPU run the fused ones run the real kernels on the emulator."""
+    input:
+        lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
+    output:
+        "results/{device}/verify_impls/{impl}_{dtype}.csv",
+    log:
+        "logs/{device}/verify_impls/{impl}_{dtype}.log",
+    conda:
+        "../../environment.yml"
+    params:
+        engine=lambda wc: impl_engine(wc.impl),
+        shape=lambda wc: impl_shape(),
+    shell:
+        "strassenbench verify --impl {wildcards.impl} --engine {params.engine} {params.shape} "
+        "--dtype {wildcards.dtype} --alpha 1.5 --beta -0.5 --out {output} > {log} 2>&1"
+
+
+rule collect_verify_impls:
+    input:
+        expand("results/{{device}}/verify_impls/{impl}_{dtype}.csv", impl=config["impls"],
+               dtype=["float32", "float64"]),
+    output:
+        "data/{device}/verify_impls.csv",
+    log:
+        "logs/{device}/collect_verify_impls.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "strassenbench collect {input} --out {output} > {log} 2>&1"
