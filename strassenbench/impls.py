@@ -33,6 +33,7 @@ class ImplError(ValueError):
 
 
 def _levels_for(levels: int, m: int, k: int, n: int) -> int:
+    """At most ``levels``, as many as the shape allows (its largest dimension holds one element per block)."""
     return min(levels, max_levels("strassen", m, k, n))
 
 
@@ -79,83 +80,86 @@ class Impl:
         if scheme is not None and scheme not in SCHEMES:
             raise ImplError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
 
-    def __call__(
-        self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-        engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
-        build_dir: str = "build",
-    ):  # noqa: ANN204 - returns the reference workspace, if any
-        self.check(engine, strategy, scheme)
-        m, k, n = check_operands(A, B, C)
-        if engine == "cuda" and isinstance(C, np.ndarray) and self.kind in ("blas", "reference", "hybrid"):
-            import cupy  # NumPy operands: run on device copies and copy C back (the fused engines do the same)
+    def effective_levels(self, m: int, k: int, n: int) -> int:
+        """The levels this implementation runs on an m x k x n problem."""
+        return _levels_for(self.levels, m, k, n)
 
-            dC = cupy.asarray(C)
-            result = self(cupy.asarray(A), cupy.asarray(B), dC, alpha, beta, engine=engine, strategy=strategy,
-                          scheme=scheme, workspace=workspace, build_dir=build_dir)
-            C[...] = cupy.asnumpy(dC)
-            return result
-        fused = {}
-        if engine in FUSED_ENGINES:
-            fused = {"strategy": strategy or ("Small" if engine == "emu" else "Huge"), "scheme": scheme or "sequential"}
-            if engine == "cuda":
-                fused["build_dir"] = build_dir
-        if self.kind == "blas":
-            from .reference.array_ops import ops_for
-
-            ops_for(C).gemm(C, A, B, alpha, beta)
-            return None
-        if self.kind == "fused":
-            plan = make_plan("strassen", _levels_for(self.levels, m, k, n), m, k, n)
-            ENGINES[engine](plan, A, B, C, alpha, beta, **fused)
-            return None
-        from .reference.strassen_ref import multiply
-
-        leaf, levels = None, self.levels
-        if self.kind == "hybrid":  # one reference level on top, the fused 1-level kernel for its 7 products
-            leaf, levels = partial(_fused_leaf, engine=engine, options=fused), self.levels - 1
-        return multiply(A, B, C, alpha, beta, levels=levels, workspace=workspace, leaf=leaf)
-
-    def prepare(
-        self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-        engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
-        build_dir: str = "build",
-    ) -> Callable[[], object]:
-        """A call that computes the same as ``self(A, B, C, ...)`` with everything that does not depend on
-        the values set up once: the fused kernels' launches and parameter arrays, the reference's workspace.
-        Operands must be the engine's arrays. The benchmark times these calls."""
-        from .reference.array_ops import ops_for
-        from .reference.strassen_ref import Workspace, multiply
-
-        self.check(engine, strategy, scheme)
-        m, k, n = check_operands(A, B, C)
-        if self.kind in ("reference", "hybrid") and workspace is None:
-            workspace = Workspace(m, k, n, self.workspace_levels, C.dtype, ops_for(C))
-        if engine not in FUSED_ENGINES or self.kind in ("blas", "reference"):
-            options = {"workspace": workspace} if workspace is not None else {}
-            return lambda: self(A, B, C, alpha, beta, engine=engine, **options)
-        fused = {"strategy": strategy, "scheme": scheme or "sequential"}
-        if engine == "cuda":
-            fused["build_dir"] = build_dir
-        if self.kind == "fused":
-            from .engines.fused_engine import prepare
-
-            plan = make_plan("strassen", _levels_for(self.levels, m, k, n), m, k, n)
-            return prepare(engine, plan, A, B, C, alpha, beta, **fused)
-        leaves = _PreparedLeaves(engine, fused)
-        return lambda: multiply(A, B, C, alpha, beta, levels=self.levels - 1, workspace=workspace, leaf=leaves)
+    @property
+    def bound_algorithm(self) -> str:
+        """The algorithm of the error bound: the reference (and the hybrid's top level) is Strassen-Winograd,
+        whose stability factor 18 exceeds Strassen's 12."""
+        return "winograd" if self.kind in ("reference", "hybrid") else "strassen"
 
     @property
     def workspace_levels(self) -> int:
         """Levels of reference workspace the implementation allocates (0 for the fused and BLAS ones)."""
         return {"reference": self.levels, "hybrid": self.levels - 1}.get(self.kind, 0)
 
+    def __call__(
+        self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
+        engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
+        build_dir: str = "build",
+    ):  # noqa: ANN204 - returns the reference workspace, if any
+        """C <- alpha A B + beta C once. On cuda, NumPy operands run on device copies and C is copied back."""
+        def once(dA, dB, dC):  # noqa: ANN001, ANN202
+            return self.prepare(dA, dB, dC, alpha, beta, engine=engine, strategy=strategy, scheme=scheme,
+                                workspace=workspace, build_dir=build_dir)()
 
-def _fused_leaf(out, a, b, alpha: float, beta: float, *, engine: str, options: dict) -> None:  # noqa: ANN001
-    """The hybrid's leaf: fused 1-level Strassen on one product of the reference's top level."""
+        if engine == "cuda":
+            from .fused.cuda import on_device
+
+            self.check(engine, strategy, scheme)
+            check_operands(A, B, C)
+            return on_device(once, A, B, C)
+        return once(A, B, C)
+
+    def prepare(
+        self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
+        engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
+        build_dir: str = "build",
+    ) -> Callable[[], object]:
+        """A call that computes C <- alpha A B + beta C with everything that does not depend on the values
+        set up once: the fused kernels' launches and parameter arrays, the reference's workspace. Operands
+        must be the engine's arrays. ``__call__`` runs it once; the benchmark times its replays."""
+        from .reference.array_ops import ops_for
+        from .reference.strassen_ref import Workspace, multiply
+
+        self.check(engine, strategy, scheme)
+        m, k, n = check_operands(A, B, C)
+        options: dict[str, object] = {}
+        if engine in FUSED_ENGINES:
+            options = {"strategy": strategy, "scheme": scheme or "sequential"}
+            if engine == "cuda":
+                options["build_dir"] = build_dir
+        if self.kind == "blas":
+            ops = ops_for(C)
+            return lambda: ops.gemm(C, A, B, alpha, beta)
+        if self.kind == "fused":
+            plan = make_plan("strassen", self.effective_levels(m, k, n), m, k, n)
+            return _engine_call(engine, options, plan, A, B, C, alpha, beta)
+        if workspace is None:
+            workspace = Workspace(m, k, n, self.workspace_levels, C.dtype, ops_for(C))
+        leaf, levels = None, self.levels
+        if self.kind == "hybrid":  # one reference level on top, the fused 1-level kernel for its 7 products
+            leaf, levels = _Leaves(engine, options), self.levels - 1
+        return lambda: multiply(A, B, C, alpha, beta, levels=levels, workspace=workspace, leaf=leaf)
+
+
+def _engine_call(engine: str, options: dict, plan, A, B, C, alpha: float, beta: float) -> Callable[[], None]:  # noqa: ANN001
+    """``plan`` on ``engine`` as a replayable call: prepared launches on the fused engines."""
+    if engine in FUSED_ENGINES:
+        from .engines.fused_engine import prepare
+
+        return prepare(engine, plan, A, B, C, alpha, beta, **options)
+    return partial(ENGINES[engine], plan, A, B, C, alpha, beta, **options)
+
+
+def _leaf_call(engine: str, options: dict, out, a, b, alpha: float, beta: float) -> Callable[[], None]:  # noqa: ANN001
+    """One of the hybrid's leaf products: fused 1-level Strassen on a product of the reference's top level."""
     m, k = a.shape
     n = b.shape[1]
     plan = make_plan("strassen", _levels_for(1, m, k, n), m, k, n)
-    ENGINES[engine](plan, a, b, out, alpha, beta, **options)
+    return _engine_call(engine, options, plan, a, b, out, alpha, beta)
 
 
 def _view_key(*arrays) -> tuple:  # noqa: ANN002
@@ -167,22 +171,17 @@ def _view_key(*arrays) -> tuple:  # noqa: ANN002
     return tuple(key)
 
 
-class _PreparedLeaves:
-    """The hybrid's 7 leaf products, each prepared on first sight and replayed after (their operands are
-    fixed views of the operands and of the workspace, so the same launches serve every call)."""
+class _Leaves:
+    """The hybrid's leaf products, each prepared on first sight and replayed after: their operands are
+    fixed views of the operands and of the workspace, so the same launches serve every call."""
 
     def __init__(self, engine: str, options: dict) -> None:
         self.engine, self.options, self.calls = engine, options, {}
 
     def __call__(self, out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
-        from .engines.fused_engine import prepare
-
         key = (_view_key(out, a, b), alpha, beta)
         if key not in self.calls:
-            m, k = a.shape
-            n = b.shape[1]
-            plan = make_plan("strassen", _levels_for(1, m, k, n), m, k, n)
-            self.calls[key] = prepare(self.engine, plan, a, b, out, alpha, beta, **self.options)
+            self.calls[key] = _leaf_call(self.engine, self.options, out, a, b, alpha, beta)
         self.calls[key]()
 
 

@@ -8,7 +8,7 @@ from .accuracy import error_bound, reference_gemm, relative_error
 from .engines import ENGINES
 from .gemm import parse_dtype
 from .impls import get_impl
-from .plan import make_plan, max_levels
+from .plan import make_plan
 
 __all__ = ["random_operands", "verify"]
 
@@ -50,9 +50,7 @@ def verify(
     else:
         chosen = get_impl(impl)
         chosen(A, B, C, alpha, beta, engine=engine, **options)
-        # the reference and the hybrid's top level are Strassen-Winograd (stability factor 18 > 12)
-        algorithm = "winograd" if chosen.kind in ("reference", "hybrid") else "strassen"
-        levels = min(chosen.levels, max_levels("strassen", m, k, n))
+        algorithm, levels = chosen.bound_algorithm, chosen.effective_levels(m, k, n)
     reference = reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
     bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference)

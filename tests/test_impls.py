@@ -109,19 +109,24 @@ def test_hybrid_is_one_reference_level_over_fused_one_level() -> None:
     import strassenbench.impls as impls
 
     calls = []
-    original = impls._fused_leaf
+    original = impls._leaf_call
 
-    def spy(out, a, b, alpha, beta, **kw):  # noqa: ANN001, ANN003, ANN202
-        calls.append(a.shape)
-        original(out, a, b, alpha, beta, **kw)
+    def spy(engine, options, out, a, b, alpha, beta):  # noqa: ANN001, ANN202
+        run = original(engine, options, out, a, b, alpha, beta)
 
-    impls._fused_leaf = spy
+        def counted() -> None:
+            calls.append(a.shape)
+            run()
+
+        return counted
+
+    impls._leaf_call = spy
     try:
         A, B, C = operands(64, 64, 64, "float32")
         expected = A @ B
         ws = IMPLS["strassen2-hybrid"](A, B, C, engine="emu", strategy="Small")
     finally:
-        impls._fused_leaf = original
+        impls._leaf_call = original
     np.testing.assert_array_equal(C, expected)
     assert calls == [(32, 32)] * 7
     assert len(ws.levels) == 1 and IMPLS["strassen2-hybrid"].workspace_levels == 1

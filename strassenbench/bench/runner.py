@@ -25,7 +25,6 @@ from ..accuracy import bound_from_norms
 from ..engines import FUSED_ENGINES
 from ..impls import get_impl
 from ..io import write_atomic
-from ..plan import max_levels
 from ..strategies import STRATEGIES
 from .backends import OOM_ERRORS, Backend
 from .telemetry import git_commit, host_description
@@ -95,7 +94,7 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
         "engine": engine, "commit": git_commit(), "m": m, "n": n, "k": k, "dtype": point.dtype, "alpha": ALPHA,
         "beta": BETA, "seed": seed, "sweep": point.sweep, "x": point.x if point.x is not None else "",
         "impl": impl.name, "label": impl.label, "strategy": "", "scheme": "", "strategy_request": point.strategy or "",
-        "levels": min(impl.levels, max_levels("strassen", m, k, n)),
+        "levels": impl.effective_levels(m, k, n),
         "extra_bytes": impl.extra_bytes(m, n, k, point.dtype), **backend.tags(),
     }
     device = backend.device()
@@ -120,8 +119,7 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             backend.synchronize()
             err, ref_norm = backend.rel_error(C, ref)
             norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
-            algorithm = "winograd" if impl.kind in ("reference", "hybrid") else "strassen"
-            bound = bound_from_norms(point.dtype, algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA, ref_norm,
+            bound = bound_from_norms(point.dtype, impl.bound_algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA, ref_norm,
                                      ref_unit)
             measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
             # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from ..gemm import check_operands
 from ..plan import Plan
 from ..strategies import get_strategy
 
-__all__ = ["emu_gemm", "cuda_gemm", "prepare", "FUSED_OPTIONS"]
-
-FUSED_OPTIONS = ("strategy", "scheme", "streams")
+__all__ = ["emu_gemm", "cuda_gemm", "prepare"]
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -66,13 +62,8 @@ def cuda_gemm(
     strategy: str = "Huge", scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
-    from ..fused import cuda
+    from ..fused.cuda import on_device
 
     _check(plan, A, B, C)
-    cupy = cuda._cupy()
-    host = isinstance(C, np.ndarray)
-    dA, dB, dC = (cupy.asarray(x) for x in (A, B, C)) if host else (A, B, C)
-    prepare("cuda", plan, dA, dB, dC, alpha, beta, strategy=strategy, scheme=scheme, streams=streams,
-            build_dir=build_dir)()
-    if host:
-        C[...] = cupy.asnumpy(dC)
+    on_device(lambda dA, dB, dC: prepare("cuda", plan, dA, dB, dC, alpha, beta, strategy=strategy, scheme=scheme,
+                                         streams=streams, build_dir=build_dir)(), A, B, C)

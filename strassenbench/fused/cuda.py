@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .launch import Program
 
-__all__ = ["CudaError", "device_arch", "module", "run"]
+__all__ = ["CudaError", "device_arch", "module", "on_device", "run"]
 
 
 class CudaError(RuntimeError):
@@ -23,6 +23,19 @@ def _cupy():  # noqa: ANN202
     except ImportError:
         raise CudaError("the cuda engine needs CuPy (pip install -e '.[gpu]')") from None
     return cupy
+
+
+def on_device(fn, A, B, C):  # noqa: ANN001, ANN201
+    """fn(A, B, C) on CuPy arrays; NumPy operands are copied to the device and C is copied back."""
+    import numpy as np
+
+    if not isinstance(C, np.ndarray):
+        return fn(A, B, C)
+    cupy = _cupy()
+    dC = cupy.asarray(C)
+    result = fn(cupy.asarray(A), cupy.asarray(B), dC)
+    C[...] = cupy.asnumpy(dC)
+    return result
 
 
 def device_arch() -> str:
