@@ -37,10 +37,14 @@ class Backend:
     def max_abs(self, x) -> float:  # noqa: ANN001
         return float(abs(x).max())
 
+    def norm(self, x) -> float:  # noqa: ANN001
+        """Frobenius norm, accumulated in float64."""
+        return float(self.xp.linalg.norm(x.astype(self.xp.float64).ravel()))
+
     def rel_error(self, C, ref) -> tuple[float, float]:  # noqa: ANN001
-        xp = self.xp
-        diff = float(xp.linalg.norm((C.astype(xp.float64) - ref.astype(xp.float64)).ravel()))
-        norm = float(xp.linalg.norm(ref.astype(xp.float64).ravel()))
+        """(||C - ref||_F / ||ref||_F, ||ref||_F); the absolute error when ref is zero."""
+        diff = self.norm(C.astype(self.xp.float64) - ref.astype(self.xp.float64))
+        norm = self.norm(ref)
         return (diff / norm if norm > 0 else diff), norm
 
     def timer(self) -> HostTimer:

@@ -45,7 +45,6 @@ COLUMNS = [
     "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
     "power_w", "throttle_reasons", "throttled_samples",
 ]
-KEY = ["impl", "m", "n", "k", "dtype", "strategy_request", "scheme", "sweep"]
 MEMORY_GRANULARITY = 512  # bytes: CuPy's pool rounds every allocation up to this
 ALPHA, BETA = 1.0, 1.0  # C += A B: the fused kernels' native form; cuBLAS is timed with the same beta
 
@@ -108,19 +107,20 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             strategies = [None]
         elif strategies == [None]:
             strategies = ["Huge"]
-        extra = {"build_dir": build_dir} if engine == "cuda" and impl.kind in ("fused", "hybrid") else {}
+        extra = {"build_dir": build_dir} if engine == "cuda" else {}
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
         ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
+        norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
+        ref_norm = backend.norm(ref)
+        bound = bound_from_norms(point.dtype, impl.bound_algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA,
+                                 ref_norm, ref_unit)
         results = {}
         for strategy in strategies:
             options = {**_options(point, engine, strategy), **extra}
             C = C0.copy()
             impl(A, B, C, ALPHA, BETA, engine=engine, **options)
             backend.synchronize()
-            err, ref_norm = backend.rel_error(C, ref)
-            norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
-            bound = bound_from_norms(point.dtype, impl.bound_algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA, ref_norm,
-                                     ref_unit)
+            err = backend.rel_error(C, ref)[0]
             measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
             # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
             call = impl.prepare(A, B, C, ALPHA, BETA, engine=engine, **options)
@@ -214,7 +214,7 @@ def run_sweep(
     frame = _load(out)
     rows = frame.to_dict("records")
     done = {_key_of(r) for r in rows}
-    todo = [p for p in points if (p.impl, p.m, p.n, p.k, p.dtype, p.strategy or "", p.scheme or "", p.sweep) not in done]
+    todo = [p for p in points if p.key() not in done]
     write_atomic(out.parent / "system.json", json.dumps(system_description(backend), indent=2, default=str) + "\n")
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
     for point in bar:
