@@ -179,9 +179,6 @@ def _cmd_impls(args: argparse.Namespace) -> int:
     if any(d is not None for d in dims) and not all(d is not None for d in dims):
         raise UsageError("--m, --n and --k go together (they add the extra_bytes column)")
     rows = impls_table(args.m, args.n, args.k, args.dtype)
-    if args.m is None:
-        for row in rows:
-            row.pop("levels"), row.pop("options")
     write_table(pd.DataFrame(rows), args.format, args.out)
     return 0
 
@@ -228,8 +225,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench.runner import run_sweep
 
     for name in args.impl:
-        if args.engine not in get_impl(name).engines:
-            raise UsageError(f"{name} does not run on {args.engine} (it runs on {', '.join(get_impl(name).engines)})")
+        get_impl(name).check(args.engine, None, None)
     backend = _backend(args.engine)
     points = _points(args)
     if args.engine == "numpy":
@@ -258,12 +254,9 @@ def _cmd_memlimit(args: argparse.Namespace) -> int:
 
 
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
-    import json
+    from .bench.runner import system_json
 
-    from .bench.runner import system_description
-
-    backend = _backend(args.engine)
-    text = json.dumps(system_description(backend), indent=2, default=str) + "\n"
+    text = system_json(_backend(args.engine))
     if args.out:
         write_atomic(args.out, text)
     else:
@@ -295,8 +288,10 @@ def _bytes(text: str) -> int:
 def _impl_list(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     for name in names:
-        if name not in IMPLS:
-            raise argparse.ArgumentTypeError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)})")
+        try:
+            get_impl(name)
+        except ImplError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     if not names:
         raise argparse.ArgumentTypeError("no implementation given")
     return list(dict.fromkeys(names))

@@ -214,13 +214,13 @@ def get_impl(name: str) -> Impl:
 
 
 def table(m: int | None = None, n: int | None = None, k: int | None = None, dtype: str = "float32") -> list[dict]:
-    """Rows impl,label,engines,extra_memory[,extra_bytes] for `strassenbench impls`."""
+    """Rows impl,label,engines,extra_memory for `strassenbench impls`; with a shape also levels, options
+    and extra_bytes."""
     rows = []
     for impl in IMPLS.values():
-        row = {"impl": impl.name, "label": impl.label, "engines": " ".join(impl.engines),
-               "extra_memory": impl.formula, "levels": impl.levels, "options": " ".join(impl.options)}
+        row = {"impl": impl.name, "label": impl.label, "engines": " ".join(impl.engines), "extra_memory": impl.formula}
         if m is not None:
-            row["extra_bytes"] = impl.extra_bytes(m, n, k, dtype)
+            row.update(levels=impl.levels, options=" ".join(impl.options), extra_bytes=impl.extra_bytes(m, n, k, dtype))
         rows.append(row)
     return rows
 

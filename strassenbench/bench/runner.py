@@ -30,7 +30,7 @@ from .backends import OOM_ERRORS, Backend
 from .telemetry import git_commit, host_description
 from .timing import Criterion, sample
 
-__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "MEMORY_GRANULARITY"]
+__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 COLUMNS = [
@@ -167,6 +167,11 @@ def _memory_check(engine: str, declared: int, measured: int) -> str:
     return "ok" if measured + slack >= declared else "under"
 
 
+def system_json(backend: Backend) -> str:
+    """The system description as the JSON text written beside the results (system.json)."""
+    return json.dumps(system_description(backend), indent=2, default=str) + "\n"
+
+
 def system_description(backend: Backend) -> dict[str, object]:
     """Host, GPU (pynvml, CUDA, cuBLAS) and the model's device attributes (for the report's peak and model)."""
     device = backend.device()
@@ -215,7 +220,7 @@ def run_sweep(
     rows = frame.to_dict("records")
     done = {_key_of(r) for r in rows}
     todo = [p for p in points if p.key() not in done]
-    write_atomic(out.parent / "system.json", json.dumps(system_description(backend), indent=2, default=str) + "\n")
+    write_atomic(out.parent / "system.json", system_json(backend))
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
     for point in bar:
         bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")
