@@ -96,21 +96,28 @@ class Workspace:
         ) and levels <= self.shape[3]
 
 
-def _quadrants(x, rows: int, cols: int):  # noqa: ANN001, ANN202
-    """x11, x12, x21, x22 with the first block ceil(rows/2) x ceil(cols/2); later blocks may be smaller or empty."""
-    r, c = _half(rows), _half(cols)
-    return x[:r, :c], x[:r, c:], x[r:, :c], x[r:, c:]
-
-
 def _block(x, i: int, j: int):  # noqa: ANN001, ANN202
+    """Block (i, j) of x split 2 x 2: the first block is ceil(rows/2) x ceil(cols/2), later ones may be
+    smaller or empty."""
     r, c = _half(x.shape[0]), _half(x.shape[1])
     return x[i * r : (i + 1) * r if i == 0 else None, j * c : (j + 1) * c if j == 0 else None]
+
+
+def _quadrants(x):  # noqa: ANN001, ANN202
+    """x11, x12, x21, x22."""
+    return tuple(_block(x, i, j) for i in (0, 1) for j in (0, 1))
 
 
 class _Run:
     def __init__(self, ops: NumpyOps, ws: Workspace, leaf: Leaf, schedule: str, algorithm: str, levels: int):
         self.ops, self.ws, self.leaf, self.schedule, self.algorithm = ops, ws, leaf, schedule, algorithm
         self.levels = levels
+
+    def buffers(self, A, B, C, depth: int):  # noqa: ANN001, ANN201
+        """This level's X, Y, Z cut to the first blocks of A, B and C."""
+        lv = self.ws.levels[depth]
+        return tuple(buf[: x.shape[0], : x.shape[1]] for buf, x in ((lv.X, _block(A, 0, 0)), (lv.Y, _block(B, 0, 0)),
+                                                                     (lv.Z, _block(C, 0, 0))))
 
     def product(self, out, a, b, alpha: float, beta: float, depth: int) -> None:  # noqa: ANN001
         """out = alpha a b + beta out for zero-padded a, b: only the covered rows, columns and inner extent."""
@@ -148,13 +155,11 @@ class _Run:
         P1 = A11 B11, P2 = A12 B21, P3 = S4 B22, P4 = A22 T4, P5 = S1 T1, P6 = S2 T2, P7 = S3 T3;
         C11 += P1 + P2, C12 += P1 + P6 + P5 + P3, C21 += P1 + P6 + P7 - P4, C22 += P1 + P6 + P7 + P5.
         """
-        ops, lv = self.ops, self.ws.levels[depth]
-        m, k = A.shape
-        n = B.shape[1]
-        A11, A12, A21, A22 = _quadrants(A, m, k)
-        B11, B12, B21, B22 = _quadrants(B, k, n)
-        C11, C12, C21, C22 = _quadrants(C, m, n)
-        X, Y, Z = lv.X[: A11.shape[0], : A11.shape[1]], lv.Y[: B11.shape[0], : B11.shape[1]], lv.Z[: C11.shape[0], : C11.shape[1]]
+        ops = self.ops
+        A11, A12, A21, A22 = _quadrants(A)
+        B11, B12, B21, B22 = _quadrants(B)
+        C11, C12, C21, C22 = _quadrants(C)
+        X, Y, Z = self.buffers(A, B, C, depth)
         nxt = depth + 1
         ops.sum2(X, A11, 1, A21, -1)  # S3
         ops.sum2(Y, B22, 1, B12, -1)  # T3
@@ -183,11 +188,8 @@ class _Run:
 
     def _conventional(self, A, B, C, alpha: float, depth: int) -> None:  # noqa: ANN001
         """Each product of the one-level algorithm through X, Y, Z (Eq. e:straprim1 with workspace)."""
-        ops, lv = self.ops, self.ws.levels[depth]
-        first_a, first_b, first_c = _block(A, 0, 0), _block(B, 0, 0), _block(C, 0, 0)
-        X = lv.X[: first_a.shape[0], : first_a.shape[1]]
-        Y = lv.Y[: first_b.shape[0], : first_b.shape[1]]
-        Z = lv.Z[: first_c.shape[0], : first_c.shape[1]]
+        ops = self.ops
+        X, Y, Z = self.buffers(A, B, C, depth)
         for prim in primitives(self.algorithm, 1):
             left = self._operand(prim.a, A, X)
             right = self._operand(prim.b, B, Y)
