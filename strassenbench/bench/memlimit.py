@@ -97,17 +97,19 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         if not available:
             raise ValueError("pynvml reports no free memory for this GPU; pass --memory-budget")
         free = budget or available
-        if budget and budget < available:  # hold the rest so that the device really has only the budget free
+        if budget and budget < available:  # hold the rest so that the device really has only the budget free,
+            # less 64 MiB left for what the runs allocate outside CuPy's pool (cuBLAS workspace, module load)
             ballast = backend.xp.empty(available - budget - (64 << 20), dtype=backend.xp.uint8)
     else:
         if budget is None:
             raise ValueError("memlimit on numpy needs --memory-budget (a cap on the host, e.g. 256MiB)")
         free = budget
     rows = []
+    gpu = backend.tags()["gpu"]
     for name in impls:
         impl = get_impl(name)
         n = predict_max_n(name, dtype, free, step)
-        row = {"gpu": backend.tags()["gpu"], "engine": backend.engine, "impl": name, "label": impl.label,
+        row = {"gpu": gpu, "engine": backend.engine, "impl": name, "label": impl.label,
                "dtype": dtype, "free_bytes": free, "step": step, "predicted_n": n,
                "predicted_bytes": needed_bytes(name, n, dtype) if n else 0, "message": ""}
         if backend.engine not in impl.engines:
