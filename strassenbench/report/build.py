@@ -49,11 +49,18 @@ def load_run(data: Path) -> dict[str, object]:
     }
 
 
+def gpu_name(system: dict, sweeps: pd.DataFrame) -> str:
+    """The GPU a run measured: system.json's pynvml name, else the results' gpu column ('' if neither)."""
+    name = (system.get("gpu") or {}).get("gpu")
+    if not name and not sweeps.empty and "gpu" in sweeps:
+        name = sweeps["gpu"].iloc[0]
+    return str(name or "")
+
+
 def spec_for(system: dict, sweeps: pd.DataFrame) -> tuple[GPUSpec, bool]:
     """(spec, measured_gpu): the GPU's model spec (a built-in one when the name matches, else the attributes
     the run recorded in system.json), or the paper's V100 for a CPU run."""
-    name = str((system.get("gpu") or {}).get("gpu", "")) or (
-        str(sweeps["gpu"].iloc[0]) if not sweeps.empty and "gpu" in sweeps else "")
+    name = gpu_name(system, sweeps)
     for key, spec in SPECS.items():
         if key.lower() in name.lower():
             return spec, True

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..io import write_atomic
 from .analysis import ok_rows
-from .build import load_run
+from .build import gpu_name, load_run
 from .figures import fig_compare
 
 __all__ = ["compare_runs", "verdict"]
@@ -30,10 +30,7 @@ def verdict(ratio: float, noise_a: float, noise_b: float) -> str:
 
 
 def _name(folder: Path, run: dict) -> str:
-    gpu = (run["system"].get("gpu") or {}).get("gpu")
-    if not gpu and not run["sweeps"].empty:
-        gpu = str(run["sweeps"]["gpu"].iloc[0])
-    return f"{gpu or folder.name} ({folder.name})"
+    return f"{gpu_name(run['system'], run['sweeps']) or folder.name} ({folder.name})"
 
 
 def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
