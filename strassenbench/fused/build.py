@@ -21,7 +21,7 @@ import pandas as pd
 from ..io import write_atomic
 from ..occupancy import ARCHS, blocks_per_sm
 from .instances import Instance, instances, kernels_dir, render, sources_digest
-from .toolchain import ToolchainError, find_tool, tool_version
+from .toolchain import ToolchainError, find_tool, first_error, tool_version
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts"]
 
@@ -126,8 +126,7 @@ def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Pa
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         (out / f"nvcc_{arch}.log").write_text(result.stdout + result.stderr)
-        first = next((ln for ln in result.stderr.splitlines() if "error" in ln), result.stderr.strip()[:200])
-        raise BuildError(f"nvcc failed for {arch}: {first} (full log: {out / f'nvcc_{arch}.log'})")
+        raise BuildError(f"nvcc failed for {arch}: {first_error(result.stderr)} (full log: {out / f'nvcc_{arch}.log'})")
     sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=False)
     if sass.returncode != 0:
         detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..strategies import STRATEGIES
 from .instances import instances, kernels_dir, render, sources_digest
-from .launch import Launch, Program
+from .launch import Program
+from .toolchain import first_error
 
 __all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "run"]
 
@@ -62,8 +63,7 @@ def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> cty
                 result = subprocess.run([_compiler(), *flags, "-I", str(kernels_dir()), str(src), "-o", str(out)],
                                         capture_output=True, text=True, check=False)
                 if result.returncode != 0:
-                    first = next((ln for ln in result.stderr.splitlines() if "error" in ln), result.stderr[:200])
-                    raise EmuError(f"emulator build failed: {first}")
+                    raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
                 os.replace(out, target)
     return ctypes.CDLL(str(target))
 

@@ -9,7 +9,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ToolchainError", "find_tool", "tool_version"]
+__all__ = ["ToolchainError", "find_tool", "tool_version", "first_error"]
 
 
 class ToolchainError(RuntimeError):
@@ -45,3 +45,8 @@ def find_tool(name: str) -> str:
 def tool_version(name: str) -> str:
     out = subprocess.run([find_tool(name), "--version"], capture_output=True, text=True, check=False).stdout
     return out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+def first_error(stderr: str) -> str:
+    """The first line of a compiler's output that says "error", for a one-line message."""
+    return next((line for line in stderr.splitlines() if "error" in line), stderr.strip()[:200])
