@@ -7,6 +7,7 @@ differs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from ..gemm import check_operands
 from ..plan import Plan
@@ -36,17 +37,16 @@ def prepare(
     if engine == "emu":
         from ..fused import emu
 
-        program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or "Small"),
-                                scheme=scheme, streams=streams)
-        return lambda: emu.run(program)
-    if engine == "cuda":
+        default, to_device, run = "Small", (lambda x: x), emu.run
+    elif engine == "cuda":
         from ..fused import cuda
 
-        cupy = cuda._cupy()
-        program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or "Huge"),
-                                scheme=scheme, streams=streams, to_device=cupy.asarray)
-        return lambda: cuda.run(program, build_dir=build_dir)
-    raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
+        default, to_device, run = "Huge", cuda._cupy().asarray, partial(cuda.run, build_dir=build_dir)
+    else:
+        raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
+    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or default), scheme=scheme,
+                            streams=streams, to_device=to_device)
+    return lambda: run(program)
 
 
 def emu_gemm(

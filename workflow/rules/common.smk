@@ -64,11 +64,11 @@ def timing_args():
 
 
 def fused_args(impl):
-    """--strategy/--scheme for the fused implementations on the GPU (the numpy stand-ins take none)."""
-    if BACKEND != "cuda" or impl in ("cublas", "strassen1-ref", "strassen2-ref"):
-        return ""
-    scheme = f" --scheme {config['scheme']}" if impl not in ("gemm",) else ""
-    return f"--strategy {config['strategy']}{scheme}"
+    """--strategy/--scheme where the implementation takes them, on the GPU (the numpy stand-ins take none)."""
+    from strassenbench.impls import get_impl
+
+    options = get_impl(impl).options if BACKEND == "cuda" else ()
+    return " ".join(f"--{option} {config[option]}" for option in options)
 
 
 def schedule_targets():
