@@ -27,8 +27,8 @@ __device__ __forceinline__ void strassen_primitive(const T* A, const T* B, T* C,
   static_assert(WARP_M * WARP_N == 32, "a warp has 32 threads");
   static_assert(M_S % (WARP_M * M_R) == 0 && N_S % (WARP_N * N_R) == 0, "warp tile must divide the block tile");
 
-  using LoaderA = TileLoaderA<T, M_S, K_S, kThreads, W_A>;
-  using LoaderB = TileLoaderB<T, N_S, K_S, kThreads, W_B>;
+  using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, true>;   // m_S x k_S, stored k-major
+  using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, false>;  // k_S x n_S, stored as is
   alignas(16) __shared__ T tile_a[2][K_S][M_S];
   alignas(16) __shared__ T tile_b[2][K_S][N_S];
 

@@ -63,59 +63,39 @@ __device__ __forceinline__ void gather(Vec<T, V>& sum, const Term<const T*, T> (
   }
 }
 
-// The A tile: m_S x k_S of a row-major operand, stored k-major in shared memory (tile[k][m]) so that a
-// thread's m_R fragment is contiguous.
-template <class T, int M_S, int K_S, int THREADS, int W_A>
-struct TileLoaderA {
-  static_assert((M_S * K_S) % THREADS == 0, "A tile must divide among the threads");
-  static constexpr int kElements = M_S * K_S / THREADS;
-  static constexpr int V = vec_width<T>(cmin(kElements, K_S));
+// A ROWS x COLS tile of a row-major operand. Each thread owns kChunks chunks of V consecutive elements
+// along the contiguous dimension (COLS). TRANSPOSE stores it column-major (tile[COLS][ROWS]): the A tile
+// (m_S x k_S, stored k-major so that a thread's m_R fragment is contiguous). Otherwise it is stored as is
+// (tile[ROWS][COLS]): the B tile (k_S x n_S).
+template <class T, int ROWS, int COLS, int THREADS, int W, bool TRANSPOSE>
+struct TileLoader {
+  static_assert((ROWS * COLS) % THREADS == 0, "the tile must divide among the threads");
+  static constexpr int kElements = ROWS * COLS / THREADS;
+  static constexpr int V = vec_width<T>(cmin(kElements, COLS));
   static constexpr int kChunks = kElements / V;
-  static constexpr int kChunksPerRow = K_S / V;
+  static constexpr int kChunksPerRow = COLS / V;
+  using TileRow = T[TRANSPOSE ? ROWS : COLS];
   Vec<T, V> regs[kChunks];
 
-  __device__ __forceinline__ void load(const Term<const T*, T> (&terms)[W_A], int ld, int row0, int k0, int tid) {
+  __device__ __forceinline__ void load(const Term<const T*, T> (&terms)[W], int ld, int row0, int col0, int tid) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int idx = tid + c * THREADS;
-      gather<T, V, W_A>(regs[c], terms, ld, row0 + idx / kChunksPerRow, k0 + (idx % kChunksPerRow) * V);
+      gather<T, V, W>(regs[c], terms, ld, row0 + idx / kChunksPerRow, col0 + (idx % kChunksPerRow) * V);
     }
   }
 
-  __device__ __forceinline__ void store(T (*tile)[M_S], int tid) const {
+  __device__ __forceinline__ void store(TileRow* tile, int tid) const {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int idx = tid + c * THREADS;
-      const int r = idx / kChunksPerRow, kk = (idx % kChunksPerRow) * V;
+      const int r = idx / kChunksPerRow, cc = (idx % kChunksPerRow) * V;
+      if constexpr (TRANSPOSE) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) tile[kk + j][r] = regs[c].v[j];
-    }
-  }
-};
-
-// The B tile: k_S x n_S of a row-major operand, stored as is (tile[k][n]).
-template <class T, int N_S, int K_S, int THREADS, int W_B>
-struct TileLoaderB {
-  static_assert((N_S * K_S) % THREADS == 0, "B tile must divide among the threads");
-  static constexpr int kElements = N_S * K_S / THREADS;
-  static constexpr int V = vec_width<T>(cmin(kElements, N_S));
-  static constexpr int kChunks = kElements / V;
-  static constexpr int kChunksPerRow = N_S / V;
-  Vec<T, V> regs[kChunks];
-
-  __device__ __forceinline__ void load(const Term<const T*, T> (&terms)[W_B], int ld, int k0, int col0, int tid) {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int idx = tid + c * THREADS;
-      gather<T, V, W_B>(regs[c], terms, ld, k0 + idx / kChunksPerRow, col0 + (idx % kChunksPerRow) * V);
-    }
-  }
-
-  __device__ __forceinline__ void store(T (*tile)[N_S], int tid) const {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int idx = tid + c * THREADS;
-      *reinterpret_cast<Vec<T, V>*>(&tile[idx / kChunksPerRow][(idx % kChunksPerRow) * V]) = regs[c];
+        for (int j = 0; j < V; ++j) tile[cc + j][r] = regs[c].v[j];
+      } else {
+        *reinterpret_cast<Vec<T, V>*>(&tile[r][cc]) = regs[c];
+      }
     }
   }
 };
