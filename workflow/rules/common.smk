@@ -21,8 +21,8 @@ SWEEP_NAMES = list(SWEEPS)
 
 if BACKEND != "cuda":
     print(
-        f"strassenbench: CPU run ({BACKEND_REASON}): the {BACKEND} engine at smoke sizes; "
-        "no GPU number will be produced.",
+        f"strassenbench: CPU run ({BACKEND_REASON}): the {BACKEND} engine (and the CUDA kernels on the CPU "
+        "emulator for the implementation checks) at smoke sizes; no GPU number will be produced.",
         file=sys.stderr,
     )
 
