@@ -4,29 +4,31 @@
 // choice. Elements past a block's extent are dropped (Sec. s:fringe).
 #pragma once
 
-#include "tile_loader.cuh"
+#include "mainloop.cuh"
 
 namespace sb {
 
-template <class T, int M_R, int N_R, int W_C, bool ATOMIC>
-__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Term<T*, T> (&terms)[W_C], int ld,
-                                         int row0, int col0, T alpha, T beta) {
-  constexpr int V = vec_width<T>(N_R);
+// C_t[row0 + rows of the warp tile, col0 + its columns] = beta C_t + alpha scale gamma_t acc for every term t.
+template <class T, int M_S, int N_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_C, bool ATOMIC, class Terms>
+__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld,
+                                         int row0, int col0, const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>& wt,
+                                         T alpha, T beta) {
+  constexpr int V = WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>::kVb;
 #pragma unroll
   for (int t = 0; t < W_C; ++t) {
-    // A register copy: the stores below go through a generic pointer that the compiler must assume may
-    // alias the shared-memory descriptor, which would otherwise be re-read after every store.
-    const Term<T*, T> term = terms[t];
-    const T scale = alpha * term.coeff;
+    T* const ptr = terms.ptr(t);
+    const int rows = terms.rows(t), cols = terms.cols(t);
+    const T scale = alpha * terms.coeff(t);
+    const bool vectors = ld % V == 0 && reinterpret_cast<std::uintptr_t>(ptr) % (V * sizeof(T)) == 0;
 #pragma unroll
     for (int i = 0; i < M_R; ++i) {
-      const int row = row0 + i;
-      if (row >= term.rows) continue;
-      T* out = term.ptr + static_cast<long long>(row) * ld;
+      const int row = row0 + wt.row(i);
+      if (row >= rows) continue;
+      T* out = ptr + static_cast<long long>(row) * ld;
 #pragma unroll
       for (int j = 0; j < N_R; j += V) {
-        const int col = col0 + j;
-        if (!ATOMIC && term.vector_ok && col + V <= term.cols) {  // one V-wide read-modify-write
+        const int col = col0 + wt.col(j);
+        if (!ATOMIC && vectors && col + V <= cols) {  // one V-wide read-modify-write
           Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
           Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : *p;
 #pragma unroll
@@ -36,7 +38,7 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Term<T*
         }
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-          if (col + v >= term.cols) continue;
+          if (col + v >= cols) continue;
           const T value = scale * acc[i][j + v];
           if (ATOMIC) {
             atomicAdd(out + col + v, value);

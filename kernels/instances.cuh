@@ -5,16 +5,32 @@
 
 #include "strassen.cuh"
 
-#define SB_STRASSEN_PARAMS(T)                                                                            \
-  const T *A, const T *B, T *C, int lda, int ldb, int ldc, int bk, T alpha, T beta, const long long *offsets, \
-      const int *extents, const T *coeffs
-#define SB_STRASSEN_ARGS A, B, C, lda, ldb, ldc, bk, alpha, beta, offsets, extents, coeffs
+#if !defined(__CUDACC__)
+#include <algorithm>
+#endif
+
+// The products' terms are one kernel parameter, sb::Products<T, W_A + W_B + W_C, Z> (tile_loader.cuh), of at most
+// SB_PARAM_BYTES bytes with the other parameters (the 4 KiB every CUDA driver accepts).
+#define SB_PARAM_BYTES 4096
+#define SB_STRASSEN_PARAMS(T, W, Z) \
+  int lda, int ldb, int ldc, int bk, T alpha, T beta, const SB_GRID_CONSTANT sb::Products<T, W, Z> products
+#define SB_STRASSEN_ARGS lda, ldb, ldc, bk, alpha, beta, products
 #define SB_SCALE_PARAMS(T) T *C, int m, int n, int ldc, T beta
 #define SB_SCALE_ARGS C, m, n, ldc, beta
 
 #if defined(__CUDACC__)
+#define SB_GRID_CONSTANT __grid_constant__
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)
 #else
+#define SB_GRID_CONSTANT
+// Shared-memory traces of the emulator (kernels/emu/cuda_emu.hpp), read by strassenbench.fused.smem.
+extern "C" void emu_trace_enable(int on) { emu::trace_on.store(on != 0); }
+extern "C" void emu_trace_clear() { emu::trace_log.clear(); }
+extern "C" unsigned long long emu_trace_size() { return emu::trace_log.size(); }
+extern "C" void emu_trace_copy(void* out) {
+  std::copy(emu::trace_log.begin(), emu::trace_log.end(), static_cast<emu::SmemRecord*>(out));
+}
+
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)                                                                   \
   extern "C" void emu_##NAME(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
                              PARAMS) {                                                                     \
@@ -22,11 +38,13 @@
   }
 #endif
 
-#define SB_STRASSEN_INSTANCE(NAME, T, THREADS, MIN_BLOCKS, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC) \
-  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) NAME(SB_STRASSEN_PARAMS(T)) {                           \
-    sb::strassen_primitive<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC>(SB_STRASSEN_ARGS); \
-  }                                                                                                            \
-  SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(T), SB_STRASSEN_ARGS)
+#define SB_STRASSEN_INSTANCE(NAME, T, THREADS, MIN_BLOCKS, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z) \
+  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                               \
+      NAME(SB_STRASSEN_PARAMS(T, W_A + W_B + W_C, Z)) {                                                          \
+    static_assert(sizeof(products) + 16 + 2 * sizeof(T) <= SB_PARAM_BYTES, "parameters too big"); \
+    sb::strassen_primitive<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z>(SB_STRASSEN_ARGS); \
+  }                                                                                                                 \
+  SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(T, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
 
 #define SB_SCALE_INSTANCE(NAME, T)                                                         \
   extern "C" __global__ void __launch_bounds__(256) NAME(SB_SCALE_PARAMS(T)) {             \

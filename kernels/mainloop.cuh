@@ -1,38 +1,168 @@
-// The SIMT GEMM mainloop (paper, Algorithm a:gpu_stra, left; Sec. s:cutlass): per k_S slice of the shared
-// tiles, each thread multiplies an m_R x 1 fragment of A by a 1 x n_R fragment of B into its m_R x n_R
-// register accumulator, with the fragments double-buffered so that the next slice's shared-memory loads are
-// in flight while the current slice's FMAs run.
+// The SIMT GEMM main loop with Strassen's operand sums packed into the tile loads (paper, Algorithm
+// a:gpu_stra; Sec. s:cutlass), software-pipelined as CUTLASS's two-stage MmaPipelined:
+//
+//   - two shared-memory stages of the A and B tiles, one __syncthreads per k_S slice;
+//   - the global loads of slice s + 1 are in flight while slice s is computed: their raw vectors sit in
+//     registers and are summed (sum_i u_i X_i) only when stored to the other stage, so an FFMA never waits
+//     for global memory. When the operand sums hold too many terms for the register budget, the terms are
+//     issued in G groups spread over the slice, each summed before the next group is issued;
+//   - per k-step, m_R x n_R FFMAs from double-buffered register fragments; the first fragment of the next
+//     slice is loaded right after the barrier, before the last k-step's FFMAs of the current slice.
 #pragma once
 
-#include "platform.cuh"
+#include <utility>
+
+#include "tile_loader.cuh"
 
 namespace sb {
 
-template <class T, int N>
-__device__ __forceinline__ void load_fragment(T (&frag)[N], const T* src) {
-  constexpr int V = vec_width<T>(N);  // 128-bit LDS where the fragment allows
-#pragma unroll
-  for (int i = 0; i < N; i += V) *reinterpret_cast<Vec<T, V>*>(&frag[i]) = *reinterpret_cast<const Vec<T, V>*>(src + i);
+template <class F, int... I>
+__device__ __forceinline__ void static_for_impl(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
 }
 
-// acc += A_tile[:, rows] (x) B_tile[:, cols] over the K_S slices of one pair of shared tiles.
-template <class T, int M_S, int N_S, int K_S, int M_R, int N_R>
-__device__ __forceinline__ void mainloop_tile(T (&acc)[M_R][N_R], const T (*tile_a)[M_S], const T (*tile_b)[N_S],
-                                              int thread_row, int thread_col) {
+// f(std::integral_constant<int, i>) for i = 0 .. N-1, each i a compile-time constant.
+template <int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+// The A and B tiles of both stages. One object, aligned to 128 bytes, so that its bank layout is the same on
+// the GPU and in the emulator.
+template <class T, int M_S, int N_S, int K_S, int PAD_A>
+struct alignas(128) SharedTiles {
+  static constexpr int kLdA = M_S + PAD_A;
+  alignas(16) T a[2][K_S][kLdA];
+  alignas(16) T b[2][K_S][N_S];
+};
+
+// Where a thread's m_R x n_R accumulator sits in the block tile (figure tab:gpu_block_size). A warp is
+// WARP_M x WARP_N threads. Lane bit 0 selects a column and bit 1 a row (the other bits fill the row index,
+// then the column index): lanes l and l^1 share their A fragment and lanes l and l^2 their B fragment, so a
+// warp's 128-bit fragment load has 16 distinct addresses and returns in 2 wavefronts, not 4 (the effect of
+// CUTLASS's RowMajorInterleaved<2> lane layout). A thread's m_R rows are m_R / V_A vectors of V_A rows,
+// WARP_M V_A rows apart, so that the lanes of one fragment load read consecutive words (no bank conflict).
+template <class T, int M_S, int N_S, int M_R, int N_R, int WARP_M, int WARP_N>
+struct WarpTile {
+  static constexpr int kVa = vec_width<T>(M_R), kVb = vec_width<T>(N_R);
+  static constexpr int kWarpsM = M_S / (WARP_M * M_R);
+  static constexpr int log2(int x) { return x <= 1 ? 0 : 1 + log2(x / 2); }
+  static constexpr int kRowBits = log2(WARP_M);
+  static_assert((1 << kRowBits) == WARP_M && WARP_M >= 2 && WARP_N >= 2, "warp shape: powers of two, >= 2");
+
+  int row0, col0;  // the first row and column of this thread's accumulator in the block tile
+
+  __device__ __forceinline__ explicit WarpTile(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    const int lane_row = ((lane >> 1) & 1) | (((lane >> 2) & ((1 << (kRowBits - 1)) - 1)) << 1);
+    const int lane_col = (lane & 1) | ((lane >> (kRowBits + 1)) << 1);
+    row0 = (warp % kWarpsM) * WARP_M * M_R + lane_row * kVa;
+    col0 = (warp / kWarpsM) * WARP_N * N_R + lane_col * kVb;
+  }
+  // Row of accumulator row i, column of accumulator column j, in the block tile.
+  __device__ __forceinline__ int row(int i) const { return row0 + (i / kVa) * WARP_M * kVa + i % kVa; }
+  __device__ __forceinline__ int col(int j) const { return col0 + (j / kVb) * WARP_N * kVb + j % kVb; }
+
+  template <int LDA, int LDB>
+  __device__ __forceinline__ void load(T (&a)[M_R], T (&b)[N_R], const T (*tile_a)[LDA], const T (*tile_b)[LDB],
+                                       int k) const {
+#pragma unroll
+    for (int i = 0; i < M_R; i += kVa)
+      *reinterpret_cast<Vec<T, kVa>*>(&a[i]) = lds(reinterpret_cast<const Vec<T, kVa>*>(&tile_a[k][row(i)]));
+#pragma unroll
+    for (int j = 0; j < N_R; j += kVb)
+      *reinterpret_cast<Vec<T, kVb>*>(&b[j]) = lds(reinterpret_cast<const Vec<T, kVb>*>(&tile_b[k][col(j)]));
+  }
+};
+
+// acc += (sum_i u_i A_i)(sum_j v_j B_j) over the bk columns of the A terms (rows of the B terms) for the
+// m_S x n_S tile at (row0, col0) of every term block.
+template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B,
+          int V_A, int V_B, int PAD_A, class TermsA, class TermsB>
+__device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms_a, const TermsB& terms_b, int lda,
+                                         int ldb, int bk,
+                                         int row0, int col0, SharedTiles<T, M_S, N_S, K_S, PAD_A>& smem,
+                                         const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>& warp_tile, int tid) {
+  constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
+  using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, V_A, true>;   // m_S x k_S, stored k-major
+  using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, V_B, false>;  // k_S x n_S, stored as is
+  // Registers of raw global data in flight at once: 16 (float32) leaves the Huge kernel its 128-register
+  // budget (64 accumulators, 32 fragment registers). Terms beyond it are issued in G groups.
+  constexpr bool kPipelined = V_A * V_B > 1;
+  constexpr int kFlightRegisters = (kPipelined ? 16 : 8) * static_cast<int>(sizeof(T)) / 4;
+  constexpr int W = W_A + W_B;
+  constexpr int G = cmin(cmin(W, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
+  // The scalar fallback (terms not aligned to 128 bits: odd shapes, unaligned views) has an address and a
+  // predicate per element; it loads, sums and stores the next slice at the end of the current one instead,
+  // so that it needs no registers beyond the accumulator and the fragments.
+
+  LoaderA load_a(tid);
+  LoaderB load_b(tid);
+  TermsA ta = terms_a;
+  TermsB tb = terms_b;
+  // Group g holds the terms [g W / G, (g + 1) W / G) of A's terms followed by B's.
+  auto issue = [&](auto g, int k) {
+    constexpr int begin = decltype(g)::value * W / G, end = (decltype(g)::value + 1) * W / G;
+    load_a.template issue<cmin(begin, W_A), cmin(end, W_A)>(ta, lda, row0, k);
+    load_b.template issue<(begin > W_A ? begin - W_A : 0), (end > W_A ? end - W_A : 0)>(tb, ldb, k, col0);
+  };
+  auto accumulate = [&](auto g) {
+    constexpr int begin = decltype(g)::value * W / G, end = (decltype(g)::value + 1) * W / G;
+    load_a.template accumulate<cmin(begin, W_A), cmin(end, W_A)>(ta);
+    load_b.template accumulate<(begin > W_A ? begin - W_A : 0), (end > W_A ? end - W_A : 0)>(tb);
+  };
+
+  // Prologue: slice 0 into stage 0 and its first fragments.
+  static_for<G>([&](auto g) { issue(g, 0); });
+  static_for<G>([&](auto g) { accumulate(g); });
+  load_a.store(smem.a[0]);
+  load_b.store(smem.b[0]);
+  __syncthreads();
+
   alignas(16) T frag_a[2][M_R];
   alignas(16) T frag_b[2][N_R];
-  load_fragment(frag_a[0], &tile_a[0][thread_row]);
-  load_fragment(frag_b[0], &tile_b[0][thread_col]);
+  warp_tile.load(frag_a[0], frag_b[0], smem.a[0], smem.b[0], 0);
+
+  const int slices = cdiv(bk, K_S);
+  int stage = 0;
+  for (int s = 0; s < slices; ++s) {
+    const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
+    ta = terms_a.reread();
+    tb = terms_b.reread();
+    static_for<K_S>([&](auto p_) {
+      constexpr int p = decltype(p_)::value;
+      // Group g of the next slice is issued at k-step g K_S / G, once group g - 1 is summed.
+      static_for<G>([&](auto g_) {
+        constexpr int g = decltype(g_)::value;
+        if constexpr (kPipelined && p == g * K_S / G) {
+          if constexpr (g > 0) accumulate(std::integral_constant<int, g - 1>{});
+          issue(g_, next);
+        }
+      });
+      if constexpr (p == K_S - 1) {
+        // Store the next slice to the other stage, one barrier, then its first fragments; this k-step's
+        // FFMAs hide the fragment loads' latency.
+        if constexpr (kPipelined) {
+          accumulate(std::integral_constant<int, G - 1>{});
+        } else {
+          static_for<G>([&](auto g) {  // one group in flight at a time
+            issue(g, next);
+            accumulate(g);
+          });
+        }
+        load_a.store(smem.a[stage ^ 1]);
+        load_b.store(smem.b[stage ^ 1]);
+        __syncthreads();
+        stage ^= 1;
+        warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage], smem.b[stage], 0);
+      } else {
+        warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage], smem.b[stage], p + 1);
+      }
 #pragma unroll
-  for (int p = 0; p < K_S; ++p) {
-    if (p + 1 < K_S) {  // prefetch slice p + 1 into the other fragment buffer
-      load_fragment(frag_a[(p + 1) & 1], &tile_a[p + 1][thread_row]);
-      load_fragment(frag_b[(p + 1) & 1], &tile_b[p + 1][thread_col]);
-    }
+      for (int i = 0; i < M_R; ++i)
 #pragma unroll
-    for (int i = 0; i < M_R; ++i)
-#pragma unroll
-      for (int j = 0; j < N_R; ++j) acc[i][j] += frag_a[p & 1][i] * frag_b[p & 1][j];
+        for (int j = 0; j < N_R; ++j) acc[i][j] += frag_a[p & 1][i] * frag_b[p & 1][j];
+    });
   }
 }
 

@@ -4,9 +4,11 @@
 #if defined(__CUDACC__)
 #include <cstdint>
 #define SB_HOST_DEVICE __host__ __device__
+#define SB_SMEM_TRACE(ptr, bytes, store)
 #else
-#include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomicAdd on the CPU
+#include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomicAdd, shared-memory traces on the CPU
 #define SB_HOST_DEVICE
+#define SB_SMEM_TRACE(ptr, bytes, store) ::emu::trace_smem(ptr, bytes, store)
 #endif
 
 namespace sb {
@@ -19,6 +21,7 @@ struct alignas(sizeof(T) * N) Vec {
 };
 
 SB_HOST_DEVICE constexpr int cmin(int a, int b) { return a < b ? a : b; }
+SB_HOST_DEVICE constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
 // The widest vector of T that divides n elements, at most 128 bits.
 template <class T>
@@ -26,6 +29,47 @@ SB_HOST_DEVICE constexpr int vec_width(int n) {
   int w = 16 / static_cast<int>(sizeof(T));
   while (w > 1 && n % w != 0) w /= 2;
   return w;
+}
+
+// Every shared-memory access of the kernels goes through these two, so that the emulator can record the
+// addresses of each warp-level access and count wavefronts (strassenbench.fused.smem); on the GPU they are
+// plain LDS / STS of sizeof(V) bytes.
+template <class V>
+__device__ __forceinline__ V lds(const V* p) {
+  SB_SMEM_TRACE(p, sizeof(V), false);
+  return *p;
+}
+
+template <class V>
+__device__ __forceinline__ void sts(V* p, const V& value) {
+  SB_SMEM_TRACE(p, sizeof(V), true);
+  *p = value;
+}
+
+// A predicated global load of one 32/64/128-bit vector: zeros when `guard` is false (then p is not read).
+// Inline PTX as CUTLASS's arch::global_load: one `@p ld.global` (LDG), never a branch, and the compiler
+// cannot turn it into a generic load.
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> ldg(const T* p, bool guard) {
+  Vec<T, N> x{};
+#if defined(__CUDACC__)
+  static_assert(sizeof(x) % 4 == 0, "32-bit words");
+  unsigned* w = reinterpret_cast<unsigned*>(&x);
+  if constexpr (sizeof(x) == 16) {
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, %5, 0; @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4]; }"
+        : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]) : "l"(p), "r"(int(guard)));
+  } else if constexpr (sizeof(x) == 8) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %3, 0; @p ld.global.v2.u32 {%0, %1}, [%2]; }"
+                 : "+r"(w[0]), "+r"(w[1]) : "l"(p), "r"(int(guard)));
+  } else {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %2, 0; @p ld.global.u32 %0, [%1]; }"
+                 : "+r"(w[0]) : "l"(p), "r"(int(guard)));
+  }
+#else
+  if (guard) x = *reinterpret_cast<const Vec<T, N>*>(p);
+#endif
+  return x;
 }
 
 }  // namespace sb

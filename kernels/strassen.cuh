@@ -6,9 +6,8 @@
 // from parameter arrays indexed by blockIdx.z (one batched launch runs every product of one variant). The
 // plain GEMM is W = (1, 1, 1) with coefficients 1: the paper's "CUTLASS" line.
 //
-// Thread block m_S x n_S x k_S, warp m_W x n_W, thread m_R x n_R (figure tab:gpu_block_size). The next
-// k_S slice is prefetched from global memory into registers while the current one is computed from
-// double-buffered shared tiles, so there is one __syncthreads per k_S slice.
+// Thread block m_S x n_S x k_S, warp m_W x n_W, thread m_R x n_R (figure tab:gpu_block_size). The main loop
+// (mainloop.cuh) keeps the next slice's global loads in flight while the current one is computed.
 #pragma once
 
 #include "epilogue.cuh"
@@ -18,73 +17,54 @@
 namespace sb {
 
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B, int W_C,
-          bool ATOMIC>
-__device__ __forceinline__ void strassen_primitive(const T* A, const T* B, T* C, int lda, int ldb, int ldc, int bk,
-                                                   T alpha, T beta, const long long* offsets, const int* extents,
-                                                   const T* coeffs) {
+          bool ATOMIC, int Z>
+__device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, int bk, T alpha, T beta,
+                                                   const Products<T, W_A + W_B + W_C, Z>& products) {
   constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
-  constexpr int kWarpsM = M_S / (WARP_M * M_R);
+  constexpr int kW = W_A + W_B + W_C;
   static_assert(WARP_M * WARP_N == 32, "a warp has 32 threads");
   static_assert(M_S % (WARP_M * M_R) == 0 && N_S % (WARP_N * N_R) == 0, "warp tile must divide the block tile");
-
-  using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, true>;   // m_S x k_S, stored k-major
-  using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, false>;  // k_S x n_S, stored as is
-  alignas(16) __shared__ T tile_a[2][K_S][M_S];
-  alignas(16) __shared__ T tile_b[2][K_S][N_S];
-
-  const int tid = threadIdx.x;
-  const int warp = tid / 32, lane = tid % 32;
-  const int thread_row = (warp % kWarpsM) * WARP_M * M_R + (lane % WARP_M) * M_R;
-  const int thread_col = (warp / kWarpsM) * WARP_N * N_R + (lane / WARP_M) * N_R;
-  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
+  // The widest global loads the tiles allow (128-bit for the paper's strategies), and the scalar fallback for
+  // terms that are not aligned to them.
+  constexpr int kVa = vec_width<T>(cmin(M_S * K_S / kThreads, K_S));
+  constexpr int kVb = vec_width<T>(cmin(K_S * N_S / kThreads, N_S));
+  constexpr int kPadA = a_tile_padding<T, M_S, K_S, kThreads, kVa>();
+  using Tiles = SharedTiles<T, M_S, N_S, K_S, kPadA>;
+  using Warp = WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>;
+  __shared__ Tiles smem;
 
   // This product's terms: W_A blocks of A, W_B of B, W_C of C (Sec. "Task Parallelism: Batching").
-  constexpr int kTerms = W_A + W_B + W_C;
-  const long long z = blockIdx.z;
-  const long long* off = offsets + z * kTerms;
-  const int* ext = extents + 2 * z * kTerms;
-  const T* coeff = coeffs + z * kTerms;
-  __shared__ Term<const T*, T> terms_a[W_A];
-  __shared__ Term<const T*, T> terms_b[W_B];
-  __shared__ Term<T*, T> terms_c[W_C];
-  read_terms<W_A>(terms_a, A, lda, LoaderA::V * sizeof(T), off, ext, coeff, tid);
-  read_terms<W_B>(terms_b, B, ldb, LoaderB::V * sizeof(T), off + W_A, ext + 2 * W_A, coeff + W_A, tid);
-  read_terms<W_C>(terms_c, C, ldc, vec_width<T>(N_R) * sizeof(T), off + W_A + W_B, ext + 2 * (W_A + W_B),
-                  coeff + W_A + W_B, tid);
-  __syncthreads();
+  const int z = blockIdx.z;
+  const Terms<const T*, T, W_A, 0, kW, Z> terms_a{&products, z};
+  const Terms<const T*, T, W_B, W_A, kW, Z> terms_b{&products, z};
 
-  T acc[M_R][N_R];
+  const int tid = threadIdx.x;
+  const Warp warp_tile(tid);
+  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
+
+  // The main loop and the epilogue, with 128-bit global loads when every term allows them (the paper's sizes
+  // always do), otherwise with scalar loads. Each path has its own accumulator: nothing but the kernel's
+  // arguments is live across the choice.
+  auto run = [&](auto va, auto vb) {
+    T acc[M_R][N_R];
 #pragma unroll
-  for (int i = 0; i < M_R; ++i)
+    for (int i = 0; i < M_R; ++i)
 #pragma unroll
-    for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
-
-  LoaderA load_a;
-  LoaderB load_b;
-  load_a.load(terms_a, lda, row0, 0, tid);
-  load_b.load(terms_b, ldb, 0, col0, tid);
-  load_a.store(tile_a[0], tid);
-  load_b.store(tile_b[0], tid);
-  __syncthreads();
-
-  const int slices = (bk + K_S - 1) / K_S;
-  int stage = 0;
-  for (int s = 0; s < slices; ++s) {
-    const bool more = s + 1 < slices;
-    if (more) {  // prefetch the next k_S slice into registers (Algorithm a:gpu_stra, left, line "prefetch")
-      load_a.load(terms_a, lda, row0, (s + 1) * K_S, tid);
-      load_b.load(terms_b, ldb, (s + 1) * K_S, col0, tid);
-    }
-    mainloop_tile<T, M_S, N_S, K_S, M_R, N_R>(acc, tile_a[stage], tile_b[stage], thread_row, thread_col);
-    if (more) {
-      load_a.store(tile_a[stage ^ 1], tid);
-      load_b.store(tile_b[stage ^ 1], tid);
-    }
-    __syncthreads();
-    stage ^= 1;
-  }
-
-  epilogue<T, M_R, N_R, W_C, ATOMIC>(acc, terms_c, ldc, row0 + thread_row, col0 + thread_col, alpha, beta);
+      for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
+    mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, decltype(va)::value, decltype(vb)::value, kPadA>(
+        acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile, tid);
+    // A single-term operand sum is not scaled in the loads: its coefficient joins alpha here.
+    const T scale = alpha * TileLoader<T, M_S, K_S, kThreads, W_A, 1, true>::fold_scale(terms_a) *
+                    TileLoader<T, K_S, N_S, kThreads, W_B, 1, false>::fold_scale(terms_b);
+    // The C terms, read only now (Terms reads the parameters at each use).
+    const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
+    epilogue<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N, W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, warp_tile, scale,
+                                                                 beta);
+  };
+  if (kVa * kVb == 1 || (terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
+    run(std::integral_constant<int, kVa>{}, std::integral_constant<int, kVb>{});
+  else
+    run(std::integral_constant<int, 1>{}, std::integral_constant<int, 1>{});
 }
 
 // C <- beta C over an m x n matrix (beta = 0 writes zeros without reading C): applied once before the

@@ -1,103 +1,165 @@
 // Global -> register -> shared-memory tile loads with Strassen's operand sums packed in (paper, Sec.
-// s:gpu_stra and Algorithm a:gpu_stra, right: "pack sum_i u_i X_i into the A tile while loading").
+// s:gpu_stra and Algorithm a:gpu_stra, right: "pack sum_i u_i X_i into the A tile").
 //
-// Each thread owns kChunks chunks of V consecutive elements of the tile. A chunk is read from every term of
-// the operand sum, scaled by the term's coefficient and accumulated in registers, so the shared-memory tile
-// holds the packed sum and the mainloop is the GEMM mainloop unchanged. Chunks fully inside an aligned term
-// use one V-wide (up to 128-bit) load; chunks at a fringe or with unaligned leading dimension use scalar
-// loads, and elements past a term's extent read as zero (Sec. s:fringe).
+// The loads of a k_S slice are issued well before the slice is needed: `issue` puts the raw vectors of some
+// terms into registers (predicated, zeros outside a term's extent: Sec. s:fringe), `accumulate` folds them
+// into the weighted sum sum_i u_i X_i, and `store` writes the sum to shared memory. The main loop
+// (mainloop.cuh) issues a slice's loads while it computes on the slice before and calls `accumulate` and
+// `store` only when the registers must be free again, so the global-memory latency is hidden behind FFMAs.
 #pragma once
 
 #include "platform.cuh"
 
 namespace sb {
 
-// One term of an operand sum: a block of rows x cols elements at ptr, weighted by coeff.
-template <class P, class T>
-struct Term {
-  P ptr;
-  int rows;
-  int cols;
-  T coeff;
-  bool vector_ok;  // ptr and the leading dimension allow V-wide loads
+// The terms of up to Z products, one per blockIdx.z (paper, "Task Parallelism: Batching"): for product z and
+// term t (W_A terms of A, then W_B of B, then W_C of C), the address of the term's block (its first element
+// in A, B or C), its extent and its coefficient. It is a kernel parameter (__grid_constant__): the kernel reads the
+// constant bank at every use and holds no register for it, and no device memory is needed for parameters.
+// strassenbench.fused.launch builds the same layout.
+template <class T, int W, int Z>
+struct Products {
+  unsigned long long address[Z][W];
+  int rows[Z][W];
+  int cols[Z][W];
+  T coeff[Z][W];
 };
 
-// Read the W terms of product blockIdx.z from the parameter arrays (paper, "Task Parallelism: Batching").
-// Called by every thread; thread t < W writes term t (terms live in shared memory: they are read at every
-// tile load, and keeping them in registers would cost the accumulator its registers).
-template <int W, class P, class T>
-__device__ __forceinline__ void read_terms(Term<P, T> (&terms)[W], P base, int ld, int vec_bytes,
-                                           const long long* offsets, const int* extents, const T* coeffs, int tid) {
-  if (tid < W) {
-    const int t = tid;
-    terms[t].ptr = base + offsets[t];
-    terms[t].rows = extents[2 * t];
-    terms[t].cols = extents[2 * t + 1];
-    terms[t].coeff = coeffs[t];
-    terms[t].vector_ok = (reinterpret_cast<std::uintptr_t>(terms[t].ptr) % vec_bytes == 0) &&
-                         (static_cast<long long>(ld) * static_cast<long long>(sizeof(T)) % vec_bytes == 0);
-  }
-}
+// The W terms FIRST .. FIRST + W - 1 of product z, read from the parameters at each use.
+template <class P, class T, int W, int FIRST, int WALL, int Z>
+struct Terms {
+  const Products<T, WALL, Z>* products;
+  int z;
+  __device__ __forceinline__ P ptr(int t) const { return reinterpret_cast<P>(products->address[z][FIRST + t]); }
+  __device__ __forceinline__ int rows(int t) const { return products->rows[z][FIRST + t]; }
+  __device__ __forceinline__ int cols(int t) const { return products->cols[z][FIRST + t]; }
+  __device__ __forceinline__ T coeff(int t) const { return products->coeff[z][FIRST + t]; }
 
-// sum = sum_t coeff_t X_t[row, col .. col + V) over the W terms, zeros outside each term's extent.
-template <class T, int V, int W>
-__device__ __forceinline__ void gather(Vec<T, V>& sum, const Term<const T*, T> (&terms)[W], int ld, int row, int col) {
-#pragma unroll
-  for (int j = 0; j < V; ++j) sum.v[j] = T(0);
-#pragma unroll
-  for (int t = 0; t < W; ++t) {
-    const Term<const T*, T> term = terms[t];  // one read of the shared descriptor per term and chunk
-    if (row < term.rows) {
-      const T* p = term.ptr + static_cast<long long>(row) * ld + col;
-      const T u = term.coeff;
-      if (term.vector_ok && col + V <= term.cols) {
-        const Vec<T, V> x = *reinterpret_cast<const Vec<T, V>*>(p);
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum.v[j] += u * x.v[j];
-      } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if (col + j < term.cols) sum.v[j] += u * p[j];
-      }
-    }
+  // The same terms, read afresh: the compiler must not keep parameter values live in registers across the
+  // main loop (it would hoist them out of the loop and then spill them); the empty asm makes the product
+  // index opaque once per k_S slice, so every read stays a constant-bank load (LDC) inside the loop.
+  __device__ __forceinline__ Terms reread() const {
+    Terms fresh = *this;
+#if defined(__CUDACC__)
+    asm volatile("" : "+r"(fresh.z));
+#endif
+    return fresh;
   }
-}
 
-// A ROWS x COLS tile of a row-major operand. Each thread owns kChunks chunks of V consecutive elements
-// along the contiguous dimension (COLS). TRANSPOSE stores it column-major (tile[COLS][ROWS]): the A tile
-// (m_S x k_S, stored k-major so that a thread's m_R fragment is contiguous). Otherwise it is stored as is
-// (tile[ROWS][COLS]): the B tile (k_S x n_S).
-template <class T, int ROWS, int COLS, int THREADS, int W, bool TRANSPOSE>
+  // True when V-wide accesses are valid for every term: the pointer and the leading dimension are multiples
+  // of V elements, and so is the extent along the contiguous dimension (a chunk of V elements is then either
+  // wholly inside a term or wholly outside it). Block-uniform, decided once per kernel.
+  template <int V>
+  __device__ __forceinline__ bool vectors_fit(int ld) const {
+    bool ok = ld % V == 0;
+#pragma unroll
+    for (int t = 0; t < W; ++t)
+      ok = ok && reinterpret_cast<std::uintptr_t>(ptr(t)) % (V * sizeof(T)) == 0 && cols(t) % V == 0;
+    return ok;
+  }
+};
+
+// A ROWS x COLS tile of a row-major operand whose terms are W blocks. Thread tid owns kChunks chunks of V
+// consecutive elements along the contiguous dimension (COLS): chunk c is at tile row row_ + c kRowStep, tile
+// column col_. Consecutive lanes read consecutive chunks of a row, so a warp's loads are coalesced.
+//
+// TRANSPOSE stores the tile k-major (tile[COLS][LD]): the A tile (m_S x k_S), so that a thread's m_R
+// fragment is contiguous. Otherwise it is stored as is (tile[ROWS][LD]): the B tile (k_S x n_S).
+template <class T, int ROWS, int COLS, int THREADS, int W, int V, bool TRANSPOSE>
 struct TileLoader {
-  static_assert((ROWS * COLS) % THREADS == 0, "the tile must divide among the threads");
-  static constexpr int kElements = ROWS * COLS / THREADS;
-  static constexpr int V = vec_width<T>(cmin(kElements, COLS));
-  static constexpr int kChunks = kElements / V;
+  static_assert((ROWS * COLS) % (THREADS * V) == 0 && COLS % V == 0, "the tile must divide among the threads");
+  static constexpr int kChunks = ROWS * COLS / (THREADS * V);
   static constexpr int kChunksPerRow = COLS / V;
-  using TileRow = T[TRANSPOSE ? ROWS : COLS];
-  Vec<T, V> regs[kChunks];
+  static_assert(THREADS % kChunksPerRow == 0, "a thread's chunks must share their column");
+  static constexpr int kRowStep = THREADS / kChunksPerRow;
+  static constexpr int kRegisters = W * kChunks * V * static_cast<int>(sizeof(T)) / 4;  // raw data in flight
 
-  __device__ __forceinline__ void load(const Term<const T*, T> (&terms)[W], int ld, int row0, int col0, int tid) {
+  int row_, col_;
+  Vec<T, V> raw[W][kChunks];
+  Vec<T, V> sum[kChunks];
+
+  __device__ __forceinline__ explicit TileLoader(int tid) : row_(tid / kChunksPerRow), col_((tid % kChunksPerRow) * V) {}
+
+  // Load terms [BEGIN, END) of the tile whose top-left corner is (row0, col0) of every term block.
+  template <int BEGIN, int END, class Terms>
+  __device__ __forceinline__ void issue(const Terms& terms, int ld, int row0, int col0) {
+    const int col = col0 + col_;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int idx = tid + c * THREADS;
-      gather<T, V, W>(regs[c], terms, ld, row0 + idx / kChunksPerRow, col0 + (idx % kChunksPerRow) * V);
+      const int row = row0 + row_ + c * kRowStep;
+      const long long offset = static_cast<long long>(row) * ld + col;
+#pragma unroll
+      for (int t = BEGIN; t < END; ++t)
+        raw[t][c] = ldg<T, V>(terms.ptr(t) + offset, row < terms.rows(t) && col < terms.cols(t));
     }
   }
 
-  __device__ __forceinline__ void store(TileRow* tile, int tid) const {
+  // sum (+)= coeff_t raw_t for t in [BEGIN, END); BEGIN = 0 starts the sum. A single term is not scaled:
+  // its coefficient is folded into the epilogue's (see fold_scale).
+  template <int BEGIN, int END, class Terms>
+  __device__ __forceinline__ void accumulate(const Terms& terms) {
+#pragma unroll
+    for (int t = BEGIN; t < END; ++t) {
+      const T u = terms.coeff(t);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if (W == 1)
+            sum[c].v[j] = raw[t][c].v[j];
+          else if (t == 0)
+            sum[c].v[j] = u * raw[t][c].v[j];
+          else
+            sum[c].v[j] += u * raw[t][c].v[j];
+        }
+    }
+  }
+
+  // The factor this operand contributes to the epilogue's scale: the coefficient of a single term.
+  template <class Terms>
+  __device__ __forceinline__ static T fold_scale(const Terms& terms) {
+    return W == 1 ? terms.coeff(0) : T(1);
+  }
+
+  template <int LD>
+  __device__ __forceinline__ void store(T (*tile)[LD]) const {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int idx = tid + c * THREADS;
-      const int r = idx / kChunksPerRow, cc = (idx % kChunksPerRow) * V;
+      const int r = row_ + c * kRowStep;
       if constexpr (TRANSPOSE) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) tile[cc + j][r] = regs[c].v[j];
+        for (int j = 0; j < V; ++j) sts(&tile[col_ + j][r], sum[c].v[j]);
       } else {
-        *reinterpret_cast<Vec<T, V>*>(&tile[r][cc]) = regs[c];
+        sts(reinterpret_cast<Vec<T, V>*>(&tile[r][col_]), sum[c]);
       }
     }
   }
 };
+
+// Padding of the k-major A tile's rows: the smallest multiple of a 128-bit vector such that the transposed
+// store of the vector loader (lane l writes element j of its chunk to tile[col_l + j][row_l]) puts the lanes
+// of each phase of a warp's store (32 lanes for 32-bit, 16 for 64-bit accesses) on distinct banks, as
+// CUTLASS pads its SIMT A tile (128 + 4 floats for 128 x 8).
+template <class T, int M_S, int K_S, int THREADS, int V>
+SB_HOST_DEVICE constexpr int a_tile_padding() {
+  constexpr int kStep = 16 / static_cast<int>(sizeof(T));
+  constexpr int kWords = static_cast<int>(sizeof(T)) / 4;
+  constexpr int kPhase = 32 / kWords;
+  constexpr int kChunksPerRow = K_S / V;
+  for (int pad = 0; pad < 32 * kStep; pad += kStep) {
+    bool conflict = false;
+    for (int j = 0; j < V; ++j)
+      for (int phase = 0; phase < cmin(32, THREADS); phase += kPhase) {
+        int used[32] = {};
+        for (int lane = phase; lane < cmin(phase + kPhase, THREADS); ++lane) {
+          const int row = lane / kChunksPerRow, col = (lane % kChunksPerRow) * V + j;
+          const int word = (col * (M_S + pad) + row) * kWords;
+          for (int w = 0; w < kWords; ++w) conflict = conflict || used[(word + w) % 32]++ > 0;
+        }
+      }
+    if (!conflict) return pad;
+  }
+  return 0;
+}
 
 }  // namespace sb

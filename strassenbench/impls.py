@@ -2,8 +2,8 @@
 
 ``impl(A, B, C, alpha=1, beta=0, engine=..., strategy=..., scheme=...)`` computes C <- alpha A B + beta C
 in place. Each implementation declares the engines it runs on and its extra device memory in bytes as a
-function of (m, n, k, dtype): the workspace of the reference levels plus the fused kernels' parameter
-arrays (offsets, extents and coefficients per product), nothing else.
+function of (m, n, k, dtype): the workspace of the reference levels, nothing else (the fused kernels carry
+their products' terms as kernel parameters and allocate nothing).
 
 On the ``numpy`` engine the roles are played by CPU stand-ins, so that the whole pipeline runs without a
 GPU: ``cublas`` is NumPy's BLAS matmul, the fused implementations run their plans on the NumPy engine (same
@@ -48,7 +48,7 @@ def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
 
 
 def _hybrid_bytes(m: int, n: int, k: int, dtype: str) -> int:
-    """Top-level workspace plus the largest parameter arrays of one fused 1-level product (run one at a time)."""
+    """The top level's workspace (its 7 fused 1-level products allocate nothing)."""
     from .reference.strassen_ref import level_blocks
 
     (bm, bk, bn), = level_blocks(m, k, n, 1)
@@ -119,7 +119,7 @@ class Impl:
         build_dir: str = "build",
     ) -> Callable[[], object]:
         """A call that computes C <- alpha A B + beta C with everything that does not depend on the values
-        set up once: the fused kernels' launches and parameter arrays, the reference's workspace. Operands
+        set up once: the fused kernels' launches and their parameters, the reference's workspace. Operands
         must be the engine's arrays. ``__call__`` runs it once; the benchmark times its replays."""
         from .reference.array_ops import ops_for
         from .reference.strassen_ref import Workspace, multiply
@@ -191,17 +191,17 @@ IMPLS: dict[str, Impl] = {
     for impl in (
         Impl("cublas", "cuBLAS", ("cuda", "numpy"), 0, "blas"),
         Impl("gemm", "GEMM (ours)", _FUSED, 0, "fused", ("strategy",),
-             partial(_fused_bytes, 0), "parameter arrays"),
+             partial(_fused_bytes, 0), "0"),
         Impl("strassen1", "1-level (ours)", _FUSED, 1, "fused", ("strategy", "scheme"),
-             partial(_fused_bytes, 1), "parameter arrays"),
+             partial(_fused_bytes, 1), "0"),
         Impl("strassen2-direct", "2-level direct (ours)", _FUSED, 2, "fused", ("strategy", "scheme"),
-             partial(_fused_bytes, 2), "parameter arrays"),
+             partial(_fused_bytes, 2), "0"),
         Impl("strassen1-ref", "1-level reference", ("cuda", "numpy"), 1, "reference", (),
              partial(_ref_bytes, 1), "(mk + kn + mn)/4"),
         Impl("strassen2-ref", "2-level reference", ("cuda", "numpy"), 2, "reference", (),
              partial(_ref_bytes, 2), "(mk + kn + mn)(1/4 + 1/16)"),
         Impl("strassen2-hybrid", "2-level hybrid (ours)", _FUSED, 2, "hybrid", ("strategy", "scheme"),
-             _hybrid_bytes, "(mk + kn + mn)/4 + parameter arrays"),
+             _hybrid_bytes, "(mk + kn + mn)/4"),
     )
 }
 

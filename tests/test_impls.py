@@ -53,18 +53,12 @@ def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> Non
 
 def test_extra_memory_formulas() -> None:
     m, n, k = 4096, 4096, 4096
-    for name in ("cublas",):
+    # the fused kernels carry their products' terms as kernel parameters: nothing on the device
+    for name in ("cublas", "gemm", "strassen1", "strassen2-direct"):
         assert get_impl(name).extra_bytes(m, n, k, "float32") == 0
     assert get_impl("strassen1-ref").extra_bytes(m, n, k, "float32") == 4 * 3 * 2048 * 2048
     assert get_impl("strassen2-ref").extra_bytes(m, n, k, "float64") == 8 * 3 * (2048**2 + 1024**2)
-    # fused: per term of every product an int64 offset, two int32 extents and a coefficient
-    one = get_impl("strassen1").extra_bytes(m, n, k, "float32")
-    assert one == (8 + 8 + 4) * (6 + 6 * 5)  # M0 has W_A + W_B + W_C = 6 terms, the six others 5
-    two = get_impl("strassen2-direct").extra_bytes(m, n, k, "float32")
-    assert two == (8 + 8 + 4) * sum(sum(p.counts) for p in primitives("strassen", 2))
-    hybrid = get_impl("strassen2-hybrid").extra_bytes(m, n, k, "float32")
-    assert hybrid == workspace_bytes(m, k, n, 1, "float32") + one
-    assert get_impl("gemm").extra_bytes(m, n, k, "float64") == (8 + 8 + 8) * 3
+    assert get_impl("strassen2-hybrid").extra_bytes(m, n, k, "float32") == workspace_bytes(m, k, n, 1, "float32")
 
 
 def test_impl_option_and_engine_errors() -> None:

@@ -113,12 +113,42 @@ def test_schemes_structure(levels: int) -> None:
     assert sorted(p for l in atomic.launches for p in l.products) == names
 
 
-def test_param_bytes_counts_every_term() -> None:
-    plan = make_plan("strassen", 1, 64, 64, 64)
+def test_products_parameter_holds_every_term_and_no_device_memory() -> None:
+    """Each launch carries its products' terms in sb::Products: the block addresses, extents and coefficients
+    of the plan, nothing allocated on the device; a batch beyond the kernel's Z takes several launches."""
+    plan = make_plan("strassen", 2, 64, 64, 64)
     A, B, C = integer_operands(64, 64, 64, "float32")
     program = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"], scheme="atomic")
-    total = sum(a.nbytes for l in program.launches for a in l.args[9:])
-    assert total == param_bytes(plan, "float32")
+    steps = {s.primitive.name: s for s in plan.steps}
+    seen = 0
+    for launch in program.launches:
+        products = launch.args[-1]
+        assert products.dtype.names == ("address", "rows", "cols", "coeff")
+        assert len(launch.products) <= products["address"].shape[0] and launch.grid[2] == len(launch.products)
+        for z, name in enumerate(launch.products):
+            step, t = steps[name], 0
+            for views, X in ((step.a, A), (step.b, B), (step.c, C)):
+                for view, coeff in views:
+                    expected = X.ctypes.data + (0 if view.empty else (view.row * X.shape[1] + view.col) * 4)
+                    assert products["address"][z, t] == expected
+                    assert (products["rows"][z, t], products["cols"][z, t]) == (view.rows, view.cols)
+                    assert products["coeff"][z, t] == coeff
+                    t += 1
+            seen += 1
+    assert seen == len(plan.steps)
+    assert param_bytes(plan, "float32") == 0
+
+
+def test_batches_beyond_the_parameter_space_split(monkeypatch) -> None:  # noqa: ANN001
+    """A variant with more products than the kernel's Z runs as several launches (each within Z)."""
+    plan = make_plan("strassen", 2, 32, 32, 32)
+    A, B, C = integer_operands(32, 32, 32, "float32")
+    whole = plan_launches(plan, A, B, C, 1.0, 0.0, strategy=STRATEGIES["Small"], scheme="atomic")
+    monkeypatch.setattr(Instance, "batch", property(lambda self: 2))
+    split = plan_launches(plan, A, B, C, 1.0, 0.0, strategy=STRATEGIES["Small"], scheme="atomic")
+    assert max(len(l.products) for l in whole.launches) > 2
+    assert all(len(l.products) <= 2 and l.grid[2] == len(l.products) for l in split.launches if l.products)
+    assert sorted(p for l in split.launches for p in l.products) == sorted(p for l in whole.launches for p in l.products)
 
 
 def test_beta_applied_once_and_c_not_read_when_beta_zero() -> None:
@@ -141,7 +171,7 @@ def test_gemm_folds_beta_strassen_scales_first() -> None:
     gemm = plan_launches(make_plan("strassen", 0, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"]).launches
     assert [launch.kernel for launch in gemm] == ["strassen_f32_huge_w1x1x1_plain"]
     one = plan_launches(make_plan("strassen", 1, 20, 20, 20), A, B, C, 1.0, 0.5, strategy=STRATEGIES["Huge"]).launches
-    assert one[0].kernel == "scale_f32" and all(launch.args[8] == 1 for launch in one[1:])
+    assert one[0].kernel == "scale_f32" and all(launch.args[5] == 1 for launch in one[1:])
 
 
 def test_any_leading_dimension_and_unaligned_views() -> None:

@@ -1,15 +1,21 @@
-// CPU emulation of the CUDA execution model, enough for the kernels in kernels/ (issue [kernels], item 3).
+// CPU emulation of the CUDA execution model, enough for the kernels in kernels/.
 //
 // One OS thread per CUDA thread of a block; the threads persist for the whole launch and run the blocks one
 // after another, meeting at a barrier after each block so that __shared__ storage (a function-local static)
 // is never reused while a slow thread still reads it. __syncthreads is the same std::barrier; atomicAdd is
 // std::atomic_ref<T>::fetch_add. Blocks never run concurrently, so a launch that races between blocks on the
 // GPU (plain write-back of two products into one C block) is NOT caught here; the launch builder forbids it.
+//
+// Shared-memory traces: while tracing is on (emu_trace_enable), every sb::lds / sb::sts records (block,
+// thread, the thread's access number within the block, address, bytes, load or store). All lanes of a warp
+// run the same sequence of shared-memory accesses, so the n-th access of the 32 lanes of a warp is one
+// warp-level instruction; strassenbench.fused.smem counts its wavefronts.
 #pragma once
 
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -26,6 +32,31 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 template <class T>
 inline T atomic_add(T* address, T value) {
   return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
+}
+
+// One shared-memory access of one thread (24 bytes; strassenbench.fused.smem reads this layout).
+struct SmemRecord {
+  std::uint64_t address;
+  std::uint32_t block;   // linear block index x + gx (y + gy z)
+  std::uint32_t thread;  // linear thread index in the block
+  std::uint32_t seq;     // the thread's n-th shared-memory access in this block
+  std::uint16_t bytes;
+  std::uint16_t store;
+};
+static_assert(sizeof(SmemRecord) == 24, "record layout is read by strassenbench.fused.smem");
+
+inline std::atomic<bool> trace_on{false};
+inline std::mutex trace_mutex;
+inline std::vector<SmemRecord> trace_log;
+inline thread_local std::vector<SmemRecord> trace_local;
+inline thread_local std::uint32_t trace_seq = 0;
+
+inline void trace_smem(const void* p, unsigned bytes, bool store) {
+  if (!trace_on.load(std::memory_order_relaxed)) return;
+  const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  trace_local.push_back({reinterpret_cast<std::uint64_t>(p), block, thread, trace_seq++,
+                         static_cast<std::uint16_t>(bytes), static_cast<std::uint16_t>(store)});
 }
 
 // Run kernel(args...) over grid x block threads as described above.
@@ -45,9 +76,15 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
         for (unsigned y = 0; y < grid.y; ++y)
           for (unsigned x = 0; x < grid.x; ++x) {
             blockIdx = dim3(x, y, z);
+            trace_seq = 0;
             kernel(args...);
             barrier.arrive_and_wait();
           }
+      if (!trace_local.empty()) {
+        std::lock_guard<std::mutex> lock(trace_mutex);
+        trace_log.insert(trace_log.end(), trace_local.begin(), trace_local.end());
+        trace_local.clear();
+      }
     });
   }
   for (auto& thread : pool) thread.join();

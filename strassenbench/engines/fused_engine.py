@@ -26,7 +26,7 @@ def prepare(
     engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
     strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
 ) -> Callable[[], None]:
-    """Build the launches once (parameter arrays included) and return a call that replays them.
+    """Build the launches once (their kernel parameters included) and return a call that replays them.
 
     The benchmark times replays, as an application holding its kernel parameters would run; ``emu_gemm`` and
     ``cuda_gemm`` prepare and run once. Operands must be the engine's arrays (NumPy for emu, CuPy for cuda).
@@ -37,15 +37,15 @@ def prepare(
     if engine == "emu":
         from ..fused import emu
 
-        default, to_device, run = "Small", (lambda x: x), emu.run
+        default, run = "Small", emu.run
     elif engine == "cuda":
         from ..fused import cuda
 
-        default, to_device, run = "Huge", cuda._cupy().asarray, partial(cuda.run, build_dir=build_dir)
+        default, run = "Huge", partial(cuda.run, build_dir=build_dir)
     else:
         raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
     program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or default), scheme=scheme,
-                            streams=streams, to_device=to_device)
+                            streams=streams)
     return lambda: run(program)
 
 

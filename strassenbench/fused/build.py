@@ -2,8 +2,10 @@
 
 One cubin per architecture holds every instantiation. ``resources.csv`` has, per kernel and architecture,
 ptxas's registers, spills, shared memory and stack (from ``-Xptxas -v``), blocks per SM from the occupancy
-calculation of strassenbench.occupancy, and instruction counts read from the machine code with
-``cuobjdump --dump-sass`` (no GPU needed). A build is skipped when its stamp (hash of every kernel source,
+calculation of strassenbench.occupancy, instruction counts read from the machine code with
+``cuobjdump --dump-sass`` (no GPU needed), and the main loop's figures per k_S slice (strassenbench.fused.sass:
+instructions, FFMA share, global loads and how many are generic, how many instructions separate a global
+load from the first instruction that waits for it, barriers). A build is skipped when its stamp (hash of every kernel source,
 the generated instance list, nvcc's version and flags) is unchanged.
 """
 
@@ -21,6 +23,7 @@ import pandas as pd
 from ..io import write_atomic
 from ..occupancy import ARCHS, blocks_per_sm
 from .instances import Instance, instances, kernels_dir, render, sources_digest
+from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts"]
@@ -28,7 +31,7 @@ __all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas
 RESOURCE_COLUMNS = [
     "kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "registers", "spill_stores",
     "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-    "local_mem_ops",
+    "local_mem_ops", *MAINLOOP_COLUMNS,
 ]
 NVCC_FLAGS = ["-std=c++17", "-O3", "-cubin", "-Xptxas", "-v", "-lineinfo"]
 SUPPORTED_ARCHS = tuple(ARCHS)
@@ -66,42 +69,18 @@ def parse_ptxas(log: str) -> dict[str, _Props]:
 
 
 def sass_counts(sass: str) -> dict[str, Counter]:
-    """Per-function opcode classes from ``cuobjdump --dump-sass``.
-
-    ffma counts FFMA and DFMA (the multiply-adds of either dtype); lds128 counts LDS.128; lds_other every
-    other LDS; ldg every LDG; local_mem_ops LDL and STL (register spills or local arrays).
-    """
-    counts: dict[str, Counter] = {}
-    current: Counter | None = None
-    for line in sass.splitlines():
-        if m := re.match(r"\s*Function : (\w+)", line):
-            current = counts.setdefault(m.group(1), Counter())
-            continue
-        if current is None or "*/" not in line:
-            continue
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)", line)
-        if not m:
-            continue
-        op = m.group(1)
-        base = op.split(".")[0]
-        if base in ("FFMA", "DFMA"):
-            current["ffma"] += 1
-        elif base == "LDS":
-            current["lds128" if ".128" in op else "lds_other"] += 1
-        elif base == "LDG":
-            current["ldg"] += 1
-        elif base in ("LDL", "STL"):
-            current["local_mem_ops"] += 1
-    return counts
+    """Per-function opcode classes from ``cuobjdump --dump-sass`` (see strassenbench.fused.sass.opcode_counts)."""
+    return {name: opcode_counts(code) for name, code in parse_sass(sass).items()}
 
 
-def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], sass: dict[str, Counter]) -> list[dict]:
+def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], sass: str) -> list[dict]:
+    code = parse_sass(sass)
     rows = []
     for inst in selected:
         p = props.get(inst.name)
         if p is None:
             raise BuildError(f"ptxas reported nothing for {inst.name} on {arch}")
-        ops = sass.get(inst.name, Counter())
+        ops = opcode_counts(code.get(inst.name, []))
         rows.append({
             "kernel": inst.name, "arch": arch, "strategy": inst.strategy.name, "dtype": inst.dtype,
             "W_A": inst.counts[0], "W_B": inst.counts[1], "W_C": inst.counts[2], "write_mode": inst.write_mode,
@@ -109,6 +88,7 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], s
             "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
             "blocks_per_sm": blocks_per_sm(ARCHS[arch], inst.strategy.threads, p.registers, p.smem_bytes),
             **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
+            **mainloop_metrics(code.get(inst.name, [])),
         })
     return rows
 
@@ -131,7 +111,7 @@ def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Pa
     if sass.returncode != 0:
         detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
         raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
-    rows = _rows(selected, arch, parse_ptxas(result.stdout + result.stderr), sass_counts(sass.stdout))
+    rows = _rows(selected, arch, parse_ptxas(result.stdout + result.stderr), sass.stdout)
     write_atomic(table, pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     tmp.replace(cubin)
     write_atomic(stamp, digest)

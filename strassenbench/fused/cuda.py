@@ -66,10 +66,20 @@ def run(program: Program, build_dir: str = "build") -> None:
                 stream.wait_event(event)
             with stream:  # RawKernel launches on the current stream
                 for launch in lane:
-                    mod.get_function(launch.kernel)(launch.grid, launch.block, launch.args)
+                    mod.get_function(launch.kernel)(launch.grid, launch.block, _kernel_args(launch.args))
         previous = [stream.record() for stream in lanes]
     for event in previous:
         origin.wait_event(event)
+
+
+def _kernel_args(args: tuple) -> tuple:
+    """CuPy's launcher takes arrays and NumPy scalars; sb::Products (a NumPy structured array) goes as a
+    CPointer to its bytes, which the driver copies into the kernel's parameter space at the launch."""
+    import numpy as np
+
+    from cupy.cuda.function import CPointer
+
+    return tuple(CPointer(a.ctypes.data) if isinstance(a, np.ndarray) and a.dtype.names else a for a in args)
 
 
 @lru_cache(maxsize=None)

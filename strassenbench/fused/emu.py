@@ -68,7 +68,16 @@ def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> cty
     return ctypes.CDLL(str(target))
 
 
+@lru_cache(maxsize=None)
+def _struct(nbytes: int) -> type[ctypes.Structure]:
+    """A ctypes structure of nbytes (a multiple of 8) with 8-byte alignment, passed by value as sb::Products."""
+    return type(f"Products{nbytes}", (ctypes.Structure,), {"_fields_": [("raw", ctypes.c_ulonglong * (nbytes // 8))]})
+
+
 def _ctype(arg):  # noqa: ANN001, ANN202
+    if isinstance(arg, np.ndarray) and arg.dtype.names:  # sb::Products, by value
+        struct = _struct(arg.dtype.itemsize)
+        return struct, struct.from_buffer_copy(arg.tobytes())
     if isinstance(arg, np.ndarray):
         return ctypes.c_void_p, ctypes.c_void_p(arg.ctypes.data)
     for np_type, c_type in ((np.int32, ctypes.c_int), (np.int64, ctypes.c_longlong),

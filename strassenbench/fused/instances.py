@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+
+import numpy as np
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +19,9 @@ from ..algebra.primitives import variants
 from ..strategies import STRATEGIES, Strategy
 
 __all__ = [
+    "PARAM_BYTES",
+    "products_dtype",
+    "max_batch",
     "FUSED_ALGORITHM",
     "FUSED_LEVELS",
     "WRITE_MODES",
@@ -37,6 +42,30 @@ _CTYPE = {"float32": "float", "float64": "double"}
 # The paper's Huge runs 2 blocks of 256 threads per SM: at most 128 registers per thread in float32. Smaller
 # blocks are not capped: a 128-register cap on the 64-thread Large made most of its kernels spill on sm_80.
 HUGE_BLOCK_THREADS, HUGE_REGISTER_CAP = 256, 128
+CAPPED_TERMS = 4  # W_A + W_B of the register-capped Huge kernels (kernels/mainloop.cuh: 16 registers in flight)
+
+
+# The kernel parameters: lda, ldb, ldc, bk (4 int32), alpha and beta, and sb::Products (kernels/tile_loader.cuh),
+# within the 4 KiB every CUDA driver accepts (kernels/instances.cuh checks the same bound).
+PARAM_BYTES = 4096
+
+
+def products_dtype(dtype: str, terms: int, batch: int) -> np.dtype:
+    """The layout of sb::Products<T, terms, batch>: per product and term the address of the term's block,
+    its rows and columns, and its coefficient (C struct layout, as nvcc and g++ lay it out)."""
+    shape = (batch, terms)
+    return np.dtype([("address", np.uint64, shape), ("rows", np.int32, shape), ("cols", np.int32, shape),
+                     ("coeff", np.dtype(dtype), shape)], align=True)
+
+
+@lru_cache(maxsize=None)
+def max_batch(dtype: str, terms: int) -> int:
+    """Z: the most products one launch carries in its parameters (a larger batch takes several launches)."""
+    fixed = 16 + 2 * np.dtype(dtype).itemsize
+    z = 1
+    while fixed + products_dtype(dtype, terms, z + 1).itemsize <= PARAM_BYTES:
+        z += 1
+    return z
 
 
 def kernels_dir() -> Path:
@@ -68,16 +97,24 @@ class Instance:
     @property
     def min_blocks(self) -> int:
         """__launch_bounds__ minimum blocks per SM: 2 for float32 blocks of 256 threads (at most 128
-        registers), 1 (ptxas chooses) otherwise."""
-        if self.dtype == "float32" and self.strategy.threads >= HUGE_BLOCK_THREADS:
+        registers) whose operand sums fit the main loop's in-flight budget (W_A + W_B <= 4: the GEMM and
+        every 1-level variant); 1 (ptxas chooses) otherwise. The 2-level variants with wider sums need more
+        registers to keep their loads a slice ahead, as the paper's 2-level Var#0 needs 160."""
+        a, b, _ = self.counts
+        if self.dtype == "float32" and self.strategy.threads >= HUGE_BLOCK_THREADS and a + b <= CAPPED_TERMS:
             return max(1, 65536 // (self.strategy.threads * HUGE_REGISTER_CAP))
         return 1
+
+    @property
+    def batch(self) -> int:
+        """Z, the products one launch of this kernel can carry (blockIdx.z < Z)."""
+        return max_batch(self.dtype, sum(self.counts))
 
     def source_line(self) -> str:
         s = self.strategy
         fields = [
             self.name, _CTYPE[self.dtype], s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.m_R, s.n_R,
-            s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false",
+            s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false", self.batch,
         ]
         return f"SB_STRASSEN_INSTANCE({', '.join(map(str, fields))})"
 

@@ -9,15 +9,17 @@ finishes before the next stage starts. The paper's three schemes (Sec. s:task) a
   strassenbench.algebra.schedule (figure tab:gpu_streaming); products on concurrent streams never write
   the same C block.
 - ``atomic``: atomicAdd write-back and batching: one launch per variant with blockIdx.z selecting the
-  product (its offsets, extents and coefficients in parameter arrays in device memory), variants spread
-  over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
+  product, variants spread over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
+
+Every launch carries its products' terms (block address, extent, coefficient) in one kernel parameter,
+sb::Products (``products_dtype``): no device memory is allocated for parameters, and a batch larger than
+the kernel's Z takes several launches.
 
 beta is applied once: folded into the GEMM's epilogue, otherwise by a scale launch in a first stage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ import numpy as np
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy
 from ..algebra.schedule import schedule
-from .instances import Instance, operand_counts, scale_kernel
+from .instances import Instance, max_batch, operand_counts, products_dtype, scale_kernel
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
 
@@ -82,15 +84,27 @@ def _by_variant(steps: tuple[Step, ...]) -> list[list[Step]]:
     return list(groups.values())
 
 
-def _term_arrays(step: Step, lds: tuple[int, int, int]) -> tuple[list[int], list[int], list[float]]:
-    offsets, extents, coeffs = [], [], []
-    for terms, ld in ((step.a, lds[0]), (step.b, lds[1]), (step.c, lds[2])):
-        for view, coeff in terms:
-            view: BlockView
-            offsets.append(0 if view.empty else view.row * ld + view.col)
-            extents += [view.rows, view.cols]
-            coeffs.append(coeff)
-    return offsets, extents, coeffs
+def _address(x) -> int:  # noqa: ANN001 - NumPy or CuPy array
+    """The device (CuPy) or host (NumPy, for the emulator) address of x[0, 0]."""
+    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.ctypes.data)
+
+
+def _products(group: list[Step], operands, lds: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:  # noqa: ANN001
+    """sb::Products for the steps of one launch: absolute block addresses, extents and coefficients."""
+    terms = len(group[0].a + group[0].b + group[0].c)
+    buf = np.zeros((), dtype=products_dtype(str(dtype), terms, max_batch(str(dtype), terms)))
+    bases = tuple(_address(x) for x in operands)
+    for z, step in enumerate(group):
+        t = 0
+        for views, ld, base in zip((step.a, step.b, step.c), lds, bases):
+            for view, coeff in views:
+                view: BlockView
+                offset = 0 if view.empty else view.row * ld + view.col
+                buf["address"][z, t] = base + offset * dtype.itemsize
+                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
+                buf["coeff"][z, t] = coeff
+                t += 1
+    return buf
 
 
 def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:
@@ -111,19 +125,19 @@ def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: in
     return stages
 
 
-def _launch(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, to_device, plan) -> Launch:  # noqa: ANN001
+def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan) -> list[Launch]:  # noqa: ANN001
+    """The launches of one group of products: one, or several when the group exceeds the kernel's batch."""
     dtype = np.dtype(C.dtype)
-    counts = group[0].primitive.counts
-    inst = Instance(strategy, str(dtype), counts, write_mode)
-    arrays = [_term_arrays(s, lds) for s in group]
-    offsets = to_device(np.array([a[0] for a in arrays], dtype=np.int64))
-    extents = to_device(np.array([a[1] for a in arrays], dtype=np.int32))
-    coeffs = to_device(np.array([a[2] for a in arrays], dtype=dtype))
+    inst = Instance(strategy, str(dtype), group[0].primitive.counts, write_mode)
     bm, bk, bn = plan.block
-    grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(group))
-    args = (A, B, C, np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
-            dtype.type(beta), offsets, extents, coeffs)
-    return Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in group))
+    launches = []
+    for first in range(0, len(group), inst.batch):
+        part = group[first: first + inst.batch]
+        grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(part))
+        args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
+                dtype.type(beta), _products(part, (A, B, C), lds, dtype))
+        launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in part)))
+    return launches
 
 
 def _live_steps(plan: Plan) -> tuple[Step, ...]:
@@ -155,7 +169,6 @@ def plan_launches(
     strategy: Strategy,
     scheme: str = "sequential",
     streams: int | None = None,
-    to_device: Callable[[np.ndarray], Any] = lambda x: x,
 ) -> Program:
     """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``."""
     streams = _check_scheme(scheme, streams)
@@ -175,13 +188,14 @@ def plan_launches(
         kernel_beta = beta if fold_beta else 1
         for stage in _scheme_groups(plan, steps, scheme, streams):
             stages.append(tuple(
-                tuple(_launch(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, to_device, plan) for g in lane)
+                tuple(launch for g in lane
+                      for launch in _launches(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, plan))
                 for lane in stage
             ))
     return Program(tuple(stages))
 
 
 def param_bytes(plan: Plan, dtype: str) -> int:
-    """Device bytes of the parameter arrays (offsets int64, extents 2 x int32, coefficients) of one run."""
-    itemsize = np.dtype(dtype).itemsize
-    return sum((8 + 8 + itemsize) * len(s.primitive.a + s.primitive.b + s.primitive.c) for s in _live_steps(plan))
+    """Device bytes the fused kernels allocate for their parameters: none (they travel as kernel parameters)."""
+    _live_steps(plan)
+    return 0

@@ -1,0 +1,167 @@
+"""Read the machine code (``cuobjdump --dump-sass``): instruction classes and the main loop's quality.
+
+Volta and later encode each instruction in 128 bits; the high 64-bit word holds the scheduling control bits
+that the compiler sets and the hardware obeys (as documented by Jia et al., "Dissecting the NVIDIA Volta
+GPU Architecture via Microbenchmarking", 2018, Sec. 2.1, and visible in every SASS listing):
+
+    bits 41-44 stall cycles, 45 yield, 46-48 write scoreboard, 49-51 read scoreboard (7 = none),
+    52-57 wait mask (bit b: wait until scoreboard b is released), 58-61 operand reuse.
+
+A variable-latency instruction (a global or shared load) sets a write scoreboard; the first later
+instruction whose wait mask has that bit is where the warp stalls until the data arrives. The number of
+instructions between a global load and that instruction is how far ahead of its use the load is issued.
+
+The main loop is the backward branch whose body holds the most FFMA/DFMA (of two such loops, as in a kernel
+with a 128-bit fast path and a scalar fallback, the one with the higher FFMA share: the fast path); its body
+is divided by its number of barriers (one ``BAR.SYNC`` per k_S slice) to give per-slice figures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["Instruction", "parse_sass", "opcode_counts", "mainloop_metrics", "MAINLOOP_COLUMNS"]
+
+_LINE = re.compile(
+    r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
+    r"(?P<rest>[^;]*);\s*/\*\s*0x(?P<lo>[0-9a-f]{16})\s*\*/"
+)
+_HI = re.compile(r"^\s*/\*\s*0x(?P<hi>[0-9a-f]{16})\s*\*/\s*$")
+_BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
+
+MAINLOOP_COLUMNS = [
+    "loop_instructions", "loop_ffma_share", "loop_global_loads", "loop_generic_loads", "load_use_distance",
+    "loop_barriers",
+]
+
+
+@dataclass(frozen=True)
+class Instruction:
+    address: int
+    opcode: str  # with modifiers, e.g. LDG.E.128
+    operands: str
+    predicated: bool
+    control: int  # the high 64-bit word of the encoding
+
+    @property
+    def base(self) -> str:
+        return self.opcode.split(".")[0]
+
+    @property
+    def write_barrier(self) -> int | None:
+        sb = (self.control >> 46) & 7
+        return None if sb == 7 else sb
+
+    @property
+    def wait_mask(self) -> int:
+        return (self.control >> 52) & 0x3F
+
+    def waits_on(self, sb: int) -> bool:
+        if self.wait_mask >> sb & 1:
+            return True
+        return self.base == "DEPBAR" and f"SB{sb}" in self.operands
+
+    @property
+    def is_global_load(self) -> bool:
+        return self.base in ("LDG", "LD")
+
+
+def parse_sass(sass: str) -> dict[str, list[Instruction]]:
+    """Per-function instructions with their control words, from ``cuobjdump --dump-sass`` output."""
+    functions: dict[str, list[Instruction]] = {}
+    current: list[Instruction] | None = None
+    pending: re.Match | None = None
+    for line in sass.splitlines():
+        if m := re.match(r"\s*Function : (\w+)", line):
+            current = functions.setdefault(m.group(1), [])
+            pending = None
+            continue
+        if current is None:
+            continue
+        if m := _LINE.search(line):
+            pending = m
+            continue
+        if pending is not None and (h := _HI.match(line)):
+            current.append(Instruction(
+                address=int(pending["addr"], 16), opcode=pending["op"], operands=pending["rest"].strip(),
+                predicated=bool(pending["pred"]), control=int(h["hi"], 16),
+            ))
+            pending = None
+    return functions
+
+
+def opcode_counts(instructions: list[Instruction]) -> Counter:
+    """ffma (FFMA and DFMA), lds128, lds_other, ldg, local_mem_ops (LDL and STL)."""
+    counts: Counter = Counter()
+    for ins in instructions:
+        base = ins.base
+        if base in ("FFMA", "DFMA"):
+            counts["ffma"] += 1
+        elif base == "LDS":
+            counts["lds128" if ".128" in ins.opcode else "lds_other"] += 1
+        elif base == "LDG":
+            counts["ldg"] += 1
+        elif base in ("LDL", "STL"):
+            counts["local_mem_ops"] += 1
+    return counts
+
+
+def _loops(instructions: list[Instruction]) -> list[tuple[int, int]]:
+    """(first, last) indices of every backward branch's body."""
+    index = {ins.address: i for i, ins in enumerate(instructions)}
+    loops = []
+    for i, ins in enumerate(instructions):
+        if ins.base == "BRA" and (m := _BRANCH_TARGET.search(ins.operands)):
+            target = int(m.group(1), 16)
+            if target <= ins.address and target in index:
+                loops.append((index[target], i))
+    return loops
+
+
+def _load_use_distance(body: list[Instruction]) -> int | None:
+    """The fewest instructions between a global load of the loop and the first instruction that waits on
+    its scoreboard, following the loop around (a load's use may be in the next iteration)."""
+    distances = []
+    n = len(body)
+    for i, ins in enumerate(body):
+        sb = ins.write_barrier
+        if not ins.is_global_load or sb is None:
+            continue
+        for step in range(1, n + 1):
+            if body[(i + step) % n].waits_on(sb):
+                distances.append(step - 1)
+                break
+        else:
+            distances.append(n)
+    return min(distances) if distances else None
+
+
+def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int | None]:
+    """Per-slice figures of the main loop (see the module docstring); None when there is no loop."""
+    loops = _loops(instructions)
+    empty = dict.fromkeys(MAINLOOP_COLUMNS)
+    if not loops:
+        return empty
+    def rank(loop: tuple[int, int]) -> tuple[int, float]:
+        body = instructions[loop[0]: loop[1] + 1]
+        ffma = sum(ins.base in ("FFMA", "DFMA") for ins in body)
+        return ffma, ffma / len(body)
+
+    first, last = max(loops, key=rank)
+    body = instructions[first: last + 1]
+    barriers = sum(ins.base == "BAR" for ins in body)
+    slices = max(barriers, 1)
+    ffma = sum(ins.base in ("FFMA", "DFMA") for ins in body)
+    if ffma == 0:
+        return empty
+    loads = [ins for ins in body if ins.is_global_load]
+    return {
+        "loop_instructions": round(len(body) / slices, 1),
+        "loop_ffma_share": round(ffma / len(body), 4),
+        "loop_global_loads": round(len(loads) / slices, 1),
+        "loop_generic_loads": round(sum(ins.base == "LD" for ins in loads) / slices, 1),
+        "load_use_distance": _load_use_distance(body),
+        "loop_barriers": barriers,
+    }
