@@ -89,15 +89,15 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   // Registers of raw global data in flight at once: 16 (float32) leaves the Huge kernel its 128-register
   // budget (64 accumulators, 32 fragment registers). Terms beyond it are issued in G groups.
   constexpr bool kPipelined = V_A * V_B > 1;
-  constexpr int kFlightRegisters = (kPipelined ? 16 : 8) * static_cast<int>(sizeof(T)) / 4;
+  constexpr int kFlightRegisters = (kPipelined ? 16 : 4) * static_cast<int>(sizeof(T)) / 4;
   constexpr int W = W_A + W_B;
   constexpr int G = cmin(cmin(W, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
   // The scalar fallback (terms not aligned to 128 bits: odd shapes, unaligned views) has an address and a
   // predicate per element; it loads, sums and stores the next slice at the end of the current one instead,
   // so that it needs no registers beyond the accumulator and the fragments.
 
-  LoaderA load_a(tid);
-  LoaderB load_b(tid);
+  LoaderA load_a;
+  LoaderB load_b;
   TermsA ta = terms_a;
   TermsB tb = terms_b;
   // Group g holds the terms [g W / G, (g + 1) W / G) of A's terms followed by B's.

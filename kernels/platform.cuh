@@ -6,6 +6,8 @@
 #define SB_HOST_DEVICE __host__ __device__
 #define SB_SMEM_TRACE(ptr, bytes, store)
 #else
+#include <cstdio>
+#include <cstdlib>
 #include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomicAdd, shared-memory traces on the CPU
 #define SB_HOST_DEVICE
 #define SB_SMEM_TRACE(ptr, bytes, store) ::emu::trace_smem(ptr, bytes, store)
@@ -29,6 +31,28 @@ SB_HOST_DEVICE constexpr int vec_width(int n) {
   int w = 16 / static_cast<int>(sizeof(T));
   while (w > 1 && n % w != 0) w /= 2;
   return w;
+}
+
+// x, made opaque to the compiler: values derived from it are recomputed where they are used instead of being
+// hoisted out of the main loop and kept in registers (which, at the 128-register cap, means spilled). The
+// empty asm emits no instruction.
+__device__ __forceinline__ int opaque(int x) {
+#if defined(__CUDACC__)
+  asm volatile("" : "+r"(x));
+#endif
+  return x;
+}
+
+// A broken launch contract stops the kernel: a trap on the GPU (the launch fails with an illegal-instruction
+// error; no printf, whose argument buffer would cost the kernel a stack frame), a message and abort in the
+// emulator.
+__device__ __forceinline__ void fail([[maybe_unused]] const char* what) {
+#if defined(__CUDACC__)
+  __trap();
+#else
+  std::fprintf(stderr, "strassenbench kernel: %s\n", what);
+  std::abort();
+#endif
 }
 
 // Every shared-memory access of the kernels goes through these two, so that the emulator can record the

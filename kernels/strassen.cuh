@@ -16,55 +16,60 @@
 
 namespace sb {
 
+// The widest global loads the tiles of a strategy allow (128-bit for the paper's strategies); the vector
+// kernels use them, the scalar kernels load one element at a time. strassenbench.fused.instances mirrors it.
+template <class T, int M_S, int N_S, int K_S, int M_R, int N_R>
+struct LoadWidths {
+  static constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
+  static constexpr int kVa = vec_width<T>(cmin(M_S * K_S / kThreads, K_S));
+  static constexpr int kVb = vec_width<T>(cmin(K_S * N_S / kThreads, N_S));
+};
+
+// VECTOR: V-wide global loads; the launch builder chooses this kernel only when every term of every product
+// of the launch allows them (aligned pointer and leading dimension, extent along the row a multiple of V),
+// otherwise the scalar kernel of the same variant. Two kernels rather than one with both paths: inlined
+// together, the paths made the 128-register Huge kernels spill on sm_80.
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B, int W_C,
-          bool ATOMIC, int Z>
+          bool ATOMIC, int Z, bool VECTOR>
 __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, int bk, T alpha, T beta,
                                                    const Products<T, W_A + W_B + W_C, Z>& products) {
-  constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
+  using Widths = LoadWidths<T, M_S, N_S, K_S, M_R, N_R>;
+  constexpr int kThreads = Widths::kThreads;
   constexpr int kW = W_A + W_B + W_C;
+  constexpr int kVa = VECTOR ? Widths::kVa : 1, kVb = VECTOR ? Widths::kVb : 1;
   static_assert(WARP_M * WARP_N == 32, "a warp has 32 threads");
   static_assert(M_S % (WARP_M * M_R) == 0 && N_S % (WARP_N * N_R) == 0, "warp tile must divide the block tile");
-  // The widest global loads the tiles allow (128-bit for the paper's strategies), and the scalar fallback for
-  // terms that are not aligned to them.
-  constexpr int kVa = vec_width<T>(cmin(M_S * K_S / kThreads, K_S));
-  constexpr int kVb = vec_width<T>(cmin(K_S * N_S / kThreads, N_S));
-  constexpr int kPadA = a_tile_padding<T, M_S, K_S, kThreads, kVa>();
+  constexpr int kPadA = a_tile_padding<T, M_S, K_S, kThreads, Widths::kVa>();  // one layout for both kernels
   using Tiles = SharedTiles<T, M_S, N_S, K_S, kPadA>;
-  using Warp = WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>;
   __shared__ Tiles smem;
 
   // This product's terms: W_A blocks of A, W_B of B, W_C of C (Sec. "Task Parallelism: Batching").
   const int z = blockIdx.z;
   const Terms<const T*, T, W_A, 0, kW, Z> terms_a{&products, z};
   const Terms<const T*, T, W_B, W_A, kW, Z> terms_b{&products, z};
+  if (VECTOR && !(terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
+    fail("vector kernel launched with terms that are not aligned to its loads");
 
   const int tid = threadIdx.x;
-  const Warp warp_tile(tid);
+  const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N> warp_tile(tid);
   const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
 
-  // The main loop and the epilogue, with 128-bit global loads when every term allows them (the paper's sizes
-  // always do), otherwise with scalar loads. Each path has its own accumulator: nothing but the kernel's
-  // arguments is live across the choice.
-  auto run = [&](auto va, auto vb) {
-    T acc[M_R][N_R];
+  T acc[M_R][N_R];
 #pragma unroll
-    for (int i = 0; i < M_R; ++i)
+  for (int i = 0; i < M_R; ++i)
 #pragma unroll
-      for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
-    mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, decltype(va)::value, decltype(vb)::value, kPadA>(
-        acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile, tid);
-    // A single-term operand sum is not scaled in the loads: its coefficient joins alpha here.
-    const T scale = alpha * TileLoader<T, M_S, K_S, kThreads, W_A, 1, true>::fold_scale(terms_a) *
-                    TileLoader<T, K_S, N_S, kThreads, W_B, 1, false>::fold_scale(terms_b);
-    // The C terms, read only now (Terms reads the parameters at each use).
-    const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
-    epilogue<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N, W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, warp_tile, scale,
-                                                                 beta);
-  };
-  if (kVa * kVb == 1 || (terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
-    run(std::integral_constant<int, kVa>{}, std::integral_constant<int, kVb>{});
-  else
-    run(std::integral_constant<int, 1>{}, std::integral_constant<int, 1>{});
+    for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
+  mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, kVa, kVb, kPadA>(
+      acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile, tid);
+
+  // A single-term operand sum is not scaled in the loads: its coefficient joins alpha here.
+  const T scale = alpha * TileLoader<T, M_S, K_S, kThreads, W_A, 1, true>::fold_scale(terms_a) *
+                  TileLoader<T, K_S, N_S, kThreads, W_B, 1, false>::fold_scale(terms_b);
+  // The C terms, read only now (Terms reads the parameters at each use).
+  const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
+  // The thread's place in the tile, recomputed rather than kept in registers across the main loop.
+  const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N> out_tile(opaque(tid));
+  epilogue<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N, W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, out_tile, scale, beta);
 }
 
 // C <- beta C over an m x n matrix (beta = 0 writes zeros without reading C): applied once before the

@@ -36,15 +36,9 @@ struct Terms {
   __device__ __forceinline__ T coeff(int t) const { return products->coeff[z][FIRST + t]; }
 
   // The same terms, read afresh: the compiler must not keep parameter values live in registers across the
-  // main loop (it would hoist them out of the loop and then spill them); the empty asm makes the product
-  // index opaque once per k_S slice, so every read stays a constant-bank load (LDC) inside the loop.
-  __device__ __forceinline__ Terms reread() const {
-    Terms fresh = *this;
-#if defined(__CUDACC__)
-    asm volatile("" : "+r"(fresh.z));
-#endif
-    return fresh;
-  }
+  // main loop (it would hoist them out of the loop and then spill them); an opaque product index once per
+  // k_S slice keeps every read a constant-bank load (LDC) inside the loop.
+  __device__ __forceinline__ Terms reread() const { return {products, opaque(z)}; }
 
   // True when V-wide accesses are valid for every term: the pointer and the leading dimension are multiples
   // of V elements, and so is the extent along the contiguous dimension (a chunk of V elements is then either
@@ -74,19 +68,22 @@ struct TileLoader {
   static constexpr int kRowStep = THREADS / kChunksPerRow;
   static constexpr int kRegisters = W * kChunks * V * static_cast<int>(sizeof(T)) / 4;  // raw data in flight
 
-  int row_, col_;
   Vec<T, V> raw[W][kChunks];
   Vec<T, V> sum[kChunks];
 
-  __device__ __forceinline__ explicit TileLoader(int tid) : row_(tid / kChunksPerRow), col_((tid % kChunksPerRow) * V) {}
+  // The thread's first chunk: tile row and column. From an opaque thread index, so that the addresses
+  // derived from them are recomputed at each use rather than held in registers across the main loop.
+  __device__ __forceinline__ static int tid() { return opaque(static_cast<int>(threadIdx.x)); }
+  __device__ __forceinline__ static int row() { return tid() / kChunksPerRow; }
+  __device__ __forceinline__ static int col() { return (tid() % kChunksPerRow) * V; }
 
   // Load terms [BEGIN, END) of the tile whose top-left corner is (row0, col0) of every term block.
   template <int BEGIN, int END, class Terms>
   __device__ __forceinline__ void issue(const Terms& terms, int ld, int row0, int col0) {
-    const int col = col0 + col_;
+    const int col = col0 + this->col(), first_row = row0 + row();
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int row = row0 + row_ + c * kRowStep;
+      const int row = first_row + c * kRowStep;
       const long long offset = static_cast<long long>(row) * ld + col;
 #pragma unroll
       for (int t = BEGIN; t < END; ++t)
@@ -123,14 +120,15 @@ struct TileLoader {
 
   template <int LD>
   __device__ __forceinline__ void store(T (*tile)[LD]) const {
+    const int row0 = row(), col0 = col();
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int r = row_ + c * kRowStep;
+      const int r = row0 + c * kRowStep;
       if constexpr (TRANSPOSE) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) sts(&tile[col_ + j][r], sum[c].v[j]);
+        for (int j = 0; j < V; ++j) sts(&tile[col0 + j][r], sum[c].v[j]);
       } else {
-        sts(reinterpret_cast<Vec<T, V>*>(&tile[r][col_]), sum[c]);
+        sts(reinterpret_cast<Vec<T, V>*>(&tile[r][col0]), sum[c]);
       }
     }
   }

@@ -167,7 +167,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     strategies = tuple(args.strategy) if args.strategy else None
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (nvcc takes minutes per arch)",
           file=sys.stderr)
-    table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, force=args.force, progress=report)
+    table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, force=args.force,
+                  cutlass=args.cutlass, progress=report)
     spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
     print(f"strassenbench: {len(table)} kernels, {len(spills)} with spills; resources in "
           f"{Path(args.out) / 'resources.csv'}", file=sys.stderr)
@@ -480,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
     p.add_argument("--strategy", action="append", choices=list(STRATEGIES), help="repeat; default: all six")
     p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
+    p.add_argument("--cutlass", action=argparse.BooleanOptionalAction, default=None,
+                   help="also build the CUTLASS baseline (default: when float32 Huge is built)")
     p.set_defaults(func=_cmd_build)
 
     model = sub.add_parser("model", help="the paper's performance model (predictions, not measurements)")

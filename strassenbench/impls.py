@@ -61,10 +61,11 @@ class Impl:
     label: str  # as in the report's legends
     engines: tuple[str, ...]
     levels: int
-    kind: str  # blas | fused | reference | hybrid
+    kind: str  # blas | cutlass | fused | reference | hybrid
     options: tuple[str, ...] = ()
     extra_memory: Callable[[int, int, int, str], int] = field(default=lambda m, n, k, dtype: 0, repr=False)
     formula: str = "0"
+    dtypes: tuple[str, ...] = ("float32", "float64")
 
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
@@ -126,6 +127,8 @@ class Impl:
 
         self.check(engine, strategy, scheme)
         m, k, n = check_operands(A, B, C)
+        if str(C.dtype) not in self.dtypes:
+            raise ImplError(f"{self.name} computes {', '.join(self.dtypes)}, not {C.dtype}")
         options: dict[str, object] = {}
         if engine in FUSED_ENGINES:
             options = {"strategy": strategy, "scheme": scheme or "sequential"}
@@ -134,6 +137,10 @@ class Impl:
         if self.kind == "blas":
             ops = ops_for(C)
             return lambda: ops.gemm(C, A, B, alpha, beta)
+        if self.kind == "cutlass":
+            from .fused.cutlass import sgemm
+
+            return partial(sgemm, A, B, C, alpha, beta, build_dir)
         if self.kind == "fused":
             plan = make_plan("strassen", self.effective_levels(m, k, n), m, k, n)
             return _engine_call(engine, options, plan, A, B, C, alpha, beta)
@@ -190,6 +197,8 @@ IMPLS: dict[str, Impl] = {
     impl.name: impl
     for impl in (
         Impl("cublas", "cuBLAS", ("cuda", "numpy"), 0, "blas"),
+        # The paper's "CUTLASS" line: CUTLASS's own SIMT SGEMM (strassenbench.fused.cutlass), float32, GPU only.
+        Impl("cutlass", "CUTLASS", ("cuda",), 0, "cutlass", dtypes=("float32",)),
         Impl("gemm", "GEMM (ours)", _FUSED, 0, "fused", ("strategy",),
              partial(_fused_bytes, 0), "0"),
         Impl("strassen1", "1-level (ours)", _FUSED, 1, "fused", ("strategy", "scheme"),

@@ -158,7 +158,8 @@ def test_bench_cli_end_to_end_and_resume(tmp_path, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["bench", "--impl", "cutlass", "--out", "x.csv"], "unknown implementation"),
+        (["bench", "--impl", "nope", "--out", "x.csv"], "unknown implementation"),
+        (["bench", "--impl", "cutlass", "--out", "x.csv"], "cutlass runs on cuda, not numpy"),
         (["bench", "--impl", "gemm", "--sweep", "custom", "--out", "x.csv"], "needs --shapes"),
         (["bench", "--impl", "gemm", "--sweep", "custom", "--shapes", "4x4", "--out", "x.csv"], "bad shape"),
         (["bench", "--impl", "gemm", "--engine", "emu", "--out", "x.csv"], "invalid choice"),

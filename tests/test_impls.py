@@ -23,9 +23,9 @@ def operands(m: int, k: int, n: int, dtype: str, seed: int = 0):  # noqa: ANN201
 
 
 def test_registry_names_and_labels() -> None:
-    assert list(IMPLS) == ["cublas", "gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref",
-                           "strassen2-hybrid"]
-    assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "GEMM (ours)", "1-level (ours)", "1-level reference",
+    assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-ref",
+                           "strassen2-ref", "strassen2-hybrid"]
+    assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "CUTLASS", "GEMM (ours)", "1-level (ours)", "1-level reference",
                                                  "2-level hybrid (ours)", "2-level reference", "2-level direct (ours)"}
     assert all("cuda" in i.engines for i in IMPLS.values())
 
@@ -70,7 +70,11 @@ def test_impl_option_and_engine_errors() -> None:
     with pytest.raises(ImplError, match="takes no --strategy"):
         IMPLS["strassen1"](A, B, C, engine="numpy", strategy="Huge")
     with pytest.raises(ImplError, match="unknown implementation"):
-        get_impl("cutlass")
+        get_impl("nope")
+    with pytest.raises(ImplError, match="cutlass runs on cuda, not numpy"):
+        IMPLS["cutlass"](A, B, C, engine="numpy")
+    with pytest.raises(ImplError, match="cutlass computes float32, not float64"):
+        IMPLS["cutlass"].prepare(*operands(8, 8, 8, "float64"), engine="cuda")
 
 
 def test_impls_cli(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,7 +87,7 @@ def test_impls_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert "go together" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", list(IMPLS))
+@pytest.mark.parametrize("name", [name for name, impl in IMPLS.items() if set(impl.engines) - {"cuda"}])
 def test_verify_impl_cli(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     engine = "emu" if "emu" in IMPLS[name].engines else "numpy"
     assert main(["verify", "--impl", name, "--engine", engine, "--m", "33", "--n", "20", "--k", "47",

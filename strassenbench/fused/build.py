@@ -29,7 +29,8 @@ from .toolchain import ToolchainError, find_tool, first_error, tool_version
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts"]
 
 RESOURCE_COLUMNS = [
-    "kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "registers", "spill_stores",
+    "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
+    "spill_stores",
     "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
     "local_mem_ops", *MAINLOOP_COLUMNS,
 ]
@@ -73,6 +74,22 @@ def sass_counts(sass: str) -> dict[str, Counter]:
     return {name: opcode_counts(code) for name, code in parse_sass(sass).items()}
 
 
+def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
+               write_mode: str, loads: str, p: _Props, ops: Counter, loop: dict) -> dict:
+    """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures."""
+    from ..strategies import STRATEGIES
+
+    return {
+        "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
+        "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
+        "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
+        "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
+        "blocks_per_sm": blocks_per_sm(ARCHS[arch], STRATEGIES[strategy].threads, p.registers, p.smem_bytes),
+        **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
+        **loop,
+    }
+
+
 def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], sass: str) -> list[dict]:
     code = parse_sass(sass)
     rows = []
@@ -80,16 +97,10 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], s
         p = props.get(inst.name)
         if p is None:
             raise BuildError(f"ptxas reported nothing for {inst.name} on {arch}")
-        ops = opcode_counts(code.get(inst.name, []))
-        rows.append({
-            "kernel": inst.name, "arch": arch, "strategy": inst.strategy.name, "dtype": inst.dtype,
-            "W_A": inst.counts[0], "W_B": inst.counts[1], "W_C": inst.counts[2], "write_mode": inst.write_mode,
-            "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
-            "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
-            "blocks_per_sm": blocks_per_sm(ARCHS[arch], inst.strategy.threads, p.registers, p.smem_bytes),
-            **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
-            **mainloop_metrics(code.get(inst.name, [])),
-        })
+        instructions = code.get(inst.name, [])
+        rows.append(blocks_row(inst.name, arch, "strassenbench", inst.strategy.name, inst.dtype, inst.counts,
+                               inst.write_mode, inst.loads, p, opcode_counts(instructions),
+                               mainloop_metrics(instructions)))
     return rows
 
 
@@ -125,9 +136,12 @@ def build(
     dtypes: tuple[str, ...] = ("float32", "float64"),
     strategies: tuple[str, ...] | None = None,
     force: bool = False,
+    cutlass: bool | None = None,
     progress=None,  # noqa: ANN001 - callable(arch, rebuilt) or None
 ) -> pd.DataFrame:
-    """Build one cubin per arch into ``out``; return the resources table (also written to resources.csv)."""
+    """Build one cubin per arch into ``out``; return the resources table (also written to resources.csv).
+
+    ``cutlass`` (default: when float32 Huge is built) also builds the CUTLASS baseline (fused.cutlass)."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
@@ -145,7 +159,16 @@ def build(
         for arch, rebuilt in pool.map(lambda a: _build_arch(a, source, selected, out, force), archs):
             if progress:
                 progress(arch, rebuilt)
-    table = pd.concat([pd.read_csv(out / f"resources_{a}.csv") for a in archs], ignore_index=True)
+    frames = [pd.read_csv(out / f"resources_{a}.csv") for a in archs]
+    if cutlass if cutlass is not None else ("float32" in dtypes and (strategies is None or "Huge" in strategies)):
+        from . import cutlass as baseline
+
+        for arch in archs:
+            row, rebuilt = baseline.build_arch(arch, out, force)
+            frames.append(pd.DataFrame([row]))
+            if progress:
+                progress(f"{arch} CUTLASS baseline", rebuilt)
+    table = pd.concat(frames, ignore_index=True)[RESOURCE_COLUMNS]
     write_atomic(out / "resources.csv", table.to_csv(index=False))
     return table
 

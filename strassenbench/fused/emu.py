@@ -24,10 +24,22 @@ from .instances import instances, kernels_dir, render, sources_digest
 from .launch import Program
 from .toolchain import first_error
 
-__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "run"]
+__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "loaded_libraries", "run", "tracing"]
 
 CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
 _LOCK = threading.Lock()
+_LOADED: dict[str, ctypes.CDLL] = {}
+_TRACING = False
+
+
+def tracing(on: bool) -> None:
+    """Record shared-memory accesses of the launches that run from now on (strassenbench.fused.smem)."""
+    global _TRACING
+    _TRACING = on
+
+
+def loaded_libraries() -> list[ctypes.CDLL]:
+    return list(_LOADED.values())
 
 
 class EmuError(RuntimeError):
@@ -65,7 +77,9 @@ def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> cty
                 if result.returncode != 0:
                     raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
                 os.replace(out, target)
-    return ctypes.CDLL(str(target))
+    lib = ctypes.CDLL(str(target))
+    _LOADED[str(target)] = lib
+    return lib
 
 
 @lru_cache(maxsize=None)
@@ -101,6 +115,7 @@ def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
     respects the stages is an order the GPU may choose)."""
     for launch in program.launches:
         lib = library(*_strategy_of(launch.kernel), extra_flags)
+        lib.emu_trace_enable(int(_TRACING))
         fn = getattr(lib, f"emu_{launch.kernel}")
         types, values = zip(*(_ctype(a) for a in launch.args))
         fn.argtypes = [ctypes.c_uint] * 6 + list(types)

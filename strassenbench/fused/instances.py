@@ -1,8 +1,9 @@
 """Every kernel instantiation the plans need, derived from the algebra (never typed by hand).
 
-One instantiation per (strategy, dtype, W_A x W_B x W_C, write mode): the strategies of figure
+One instantiation per (strategy, dtype, W_A x W_B x W_C, write mode, loads): the strategies of figure
 tab:gpu_block_size, the operand counts of every variant of 1- and 2-level Strassen (figure
-tab:perfeq_level2) plus the plain GEMM (1, 1, 1), and plain or atomicAdd write-back.
+tab:perfeq_level2) plus the plain GEMM (1, 1, 1), plain or atomicAdd write-back, and vector (128-bit) or
+scalar global loads (the scalar kernel serves terms that are not aligned to the vector loads).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ __all__ = [
     "FUSED_ALGORITHM",
     "FUSED_LEVELS",
     "WRITE_MODES",
+    "LOADS",
+    "load_widths",
     "Instance",
     "kernels_dir",
     "operand_counts",
@@ -37,12 +40,13 @@ __all__ = [
 FUSED_ALGORITHM = "strassen"  # the paper's kernels; Winograd runs in the reference implementation
 FUSED_LEVELS = (1, 2)  # 1-level and direct 2-level (paper, Sec. s:gpu_multi)
 WRITE_MODES = ("plain", "atomic")
+LOADS = ("vector", "scalar")
 _SHORT = {"float32": "f32", "float64": "f64"}
 _CTYPE = {"float32": "float", "float64": "double"}
 # The paper's Huge runs 2 blocks of 256 threads per SM: at most 128 registers per thread in float32. Smaller
 # blocks are not capped: a 128-register cap on the 64-thread Large made most of its kernels spill on sm_80.
 HUGE_BLOCK_THREADS, HUGE_REGISTER_CAP = 256, 128
-CAPPED_TERMS = 4  # W_A + W_B of the register-capped Huge kernels (kernels/mainloop.cuh: 16 registers in flight)
+CAPPED_TERMS = 2  # the register-capped Huge kernels have at most 2 terms per operand: the GEMM and 1-level
 
 
 # The kernel parameters: lda, ldb, ldc, bk (4 int32), alpha and beta, and sb::Products (kernels/tile_loader.cuh),
@@ -88,20 +92,22 @@ class Instance:
     dtype: str
     counts: tuple[int, int, int]
     write_mode: str
+    loads: str = "vector"
 
     @property
     def name(self) -> str:
         a, b, c = self.counts
-        return f"strassen_{_SHORT[self.dtype]}_{self.strategy.name.lower()}_w{a}x{b}x{c}_{self.write_mode}"
+        suffix = "" if self.loads == "vector" else "_scalar"
+        return f"strassen_{_SHORT[self.dtype]}_{self.strategy.name.lower()}_w{a}x{b}x{c}_{self.write_mode}{suffix}"
 
     @property
     def min_blocks(self) -> int:
-        """__launch_bounds__ minimum blocks per SM: 2 for float32 blocks of 256 threads (at most 128
-        registers) whose operand sums fit the main loop's in-flight budget (W_A + W_B <= 4: the GEMM and
-        every 1-level variant); 1 (ptxas chooses) otherwise. The 2-level variants with wider sums need more
-        registers to keep their loads a slice ahead, as the paper's 2-level Var#0 needs 160."""
-        a, b, _ = self.counts
-        if self.dtype == "float32" and self.strategy.threads >= HUGE_BLOCK_THREADS and a + b <= CAPPED_TERMS:
+        """__launch_bounds__ minimum blocks per SM: 2 for the float32 GEMM and 1-level kernels with blocks
+        of 256 threads (at most 128 registers, as the paper's "2 active blocks"); 1 (ptxas chooses)
+        otherwise. The 2-level variants, with up to 4 terms per operand, need more registers to keep their
+        loads a slice ahead, as the paper's 2-level Var#0 needs 160."""
+        if (self.dtype == "float32" and self.strategy.threads >= HUGE_BLOCK_THREADS
+                and max(self.counts) <= CAPPED_TERMS):
             return max(1, 65536 // (self.strategy.threads * HUGE_REGISTER_CAP))
         return 1
 
@@ -115,6 +121,7 @@ class Instance:
         fields = [
             self.name, _CTYPE[self.dtype], s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.m_R, s.n_R,
             s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false", self.batch,
+            "true" if self.loads == "vector" else "false",
         ]
         return f"SB_STRASSEN_INSTANCE({', '.join(map(str, fields))})"
 
@@ -128,11 +135,28 @@ def instances(
     strategies: tuple[str, ...] = tuple(STRATEGIES),
     counts: tuple[tuple[int, int, int], ...] | None = None,
     write_modes: tuple[str, ...] = WRITE_MODES,
+    loads: tuple[str, ...] = LOADS,
 ) -> tuple[Instance, ...]:
     counts = operand_counts() if counts is None else counts
     return tuple(
-        Instance(STRATEGIES[s], d, w, mode) for d in dtypes for s in strategies for w in counts for mode in write_modes
+        Instance(STRATEGIES[s], d, w, mode, load)
+        for d in dtypes for s in strategies for w in counts for mode in write_modes for load in loads
     )
+
+
+def _vec_width(itemsize: int, n: int) -> int:
+    w = 16 // itemsize
+    while w > 1 and n % w:
+        w //= 2
+    return w
+
+
+def load_widths(strategy: Strategy, dtype: str) -> tuple[int, int]:
+    """(V_A, V_B): elements per global load of the vector kernels' A and B tiles, as kernels/strassen.cuh
+    (LoadWidths) computes them: the widest vector, at most 128 bits, that divides a thread's share of a row."""
+    itemsize, s = np.dtype(dtype).itemsize, strategy
+    return (_vec_width(itemsize, min(s.m_S * s.k_S // s.threads, s.k_S)),
+            _vec_width(itemsize, min(s.k_S * s.n_S // s.threads, s.n_S)))
 
 
 def render(selected: tuple[Instance, ...]) -> str:

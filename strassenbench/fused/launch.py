@@ -28,7 +28,7 @@ import numpy as np
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy
 from ..algebra.schedule import schedule
-from .instances import Instance, max_batch, operand_counts, products_dtype, scale_kernel
+from .instances import Instance, load_widths, max_batch, operand_counts, products_dtype, scale_kernel
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
 
@@ -125,10 +125,26 @@ def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: in
     return stages
 
 
+def _vector_loads(group: list[Step], operands, lds: tuple[int, int, int], strategy: Strategy, dtype: np.dtype) -> bool:  # noqa: ANN001
+    """Whether every A and B term of the group allows the vector kernel's loads: the term's address and the
+    leading dimension are multiples of V elements, and so is its extent along the row."""
+    widths = load_widths(strategy, str(dtype))
+    for step in group:
+        for views, x, ld, v in zip((step.a, step.b), operands, lds, widths):
+            if ld % v:
+                return False
+            for view, _ in views:
+                offset = 0 if view.empty else view.row * ld + view.col
+                if (_address(x) + offset * dtype.itemsize) % (v * dtype.itemsize) or view.cols % v:
+                    return False
+    return True
+
+
 def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan) -> list[Launch]:  # noqa: ANN001
     """The launches of one group of products: one, or several when the group exceeds the kernel's batch."""
     dtype = np.dtype(C.dtype)
-    inst = Instance(strategy, str(dtype), group[0].primitive.counts, write_mode)
+    loads = "vector" if _vector_loads(group, (A, B), lds, strategy, dtype) else "scalar"
+    inst = Instance(strategy, str(dtype), group[0].primitive.counts, write_mode, loads)
     bm, bk, bn = plan.block
     launches = []
     for first in range(0, len(group), inst.batch):

@@ -102,8 +102,11 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[st
     res = None
     if resources is not None and not resources.empty:
         keep = resources[(resources["dtype"] == "float32")]
-        res = keep[["arch", "strategy", "W_A", "W_B", "W_C", "write_mode", "registers", "spill_stores", "spill_loads",
-                    "smem_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg", "local_mem_ops"]]
+        columns = ["arch", "source", "strategy", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
+                   "spill_stores", "spill_loads", "smem_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
+                   "local_mem_ops", "loop_instructions", "loop_ffma_share", "loop_global_loads",
+                   "loop_generic_loads", "load_use_distance", "loop_barriers"]
+        res = keep[[c for c in columns if c in keep]]
     error = None
     good = ok_rows(sweeps)
     if not good.empty:

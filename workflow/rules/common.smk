@@ -37,6 +37,20 @@ def verify_cases():
     ]
 
 
+def run_impls():
+    """The configured implementations this backend runs: the CUTLASS baseline only on a GPU (it has no CPU
+    stand-in), every other one everywhere."""
+    from strassenbench.impls import get_impl
+
+    return [i for i in config["impls"] if BACKEND == "cuda" or set(get_impl(i).engines) - {"cuda"}]
+
+
+def impl_dtypes(impl):
+    from strassenbench.impls import get_impl
+
+    return get_impl(impl).dtypes
+
+
 def impl_engine(impl):
     """cuda on a GPU; on the CPU the emulator (the real kernels) where the implementation has one, else numpy."""
     from strassenbench.impls import get_impl

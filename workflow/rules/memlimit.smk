@@ -14,7 +14,7 @@ rule memlimit:
         gpu=1,
     params:
         engine=BACKEND,
-        impls=",".join(config["impls"]),
+        impls=",".join(run_impls()),
         step=GRID["memlimit"]["step"],
         budget=(f"--memory-budget {GRID['memlimit']['budget']}" if GRID["memlimit"].get("budget") else ""),
     shell:

@@ -31,7 +31,7 @@ rule sweep:
 
 rule collect_sweep:
     input:
-        expand("data/{{device}}/parts/{{sweep}}/{impl}.csv", impl=config["impls"]),
+        expand("data/{{device}}/parts/{{sweep}}/{impl}.csv", impl=run_impls()),
     output:
         "data/{device}/{sweep}.csv",
     log:

@@ -56,8 +56,8 @@ rule verify_impl:
 
 rule collect_verify_impls:
     input:
-        expand("results/{{device}}/verify_impls/{impl}_{dtype}.csv", impl=config["impls"],
-               dtype=["float32", "float64"]),
+        lambda wc: [f"results/{wc.device}/verify_impls/{impl}_{dtype}.csv" for impl in run_impls()
+                    for dtype in ("float32", "float64") if dtype in impl_dtypes(impl)],
     output:
         "data/{device}/verify_impls.csv",
     log:
