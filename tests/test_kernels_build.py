@@ -3,6 +3,7 @@ what the GPU compiler did (registers, spills, occupancy, SASS instruction classe
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pandas as pd
@@ -81,24 +82,31 @@ def test_huge_two_level_uncapped_and_without_spills(float32_sm90: pd.DataFrame) 
 
 
 def test_unchanged_build_is_skipped_and_header_change_rebuilds(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """One cubin per (arch, dtype, strategy), each compiled only when its stamp changes; the index maps
+    every kernel to its cubin."""
     sources = tmp_path / "kernels"
     shutil.copytree(kernels_dir(), sources)
     monkeypatch.setenv("STRASSENBENCH_KERNELS", str(sources))
     out = tmp_path / "build"
-    log: list[bool] = []
+    log: list[tuple[str, bool]] = []
 
-    def run() -> None:
-        build(["sm_80"], out, dtypes=("float32",), strategies=("Small",), progress=lambda arch, rebuilt: log.append(rebuilt))
+    def run(*strategies: str) -> None:
+        build(["sm_80"], out, dtypes=("float32",), strategies=strategies,
+              progress=lambda unit, rebuilt: log.append((unit, rebuilt)))
 
-    run()
-    cubin = out / "strassen_sm_80.cubin"
+    run("Small")
+    cubin = out / "strassen_sm_80_float32_small.cubin"
     stamp = cubin.stat().st_mtime_ns
-    run()
-    assert log == [True, False] and cubin.stat().st_mtime_ns == stamp
+    run("Small")
+    assert log == [("strassen_sm_80_float32_small", True), ("strassen_sm_80_float32_small", False)]
+    assert cubin.stat().st_mtime_ns == stamp
+    index = json.loads((out / "strassen_sm_80.json").read_text())
+    assert set(index) == {i.name for i in instances(dtypes=("float32",), strategies=("Small",))}
+    assert set(index.values()) == {cubin.name}
     header = sources / "epilogue.cuh"
     header.write_text(header.read_text() + "\n// touched\n")
-    run()
-    assert log == [True, False, True]
+    run("Small")
+    assert log[-1] == ("strassen_sm_80_float32_small", True)
     assert (out / "resources.csv").is_file()
 
 

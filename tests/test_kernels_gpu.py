@@ -78,3 +78,20 @@ def test_cuda_schemes_exact(scheme: str, build_dir: str) -> None:
         expected = A.astype(np.float64) @ B + C
         IMPLS[name](A, B, C, 1.0, 1.0, engine="cuda", strategy="Huge", scheme=scheme, build_dir=build_dir)
         np.testing.assert_array_equal(C, expected)
+
+
+def test_cutlass_baseline_on_the_gpu(build_dir: str) -> None:
+    """The CUTLASS baseline (strassenbench.fused.cutlass) through the `cutlass` implementation: exact on
+    small integers, fringe shapes included, with alpha and beta, and on strided views."""
+    from strassenbench.impls import IMPLS
+
+    rng = np.random.default_rng(1)
+    for m, k, n in FRINGE:
+        A, B, C = (rng.integers(-2, 3, s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+        expected = 0.5 * (A.astype(np.float64) @ B) - 1.5 * C
+        IMPLS["cutlass"](A, B, C, 0.5, -1.5, engine="cuda", build_dir=build_dir)
+        np.testing.assert_array_equal(C, expected.astype(np.float32), err_msg=f"{(m, k, n)}")
+    big = rng.integers(-2, 3, (70, 90)).astype(np.float32)
+    A, B, C = big[:33, 1:48], big[2:49, 5:25], np.zeros((33, 20), dtype=np.float32)
+    IMPLS["cutlass"](A, B, C, engine="cuda", build_dir=build_dir)
+    np.testing.assert_array_equal(C, A @ B)

@@ -76,8 +76,10 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     proc = _snakemake(["-n", "-p", "--config", "profile=paper", "assume_gpu=NVIDIA H100 80GB HBM3@sm_90"], workdir)
     assert proc.returncode == 0, proc.stderr
     counts = _job_counts(proc.stdout)
-    assert counts["sweep"] == 3 * 7  # one job per (sweep, implementation)
-    assert counts["verify"] == 3 * 2 * 4 and counts["verify_impl"] == 7 * 2
+    from strassenbench.impls import IMPLS
+
+    assert counts["sweep"] == 3 * len(IMPLS)  # one job per (sweep, implementation), cutlass included on a GPU
+    assert counts["verify"] == 3 * 2 * 4 and counts["verify_impl"] == sum(len(i.dtypes) for i in IMPLS.values())
     for rule in ("build", "strategies", "memlimit", "sysinfo", "report", "model_crossover", "collect_verify"):
         assert counts[rule] == 1, rule
     assert counts["collect_sweep"] == 3 and counts["model_predict"] == 3

@@ -11,6 +11,8 @@ the generated instance list, nvcc's version and flags) is unchanged.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 from collections import Counter
@@ -104,20 +106,27 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], s
     return rows
 
 
-def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Path, force: bool) -> tuple[str, bool]:
-    cubin = out / f"strassen_{arch}.cubin"
-    table = out / f"resources_{arch}.csv"
-    stamp = out / f"strassen_{arch}.stamp"
-    nvcc = find_tool("nvcc")
-    digest = sources_digest(source.read_text(), tool_version("nvcc"), " ".join(NVCC_FLAGS), arch)
-    if not force and cubin.is_file() and table.is_file() and stamp.is_file() and stamp.read_text() == digest:
-        return arch, False
-    tmp = out / f".strassen_{arch}.cubin.tmp"
-    cmd = [nvcc, *NVCC_FLAGS, f"-arch={arch}", "-I", str(kernels_dir()), str(source), "-o", str(tmp)]
+def _unit_name(arch: str, dtype: str, strategy: str) -> str:
+    return f"strassen_{arch}_{dtype}_{strategy.lower()}"
+
+
+def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path, force: bool) -> bool:
+    """Compile one translation unit (the instances of one dtype and strategy) for arch, unless its stamp (hash
+    of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when compiled."""
+    text = render(selected)
+    source, cubin, table, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".cubin", ".csv", ".stamp"))
+    digest = sources_digest(text, tool_version("nvcc"), " ".join(NVCC_FLAGS), arch)
+    if not force and all(p.is_file() for p in (cubin, table, stamp)) and stamp.read_text() == digest:
+        return False
+    write_atomic(source, text)
+    tmp = out / f".{unit}.cubin.tmp"
+    cmd = [find_tool("nvcc"), *NVCC_FLAGS, f"-arch={arch}", "-I", str(kernels_dir()), str(source), "-o", str(tmp)]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    log = out / f"{unit}.log"
     if result.returncode != 0:
-        (out / f"nvcc_{arch}.log").write_text(result.stdout + result.stderr)
-        raise BuildError(f"nvcc failed for {arch}: {first_error(result.stderr)} (full log: {out / f'nvcc_{arch}.log'})")
+        log.write_text(result.stdout + result.stderr)
+        raise BuildError(f"nvcc failed for {unit}: {first_error(result.stderr)} (full log: {log})")
+    log.unlink(missing_ok=True)  # a stale failure log goes with a successful build
     sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=False)
     if sass.returncode != 0:
         detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
@@ -126,7 +135,7 @@ def _build_arch(arch: str, source: Path, selected: tuple[Instance, ...], out: Pa
     write_atomic(table, pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     tmp.replace(cubin)
     write_atomic(stamp, digest)
-    return arch, True
+    return True
 
 
 def build(
@@ -137,11 +146,15 @@ def build(
     strategies: tuple[str, ...] | None = None,
     force: bool = False,
     cutlass: bool | None = None,
-    progress=None,  # noqa: ANN001 - callable(arch, rebuilt) or None
+    progress=None,  # noqa: ANN001 - callable(what, rebuilt) or None
 ) -> pd.DataFrame:
-    """Build one cubin per arch into ``out``; return the resources table (also written to resources.csv).
+    """Build the fused kernels asked for into ``out``; return the resources table (also resources.csv).
 
-    ``cutlass`` (default: when float32 Huge is built) also builds the CUTLASS baseline (fused.cutlass)."""
+    One cubin per (arch, dtype, strategy), ``strassen_<arch>_<dtype>_<strategy>.cubin``, each compiled only
+    when its stamp changed and all compiled in parallel (one nvcc per core), so that asking for a subset
+    compiles only that subset and an unchanged one nothing. ``strassen_<arch>.json`` maps every kernel built
+    for arch to its cubin (strassenbench.fused.cuda loads from it). ``cutlass`` (default: when float32 Huge is
+    built) also builds the CUTLASS baseline (strassenbench.fused.cutlass)."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
@@ -149,17 +162,22 @@ def build(
         raise BuildError(f"sm_70 (V100) needs a CUDA 12 nvcc; this one is: {tool_version('nvcc')}")
     kwargs = {"dtypes": dtypes} if strategies is None else {"dtypes": dtypes, "strategies": strategies}
     selected = instances(**kwargs)
+    groups: dict[tuple[str, str], list[Instance]] = {}
+    for inst in selected:
+        groups.setdefault((inst.dtype, inst.strategy.name), []).append(inst)
     out.mkdir(parents=True, exist_ok=True)
-    source = out / "strassen_instances.cu"
-    text = render(selected)
-    if not source.is_file() or source.read_text() != text:
-        write_atomic(source, text)
     archs = list(dict.fromkeys(archs))
-    with ThreadPoolExecutor(max_workers=len(archs)) as pool:
-        for arch, rebuilt in pool.map(lambda a: _build_arch(a, source, selected, out, force), archs):
+    jobs = [(arch, _unit_name(arch, d, s), tuple(g)) for arch in archs for (d, s), g in groups.items()]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = [pool.submit(_build_unit, arch, unit, group, out, force) for arch, unit, group in jobs]
+        for (_, unit, _), future in zip(jobs, futures):
+            rebuilt = future.result()
             if progress:
-                progress(arch, rebuilt)
-    frames = [pd.read_csv(out / f"resources_{a}.csv") for a in archs]
+                progress(unit, rebuilt)
+    frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
+    for arch in archs:
+        index = {i.name: f"{unit}.cubin" for a, unit, group in jobs if a == arch for i in group}
+        write_atomic(out / f"strassen_{arch}.json", json.dumps(index, indent=0, sort_keys=True))
     if cutlass if cutlass is not None else ("float32" in dtypes and (strategies is None or "Huge" in strategies)):
         from . import cutlass as baseline
 

@@ -5,12 +5,13 @@ This is the only GPU-facing code of the fused path; its tests are marked ``gpu``
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
 from .launch import Program
 
-__all__ = ["CudaError", "device_arch", "module", "on_device", "run"]
+__all__ = ["CudaError", "device_arch", "function", "module", "on_device", "run"]
 
 
 class CudaError(RuntimeError):
@@ -44,18 +45,33 @@ def device_arch() -> str:
 
 
 @lru_cache(maxsize=None)
-def module(build_dir: str, arch: str):  # noqa: ANN201
-    cubin = Path(build_dir) / f"strassen_{arch}.cubin"
-    if not cubin.is_file():
-        raise CudaError(f"{cubin} not found: run `strassenbench build --arch {arch} --out {build_dir}`")
-    return _cupy().RawModule(path=str(cubin))
+def _index(build_dir: str, arch: str) -> dict[str, str]:
+    path = Path(build_dir) / f"strassen_{arch}.json"
+    if not path.is_file():
+        raise CudaError(f"{path} not found: run `strassenbench build --arch {arch} --out {build_dir}`")
+    return json.loads(path.read_text())
+
+
+@lru_cache(maxsize=None)
+def module(build_dir: str, cubin: str):  # noqa: ANN201
+    return _cupy().RawModule(path=str(Path(build_dir) / cubin))
+
+
+@lru_cache(maxsize=None)
+def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
+    """The kernel from the cubin the build put it in (strassen_<arch>.json), resolved once."""
+    cubin = _index(build_dir, arch).get(kernel)
+    if cubin is None:
+        raise CudaError(f"{kernel} was not built for {arch}: run `strassenbench build --arch {arch} "
+                        f"--out {build_dir}` with its dtype and strategy")
+    return module(build_dir, cubin).get_function(kernel)
 
 
 def run(program: Program, build_dir: str = "build") -> None:
     """Enqueue ``program``: stage by stage, stream s of a stage on CUDA stream s, every stream of a stage
     waiting for every stream of the stage before (events), as the paper's streaming scheme does."""
     cupy = _cupy()
-    mod = module(build_dir, device_arch())
+    arch = device_arch()
     origin = cupy.cuda.get_current_stream()
     pool = _streams(program.num_streams)
     previous = [origin.record()]
@@ -66,7 +82,7 @@ def run(program: Program, build_dir: str = "build") -> None:
                 stream.wait_event(event)
             with stream:  # RawKernel launches on the current stream
                 for launch in lane:
-                    mod.get_function(launch.kernel)(launch.grid, launch.block, _kernel_args(launch.args))
+                    function(build_dir, arch, launch.kernel)(launch.grid, launch.block, _kernel_args(launch.args))
         previous = [stream.record() for stream in lanes]
     for event in previous:
         origin.wait_event(event)
