@@ -11,13 +11,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from ..impls import IMPLS  # noqa: E402
 from ..sweeps import SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 
 __all__ = ["save", "fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_compare"]
 
-ORDER = ["GEMM (ours)", "cuBLAS", "1-level (ours)", "1-level reference", "2-level hybrid (ours)",
-         "2-level reference", "2-level direct (ours)"]
+ORDER = [impl.label for impl in IMPLS.values()]  # legend order: the registry's (cuBLAS, CUTLASS, ours, ...)
 PANEL_TITLES = {"square": "m = k = n", "rankk": "k = 4096, m = n varying", "panel": "m = n = 8192, k varying"}
 
 
