@@ -75,6 +75,14 @@ struct WarpTile {
   }
 };
 
+// Group g of G over the W_A + W_B terms: A's terms [a0, a1) and B's [b0, b1).
+template <int g, int G, int W_A, int W_B>
+struct GroupRange {
+  static constexpr int begin = g * (W_A + W_B) / G, end = (g + 1) * (W_A + W_B) / G;
+  static constexpr int a0 = cmin(begin, W_A), a1 = cmin(end, W_A);
+  static constexpr int b0 = begin > W_A ? begin - W_A : 0, b1 = end > W_A ? end - W_A : 0;
+};
+
 // acc += (sum_i u_i A_i)(sum_j v_j B_j) over the bk columns of the A terms (rows of the B terms) for the
 // m_S x n_S tile at (row0, col0) of every term block.
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B,
@@ -82,7 +90,7 @@ template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int 
 __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms_a, const TermsB& terms_b, int lda,
                                          int ldb, int bk,
                                          int row0, int col0, SharedTiles<T, M_S, N_S, K_S, PAD_A>& smem,
-                                         const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>& warp_tile, int tid) {
+                                         const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>& warp_tile) {
   constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
   using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, V_A, true>;   // m_S x k_S, stored k-major
   using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, V_B, false>;  // k_S x n_S, stored as is
@@ -100,16 +108,16 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   LoaderB load_b;
   TermsA ta = terms_a;
   TermsB tb = terms_b;
-  // Group g holds the terms [g W / G, (g + 1) W / G) of A's terms followed by B's.
+  // Group g holds the terms [g W / G, (g + 1) W / G) of A's terms followed by B's: A's [a0, a1), B's [b0, b1).
   auto issue = [&](auto g, int k) {
-    constexpr int begin = decltype(g)::value * W / G, end = (decltype(g)::value + 1) * W / G;
-    load_a.template issue<cmin(begin, W_A), cmin(end, W_A)>(ta, lda, row0, k);
-    load_b.template issue<(begin > W_A ? begin - W_A : 0), (end > W_A ? end - W_A : 0)>(tb, ldb, k, col0);
+    using R = GroupRange<decltype(g)::value, G, W_A, W_B>;
+    load_a.template issue<R::a0, R::a1>(ta, lda, row0, k);
+    load_b.template issue<R::b0, R::b1>(tb, ldb, k, col0);
   };
   auto accumulate = [&](auto g) {
-    constexpr int begin = decltype(g)::value * W / G, end = (decltype(g)::value + 1) * W / G;
-    load_a.template accumulate<cmin(begin, W_A), cmin(end, W_A)>(ta);
-    load_b.template accumulate<(begin > W_A ? begin - W_A : 0), (end > W_A ? end - W_A : 0)>(tb);
+    using R = GroupRange<decltype(g)::value, G, W_A, W_B>;
+    load_a.template accumulate<R::a0, R::a1>(ta);
+    load_b.template accumulate<R::b0, R::b1>(tb);
   };
 
   // Prologue: slice 0 into stage 0 and its first fragments.

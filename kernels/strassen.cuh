@@ -60,7 +60,7 @@ __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, in
 #pragma unroll
     for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
   mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, kVa, kVb, kPadA>(
-      acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile, tid);
+      acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile);
 
   // A single-term operand sum is not scaled in the loads: its coefficient joins alpha here.
   const T scale = alpha * TileLoader<T, M_S, K_S, kThreads, W_A, 1, true>::fold_scale(terms_a) *

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..io import write_atomic
 from ..occupancy import ARCHS, blocks_per_sm
+from ..strategies import STRATEGIES
 from .instances import Instance, instances, kernels_dir, render, sources_digest
 from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
@@ -79,8 +80,6 @@ def sass_counts(sass: str) -> dict[str, Counter]:
 def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
                write_mode: str, loads: str, p: _Props, ops: Counter, loop: dict) -> dict:
     """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures."""
-    from ..strategies import STRATEGIES
-
     return {
         "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
         "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,

@@ -15,7 +15,10 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+import pandas as pd
+
 from ..io import write_atomic
+from .build import BuildError, blocks_row, parse_ptxas
 from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
@@ -51,13 +54,12 @@ def _compile(arch: str, extra: list[str], target: Path) -> subprocess.CompletedP
 
 def build_arch(arch: str, out: Path, force: bool = False) -> tuple[dict, bool]:
     """Build the baseline for ``arch`` into ``out``: (its resources.csv row, whether it was rebuilt)."""
-    from .build import BuildError, blocks_row, parse_ptxas
-
     cubin, lib, stamp = out / f"cutlass_{arch}.cubin", out / f"libsb_cutlass_{arch}.so", out / f"cutlass_{arch}.stamp"
     table = out / f"cutlass_{arch}.csv"
     digest = sources_digest(tool_version("nvcc"), " ".join(FLAGS), arch, *map(str, include_dirs()))
     rebuilt = force or not all(p.is_file() for p in (cubin, lib, stamp, table)) or stamp.read_text() != digest
     if rebuilt:
+        results = {}
         for extra, target in ((["-cubin"], cubin), (["-shared", "-Xcompiler", "-fPIC"], lib)):
             tmp = target.with_name(f".{target.name}.tmp")
             result = _compile(arch, extra, tmp)
@@ -65,9 +67,9 @@ def build_arch(arch: str, out: Path, force: bool = False) -> tuple[dict, bool]:
                 (out / f"cutlass_{arch}.log").write_text(result.stdout + result.stderr)
                 raise BuildError(f"nvcc failed for the CUTLASS baseline on {arch}: {first_error(result.stderr)} "
                                  f"(full log: {out / f'cutlass_{arch}.log'})")
-            if target == cubin:
-                log = result.stdout + result.stderr
+            results[target] = result
             tmp.replace(target)
+        log = results[cubin].stdout + results[cubin].stderr
         sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True,
                               check=False).stdout
         code = next((c for name, c in parse_sass(sass).items() if "cutlass" in name), [])
@@ -76,12 +78,8 @@ def build_arch(arch: str, out: Path, force: bool = False) -> tuple[dict, bool]:
             raise BuildError(f"no CUTLASS kernel in {cubin}")
         row = blocks_row(KERNEL, arch, "cutlass", "Huge", "float32", (1, 1, 1), "plain", "scalar", props,
                          opcode_counts(code), mainloop_metrics(code))
-        import pandas as pd
-
         write_atomic(table, pd.DataFrame([row]).to_csv(index=False))
         write_atomic(stamp, digest)
-    import pandas as pd
-
     return pd.read_csv(table).iloc[0].to_dict(), rebuilt
 
 

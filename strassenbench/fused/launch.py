@@ -28,7 +28,7 @@ import numpy as np
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy
 from ..algebra.schedule import schedule
-from .instances import Instance, load_widths, max_batch, operand_counts, products_dtype, scale_kernel
+from .instances import Instance, load_widths, operand_counts, products_dtype, scale_kernel
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
 
@@ -89,21 +89,23 @@ def _address(x) -> int:  # noqa: ANN001 - NumPy or CuPy array
     return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.ctypes.data)
 
 
-def _products(group: list[Step], operands, lds: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:  # noqa: ANN001
-    """sb::Products for the steps of one launch: absolute block addresses, extents and coefficients."""
+def _term_address(view: BlockView, base: int, ld: int, itemsize: int) -> int:
+    """The address of a term's block: its first element in the operand at ``base`` (the base for an empty one)."""
+    return base + (0 if view.empty else view.row * ld + view.col) * itemsize
+
+
+def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], dtype: np.dtype,
+              batch: int) -> np.ndarray:
+    """sb::Products<T, terms, batch> for the steps of one launch: block addresses, extents and coefficients."""
     terms = len(group[0].a + group[0].b + group[0].c)
-    buf = np.zeros((), dtype=products_dtype(str(dtype), terms, max_batch(str(dtype), terms)))
-    bases = tuple(_address(x) for x in operands)
+    buf = np.zeros((), dtype=products_dtype(str(dtype), terms, batch))
     for z, step in enumerate(group):
-        t = 0
-        for views, ld, base in zip((step.a, step.b, step.c), lds, bases):
-            for view, coeff in views:
-                view: BlockView
-                offset = 0 if view.empty else view.row * ld + view.col
-                buf["address"][z, t] = base + offset * dtype.itemsize
-                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
-                buf["coeff"][z, t] = coeff
-                t += 1
+        views = [(view, coeff, base, ld) for side, base, ld in zip((step.a, step.b, step.c), bases, lds)
+                 for view, coeff in side]
+        for t, (view, coeff, base, ld) in enumerate(views):
+            buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
+            buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
+            buf["coeff"][z, t] = coeff
     return buf
 
 
@@ -125,17 +127,17 @@ def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: in
     return stages
 
 
-def _vector_loads(group: list[Step], operands, lds: tuple[int, int, int], strategy: Strategy, dtype: np.dtype) -> bool:  # noqa: ANN001
+def _vector_loads(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], strategy: Strategy,
+                  dtype: np.dtype) -> bool:
     """Whether every A and B term of the group allows the vector kernel's loads: the term's address and the
     leading dimension are multiples of V elements, and so is its extent along the row."""
     widths = load_widths(strategy, str(dtype))
     for step in group:
-        for views, x, ld, v in zip((step.a, step.b), operands, lds, widths):
+        for views, base, ld, v in zip((step.a, step.b), bases, lds, widths):
             if ld % v:
                 return False
             for view, _ in views:
-                offset = 0 if view.empty else view.row * ld + view.col
-                if (_address(x) + offset * dtype.itemsize) % (v * dtype.itemsize) or view.cols % v:
+                if _term_address(view, base, ld, dtype.itemsize) % (v * dtype.itemsize) or view.cols % v:
                     return False
     return True
 
@@ -143,7 +145,8 @@ def _vector_loads(group: list[Step], operands, lds: tuple[int, int, int], strate
 def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan) -> list[Launch]:  # noqa: ANN001
     """The launches of one group of products: one, or several when the group exceeds the kernel's batch."""
     dtype = np.dtype(C.dtype)
-    loads = "vector" if _vector_loads(group, (A, B), lds, strategy, dtype) else "scalar"
+    bases = (_address(A), _address(B), _address(C))
+    loads = "vector" if _vector_loads(group, bases, lds, strategy, dtype) else "scalar"
     inst = Instance(strategy, str(dtype), group[0].primitive.counts, write_mode, loads)
     bm, bk, bn = plan.block
     launches = []
@@ -151,7 +154,7 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
         part = group[first: first + inst.batch]
         grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(part))
         args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
-                dtype.type(beta), _products(part, (A, B, C), lds, dtype))
+                dtype.type(beta), _products(part, bases, lds, dtype, inst.batch))
         launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in part)))
     return launches
 
