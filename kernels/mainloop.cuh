@@ -5,7 +5,8 @@
 //   - the global loads of slice s + 1 are in flight while slice s is computed: their raw vectors sit in
 //     registers and are summed (sum_i u_i X_i) only when stored to the other stage, so an FFMA never waits
 //     for global memory. When the operand sums hold too many terms for the register budget, the terms are
-//     issued in G groups spread over the slice, each summed before the next group is issued;
+//     issued in G groups spread over the slice, each summed before the next group is issued, and an operand's
+//     sum is stored as soon as its last term is summed (the stage being filled is not read during the slice);
 //   - per k-step, m_R x n_R FFMAs from double-buffered register fragments; the first fragment of the next
 //     slice is loaded right after the barrier, before the last k-step's FFMAs of the current slice.
 #pragma once
@@ -114,17 +115,27 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     load_a.template issue<R::a0, R::a1>(ta, lda, row0, k);
     load_b.template issue<R::b0, R::b1>(tb, ldb, k, col0);
   };
-  auto accumulate = [&](auto g) {
+  // Sum group g. Pipelined, an operand whose last term is in group g is stored to `stage` at once, which frees
+  // its registers for the next group (the stage not being read is free for the whole slice); the scalar
+  // path stores both operands after its last group (store_sums), which keeps its addresses out of the loop.
+  auto accumulate = [&](auto g, int stage) {
     using R = GroupRange<decltype(g)::value, G, W_A, W_B>;
     load_a.template accumulate<R::a0, R::a1>(ta);
     load_b.template accumulate<R::b0, R::b1>(tb);
+    if constexpr (kPipelined && R::a0 < R::a1 && R::a1 == W_A) load_a.store(smem.a[stage]);
+    if constexpr (kPipelined && R::b0 < R::b1 && R::b1 == W_B) load_b.store(smem.b[stage]);
+  };
+  auto store_sums = [&](int stage) {
+    if constexpr (!kPipelined) {
+      load_a.store(smem.a[stage]);
+      load_b.store(smem.b[stage]);
+    }
   };
 
   // Prologue: slice 0 into stage 0 and its first fragments.
   static_for<G>([&](auto g) { issue(g, 0); });
-  static_for<G>([&](auto g) { accumulate(g); });
-  load_a.store(smem.a[0]);
-  load_b.store(smem.b[0]);
+  static_for<G>([&](auto g) { accumulate(g, 0); });
+  store_sums(0);
   __syncthreads();
 
   alignas(16) T frag_a[2][M_R];
@@ -139,11 +150,12 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     tb = terms_b.reread();
     static_for<K_S>([&](auto p_) {
       constexpr int p = decltype(p_)::value;
-      // Group g of the next slice is issued at k-step g K_S / G, once group g - 1 is summed.
+      // Group g of the next slice is issued at k-step g (K_S - 1) / G, once group g - 1 is summed: the last
+      // group is summed before the last k-step, so the K_S - 1 k-steps before it are shared out evenly.
       static_for<G>([&](auto g_) {
         constexpr int g = decltype(g_)::value;
-        if constexpr (kPipelined && p == g * K_S / G) {
-          if constexpr (g > 0) accumulate(std::integral_constant<int, g - 1>{});
+        if constexpr (kPipelined && p == g * (K_S - 1) / G) {
+          if constexpr (g > 0) accumulate(std::integral_constant<int, g - 1>{}, stage ^ 1);
           issue(g_, next);
         }
       });
@@ -151,15 +163,14 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
         // Store the next slice to the other stage, one barrier, then its first fragments; this k-step's
         // FFMAs hide the fragment loads' latency.
         if constexpr (kPipelined) {
-          accumulate(std::integral_constant<int, G - 1>{});
+          accumulate(std::integral_constant<int, G - 1>{}, stage ^ 1);
         } else {
           static_for<G>([&](auto g) {  // one group in flight at a time
             issue(g, next);
-            accumulate(g);
+            accumulate(g, stage ^ 1);
           });
+          store_sums(stage ^ 1);
         }
-        load_a.store(smem.a[stage ^ 1]);
-        load_b.store(smem.b[stage ^ 1]);
         __syncthreads();
         stage ^= 1;
         warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage], smem.b[stage], 0);

@@ -167,8 +167,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     strategies = tuple(args.strategy) if args.strategy else None
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (nvcc takes minutes per arch)",
           file=sys.stderr)
-    table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, force=args.force,
-                  cutlass=args.cutlass, progress=report)
+    counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
+    table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, counts=counts,
+                  force=args.force, cutlass=args.cutlass, progress=report)
     spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
     print(f"strassenbench: {len(table)} kernels, {len(spills)} with spills; resources in "
           f"{Path(args.out) / 'resources.csv'}", file=sys.stderr)
@@ -263,6 +264,14 @@ def _cmd_sysinfo(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _counts(text: str) -> tuple[int, int, int]:
+    """W_A x W_B x W_C, e.g. 2x2x2."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"operand counts are W_AxW_BxW_C, e.g. 2x2x2: {text!r}")
+    return tuple(int(p) for p in parts)  # type: ignore[return-value]
 
 
 def _shapes(text: str) -> list[tuple[int, int, int]]:
@@ -480,6 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="build", metavar="DIR")
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
     p.add_argument("--strategy", action="append", choices=list(STRATEGIES), help="repeat; default: all six")
+    p.add_argument("--counts", action="append", type=_counts, metavar="AxBxC",
+                   help="repeat: W_A x W_B x W_C of the kernels to build (default: the GEMM 1x1x1 and every variant)")
     p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
     p.add_argument("--cutlass", action=argparse.BooleanOptionalAction, default=None,
                    help="also build the CUTLASS baseline (default: when float32 Huge is built)")

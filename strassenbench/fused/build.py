@@ -1,6 +1,7 @@
 """`strassenbench build`: compile the fused kernels with nvcc and report what the GPU compiler did.
 
-One cubin per architecture holds every instantiation. ``resources.csv`` has, per kernel and architecture,
+One cubin per (architecture, dtype, strategy, W_A x W_B x W_C) holds those instantiations (build()).
+``resources.csv`` has, per kernel and architecture,
 ptxas's registers, spills, shared memory and stack (from ``-Xptxas -v``), blocks per SM from the occupancy
 calculation of strassenbench.occupancy, instruction counts read from the machine code with
 ``cuobjdump --dump-sass`` (no GPU needed), and the main loop's figures per k_S slice (strassenbench.fused.sass:
@@ -17,7 +18,7 @@ import re
 import subprocess
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +26,7 @@ import pandas as pd
 from ..io import write_atomic
 from ..occupancy import ARCHS, blocks_per_sm
 from ..strategies import STRATEGIES
-from .instances import Instance, instances, kernels_dir, render, sources_digest
+from .instances import Instance, instances, kernels_dir, operand_counts, render, sources_digest
 from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
 
@@ -105,36 +106,83 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], s
     return rows
 
 
-def _unit_name(arch: str, dtype: str, strategy: str) -> str:
-    return f"strassen_{arch}_{dtype}_{strategy.lower()}"
+def _unit_name(arch: str, inst: Instance) -> str:
+    a, b, c = inst.counts
+    return f"strassen_{arch}_{inst.dtype}_{inst.strategy.name.lower()}_w{a}x{b}x{c}"
 
 
-def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path, force: bool) -> bool:
-    """Compile one translation unit (the instances of one dtype and strategy) for arch, unless its stamp (hash
-    of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when compiled."""
-    text = render(selected)
-    source, cubin, table, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".cubin", ".csv", ".stamp"))
-    digest = sources_digest(text, tool_version("nvcc"), " ".join(NVCC_FLAGS), arch)
-    if not force and all(p.is_file() for p in (cubin, table, stamp)) and stamp.read_text() == digest:
-        return False
-    write_atomic(source, text)
-    tmp = out / f".{unit}.cubin.tmp"
+def _unit_digest(text: str, arch: str) -> str:
+    return sources_digest(text, tool_version("nvcc"), " ".join(NVCC_FLAGS), arch)
+
+
+def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path) -> list[dict]:
+    """nvcc one translation unit into ``out/<name>.cubin``; its resources rows."""
+    source, cubin = out / f"{name}.cu", out / f"{name}.cubin"
+    write_atomic(source, render(selected))
+    tmp = out / f".{name}.cubin.tmp"
     cmd = [find_tool("nvcc"), *NVCC_FLAGS, f"-arch={arch}", "-I", str(kernels_dir()), str(source), "-o", str(tmp)]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    log = out / f"{unit}.log"
+    log = out / f"{name}.log"
     if result.returncode != 0:
         log.write_text(result.stdout + result.stderr)
-        raise BuildError(f"nvcc failed for {unit}: {first_error(result.stderr)} (full log: {log})")
+        raise BuildError(f"nvcc failed for {name}: {first_error(result.stderr)} (full log: {log})")
     log.unlink(missing_ok=True)  # a stale failure log goes with a successful build
     sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(tmp)], capture_output=True, text=True, check=False)
     if sass.returncode != 0:
         detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
         raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
     rows = _rows(selected, arch, parse_ptxas(result.stdout + result.stderr), sass.stdout)
-    write_atomic(table, pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     tmp.replace(cubin)
-    write_atomic(stamp, digest)
+    return rows
+
+
+def _unit_fresh(out: Path, unit: str, arch: str) -> bool:
+    """The unit's files are all there and its stamp matches the sources it was built from and the present
+    kernels, nvcc and flags."""
+    source, table, index, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".csv", ".json", ".stamp"))
+    if not all(p.is_file() for p in (source, table, index, stamp)):
+        return False
+    if stamp.read_text() != _unit_digest(source.read_text(), arch):
+        return False
+    return all((out / cubin).is_file() for cubin in json.loads(index.read_text()).values())
+
+
+def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path, force: bool) -> bool:
+    """Compile one translation unit (the kernels of one dtype, strategy and W_A x W_B x W_C) for arch, unless
+    its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
+    compiled.
+
+    Register-capped kernels that spill under the cap (ptxas's report) are compiled again without it, into
+    ``<unit>_uncapped.cubin``: they get the registers they need (one block per SM fewer) rather than spill.
+    ``<unit>.json`` maps each kernel to its cubin."""
+    if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == render(selected) \
+            and _unit_fresh(out, unit, arch):
+        return False
+    rows = _compile(arch, unit, selected, out)
+    index = {inst.name: f"{unit}.cubin" for inst in selected}
+    spilled = {r["kernel"] for r in rows if r["spill_stores"] or r["spill_loads"]}
+    relaxed = tuple(replace(i, capped=False) for i in selected if i.name in spilled and i.min_blocks > 1)
+    uncapped = out / f"{unit}_uncapped.cubin"
+    if relaxed:
+        again = {r["kernel"]: r for r in _compile(arch, f"{unit}_uncapped", relaxed, out)}
+        rows = [again.get(r["kernel"], r) for r in rows]
+        index.update({inst.name: uncapped.name for inst in relaxed})
+    else:
+        uncapped.unlink(missing_ok=True)
+    write_atomic(out / f"{unit}.csv", pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
+    write_atomic(out / f"{unit}.json", json.dumps(index, indent=0, sort_keys=True))
+    write_atomic(out / f"{unit}.stamp", _unit_digest(render(selected), arch))
     return True
+
+
+def _arch_index(out: Path, arch: str) -> dict[str, str]:
+    """Every kernel of the fresh units in ``out`` for arch (this build's and earlier ones), to its cubin."""
+    index: dict[str, str] = {}
+    for unit_index in sorted(out.glob(f"strassen_{arch}_*.json")):
+        unit = unit_index.stem
+        if _unit_fresh(out, unit, arch):
+            index.update(json.loads(unit_index.read_text()))
+    return index
 
 
 def build(
@@ -143,30 +191,38 @@ def build(
     *,
     dtypes: tuple[str, ...] = ("float32", "float64"),
     strategies: tuple[str, ...] | None = None,
+    counts: tuple[tuple[int, int, int], ...] | None = None,
     force: bool = False,
     cutlass: bool | None = None,
     progress=None,  # noqa: ANN001 - callable(what, rebuilt) or None
 ) -> pd.DataFrame:
-    """Build the fused kernels asked for into ``out``; return the resources table (also resources.csv).
+    """Build the fused kernels asked for into ``out``; return their resources table (also resources.csv).
 
-    One cubin per (arch, dtype, strategy), ``strassen_<arch>_<dtype>_<strategy>.cubin``, each compiled only
-    when its stamp changed and all compiled in parallel (one nvcc per core), so that asking for a subset
-    compiles only that subset and an unchanged one nothing. ``strassen_<arch>.json`` maps every kernel built
-    for arch to its cubin (strassenbench.fused.cuda loads from it). ``cutlass`` (default: when float32 Huge is
-    built) also builds the CUTLASS baseline (strassenbench.fused.cutlass)."""
+    One cubin per (arch, dtype, strategy, W_A x W_B x W_C), ``strassen_<arch>_<dtype>_<strategy>_w<a>x<b>x<c>``,
+    each compiled only when its stamp changed and all compiled in parallel (one nvcc per core), so that asking
+    for a subset compiles only that subset and an unchanged one nothing. ``strassen_<arch>.json`` maps every
+    kernel of every fresh unit in ``out`` (this build's and earlier ones) to its cubin; strassenbench.fused.cuda
+    loads from it. ``counts`` limits the build to those operand counts (default: the GEMM and every variant).
+    ``cutlass`` (default: when float32 Huge is built) also builds the CUTLASS baseline
+    (strassenbench.fused.cutlass)."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
     if "sm_70" in archs and not tool_version("nvcc").startswith("Build cuda_12"):
         raise BuildError(f"sm_70 (V100) needs a CUDA 12 nvcc; this one is: {tool_version('nvcc')}")
-    kwargs = {"dtypes": dtypes} if strategies is None else {"dtypes": dtypes, "strategies": strategies}
-    selected = instances(**kwargs)
-    groups: dict[tuple[str, str], list[Instance]] = {}
-    for inst in selected:
-        groups.setdefault((inst.dtype, inst.strategy.name), []).append(inst)
+    known = operand_counts()
+    if counts is not None and (bad := [c for c in counts if c not in known]):
+        choices = ", ".join("x".join(map(str, c)) for c in known)
+        raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, bad[0]))} (choose from {choices})")
+    kwargs: dict = {"dtypes": dtypes, "counts": counts}
+    if strategies is not None:
+        kwargs["strategies"] = strategies
+    groups: dict[tuple, list[Instance]] = {}
+    for inst in instances(**kwargs):
+        groups.setdefault((inst.dtype, inst.strategy.name, inst.counts), []).append(inst)
     out.mkdir(parents=True, exist_ok=True)
     archs = list(dict.fromkeys(archs))
-    jobs = [(arch, _unit_name(arch, d, s), tuple(g)) for arch in archs for (d, s), g in groups.items()]
+    jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         futures = [pool.submit(_build_unit, arch, unit, group, out, force) for arch, unit, group in jobs]
         for (_, unit, _), future in zip(jobs, futures):
@@ -175,8 +231,7 @@ def build(
                 progress(unit, rebuilt)
     frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
     for arch in archs:
-        index = {i.name: f"{unit}.cubin" for a, unit, group in jobs if a == arch for i in group}
-        write_atomic(out / f"strassen_{arch}.json", json.dumps(index, indent=0, sort_keys=True))
+        write_atomic(out / f"strassen_{arch}.json", json.dumps(_arch_index(out, arch), indent=0, sort_keys=True))
     if cutlass if cutlass is not None else ("float32" in dtypes and (strategies is None or "Huge" in strategies)):
         from . import cutlass as baseline
 
