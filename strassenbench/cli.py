@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from .model.predict import crossover, predict
 from .strategies import STRATEGIES
 from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
 from .plan import PlanError
+from .results import ResultsError
 from .verify import verify
 
 EXIT_FAIL = 1
@@ -70,6 +72,84 @@ def _finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"'{text}' is not finite")
     return value
+
+
+def _seconds(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g} s is negative")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is not positive")
+    return value
+
+
+def _bounded(minimum: int, maximum: int, why: str) -> Callable[[str], int]:
+    """An integer in [minimum, maximum]; ``why`` says where the maximum comes from."""
+    base = _integer(minimum)
+
+    def parse(text: str) -> int:
+        value = base(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is above the maximum {maximum} ({why})")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+# Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
+MAX_LEVELS = 4
+# CUDA streams of a schedule: one per product of a 2-level plan is the most any schedule can use.
+MAX_STREAMS = 49
+
+
+def _check_output(path: str | Path) -> None:
+    """An output file checked before any work is done: not a folder, and its folder a folder (created when
+    missing) that can be written to."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"output {target} is a folder; give a file name")
+    for folder in (target.parent, *target.parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UsageError(f"output {target}: {folder} is a file, not a folder")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise UsageError(f"output {target}: cannot write in {folder}")
+            break
+
+
+FOLDER_OUTPUTS = ("build", "report", "compare")  # commands whose --out is a folder
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every command's --out, checked before it does any work."""
+    out = getattr(args, "out", None)
+    if not out:
+        return
+    if args.command in FOLDER_OUTPUTS:
+        if Path(out).exists() and not Path(out).is_dir():
+            raise UsageError(f"output folder {out} is a file")
+        _check_output(Path(out) / "probe")  # its folder (or the nearest existing one) writable
+    else:
+        _check_output(out)
+
+
+def _check_memory(m: int, n: int, k: int, copies: float = 3.0) -> None:
+    """A problem that cannot fit in this machine's memory is refused before anything is allocated: A, B and
+    C, in float64 for the reference, ``copies`` times over (operands, the result and its reference)."""
+    need = (m * k + k * n + m * n) * 8 * copies
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return
+    if need > total:
+        raise UsageError(f"{m}x{n}x{k} needs about {need / 2**30:,.1f} GiB of host memory; this machine has "
+                         f"{total / 2**30:,.1f} GiB")
 
 
 def _cmd_variants(args: argparse.Namespace) -> int:
@@ -111,6 +191,7 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    _check_memory(args.m, args.n, args.k)
     if (args.levels is None) == (args.impl is None):
         raise UsageError("give exactly one of --levels (a plan on --engine) or --impl (an implementation)")
     if args.impl is not None:
@@ -295,8 +376,16 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _names(text: str) -> list[str]:
+    """A comma-separated list; an empty item (a stray comma) is a mistake, not nothing."""
+    names = [n.strip() for n in text.split(",")]
+    if "" in names:
+        raise argparse.ArgumentTypeError(f"empty item in {text!r} (a stray comma?)")
+    return names
+
+
 def _impl_list(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = _names(text)
     for name in names:
         try:
             get_impl(name)
@@ -332,11 +421,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step)."""
-    missing = [path for path in args.inputs if not Path(path).is_file()]
-    if missing:
-        raise UsageError(f"input file not found: {missing[0]}")
-    frame = pd.concat((pd.read_csv(path) for path in args.inputs), ignore_index=True)
-    write_atomic(args.out, frame.to_csv(index=False))
+    from .results import read_results
+
+    frames = [read_results(path) for path in args.inputs]  # each checked; a broken one names itself
+    first = list(frames[0].columns)
+    for path, frame in zip(args.inputs, frames):
+        if list(frame.columns) != first:
+            raise UsageError(f"{path} has other columns than {args.inputs[0]}; collect joins files of one kind")
+    write_atomic(args.out, pd.concat(frames, ignore_index=True).to_csv(index=False))
     return 0
 
 
@@ -348,7 +440,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def _impls(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names = _names(text)
     unknown = [name for name in names if name not in MODELED_IMPLS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
@@ -397,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     algorithms = sorted(ALGORITHMS)
 
     def common(p: argparse.ArgumentParser, fmt: bool = True, levels_required: bool = True) -> None:
-        p.add_argument("--levels", type=_integer(0), required=levels_required, help="Strassen levels L (0 = plain GEMM)")
+        p.add_argument("--levels", type=_bounded(0, MAX_LEVELS, "7^L products per plan"), required=levels_required,
+                       help="Strassen levels L (0 = plain GEMM)")
         p.add_argument("--algorithm", choices=algorithms, default="strassen", help="one-level algorithm")
         if fmt:
             p.add_argument("--format", choices=("csv", "markdown"), default="csv", help="output format")
@@ -409,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("schedule", help="stages and streams (paper, figure tab:gpu_streaming)")
     common(p)
-    p.add_argument("--streams", type=_integer(1), default=2, help="number of CUDA streams S")
+    p.add_argument("--streams", type=_bounded(1, MAX_STREAMS, "one per product of a 2-level plan"), default=2,
+                   help="number of CUDA streams S")
     p.set_defaults(func=_cmd_schedule)
 
     p = sub.add_parser("verify", help="one multiplication on random inputs against a float64 reference")
@@ -425,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=list(STRATEGIES), help="block-size strategy (fused engines)")
     p.add_argument("--scheme", choices=SCHEMES,
                    help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
-    p.add_argument("--streams", type=_integer(1), help="CUDA streams of the streams/atomic schemes (2 / 4)")
+    p.add_argument("--streams", type=_bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),
+                   help="CUDA streams of the streams/atomic schemes (2 / 4)")
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=_cmd_verify)
 
@@ -450,9 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE.csv", help="results; an existing file is resumed")
     p.add_argument("--seed", type=_integer(0), default=0)
     p.add_argument("--min-samples", type=_integer(1), default=10)
-    p.add_argument("--min-time", type=_finite, default=0.5, help="seconds of samples before the noise test")
-    p.add_argument("--max-noise", type=_finite, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
-    p.add_argument("--max-time", type=_finite, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--min-time", type=_seconds, default=0.5, help="seconds of samples before the noise test")
+    p.add_argument("--max-noise", type=_fraction, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
+    p.add_argument("--max-time", type=_fraction, default=15.0, help="cap per measurement, seconds")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     p.set_defaults(func=_cmd_bench)
@@ -540,8 +635,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # usage errors, --help and --version: return their status
         return int(stop.code or 0)
     try:
+        _check_outputs(args)
         return args.func(args)
-    except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError) as err:
+    except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError,
+            ResultsError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

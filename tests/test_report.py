@@ -94,7 +94,7 @@ def test_report_and_compare_cli(tmp_path, capsys: pytest.CaptureFixture[str]) ->
     empty.mkdir()
     assert main(["compare", str(FIXTURES / "gpu_a"), str(empty), "--out", str(tmp_path / "c3")]) == 2
     err = capsys.readouterr().err
-    assert "no results folder" in err and "at least two" in err and "no sweep results" in err
+    assert "no results folder" in err and "at least two" in err and ": no results (square.csv" in err
     assert not (tmp_path / "r2").exists()
 
 

@@ -21,12 +21,12 @@ import sys
 import numpy as np
 
 from ..impls import get_impl
+from ..results import MEMLIMIT_COLUMNS
 from .backends import OOM_ERRORS, Backend
 
 __all__ = ["parse_bytes", "predict_max_n", "memlimit", "COLUMNS"]
 
-COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n", "predicted_bytes",
-           "run_at_n", "run_above", "confirmed", "message"]
+COLUMNS = MEMLIMIT_COLUMNS  # strassenbench.results: one schema for every reader
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 

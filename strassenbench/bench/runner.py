@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..accuracy import bound_from_norms
 from ..engines import FUSED_ENGINES
 from ..impls import get_impl
 from ..io import write_atomic
+from ..results import BENCH_COLUMNS, read_results
 from ..strategies import STRATEGIES
 from .backends import OOM_ERRORS, Backend
 from .telemetry import git_commit, host_description
@@ -32,19 +34,7 @@ from .timing import Criterion, sample
 
 __all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY"]
 
-# CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
-COLUMNS = [
-    "gpu", "engine", "driver", "cuda", "cublas", "commit",
-    "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x",
-    "impl", "label", "strategy", "scheme", "levels",
-    "status", "message",
-    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged",
-    "tflops",
-    "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
-    "rel_error", "error_bound",
-    "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
-    "power_w", "throttle_reasons", "throttled_samples",
-]
+COLUMNS = BENCH_COLUMNS  # strassenbench.results: one schema for every reader
 MEMORY_GRANULARITY = 512  # bytes: CuPy's pool rounds every allocation up to this
 ALPHA, BETA = 1.0, 1.0  # C += A B: the fused kernels' native form; cuBLAS is timed with the same beta
 
@@ -192,13 +182,17 @@ def system_description(backend: Backend) -> dict[str, object]:
 
 
 def _load(out: Path) -> pd.DataFrame:
-    if not out.is_file():
+    """The finished points of an earlier run of this sweep (checked by strassenbench.results); a last row cut
+    short by an interruption is dropped, so that its point is measured again."""
+    if not out.exists():
         return pd.DataFrame(columns=[*COLUMNS, "strategy_request"])
-    frame = pd.read_csv(out, keep_default_na=False, dtype={"strategy_request": str, "scheme": str, "sweep": str})
-    missing = set(COLUMNS) - set(frame.columns)
-    if missing:
-        raise ValueError(f"{out} is not a strassenbench results file (missing {sorted(missing)[0]}); "
-                         "move it away or pick another --out")
+    def cut(line: int) -> None:
+        print(f"strassenbench: {out} line {line} was cut short; that point is measured again", file=sys.stderr)
+
+    frame = read_results(out, "bench", on_cut=cut)
+    for column in ("strategy_request", "scheme_request"):
+        if column in frame:
+            frame[column] = frame[column].fillna("").astype(str)
     return frame
 
 

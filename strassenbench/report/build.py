@@ -20,6 +20,7 @@ from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
 from ..model.perf import load_resources
 from ..model.predict import predict
+from ..results import ResultsError, read_results
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows
@@ -32,19 +33,38 @@ REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", 
                  "kernel_resources", "memory_limits", "numerical_error", "claims"]
 
 
-def _read(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path, keep_default_na=False, na_values=[""]) if path.is_file() else None
+def _read(path: Path, kind: str) -> pd.DataFrame | None:
+    """A result file of the run, checked (strassenbench.results; a broken one is refused), or None if absent."""
+    return read_results(path, kind) if path.exists() else None
+
+
+def _system(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        system = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultsError(f"{path}: not a system description ({err})") from None
+    if not isinstance(system, dict):
+        raise ResultsError(f"{path}: not a system description (not a JSON object)")
+    return system
+
+
+RESULT_FILES = [*(f"{s}.csv" for s in SWEEPS), "strategies.csv", "memlimit.csv", "verify.csv", "verify_impls.csv"]
 
 
 def load_run(data: Path) -> dict[str, object]:
-    sweeps = [f for f in (_read(data / f"{s}.csv") for s in SWEEPS) if f is not None]
-    system = json.loads((data / "system.json").read_text()) if (data / "system.json").is_file() else {}
+    """Every result file of a run's folder, checked; ResultsError if the folder holds none."""
+    if not any((data / name).exists() for name in RESULT_FILES):
+        raise ResultsError(f"{data}: no results ({', '.join(RESULT_FILES)})")
+    sweeps = [f for f in (_read(data / f"{s}.csv", "bench") for s in SWEEPS) if f is not None]
+    system = _system(data / "system.json")
     return {
         "sweeps": pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
-        "strategies": _read(data / "strategies.csv"),
-        "memlimit": _read(data / "memlimit.csv"),
-        "verify": _read(data / "verify.csv"),
-        "verify_impls": _read(data / "verify_impls.csv"),
+        "strategies": _read(data / "strategies.csv", "bench"),
+        "memlimit": _read(data / "memlimit.csv", "memlimit"),
+        "verify": _read(data / "verify.csv", "verify"),
+        "verify_impls": _read(data / "verify_impls.csv", "verify"),
         "system": system,
     }
 

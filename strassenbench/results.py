@@ -1,0 +1,150 @@
+"""One reader for every result file (bench sweeps, memory limits, verification), used by bench resume,
+`report`, `collect` and `compare`.
+
+A result file is checked before any of it is used: it must be UTF-8 text, not empty, with a header naming the
+columns of one of the kinds below, every row with as many fields as the header, a newline after the last row
+(every writer ends its rows with one and writes atomically, so a file without it was cut), and numbers where
+numbers belong. A broken file is refused with one line naming the file and the line (ResultsError); only a
+bench resume, which re-measures the cut point, reads past a cut last row (``on_cut``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "read_results",
+           "kind_of"]
+
+# CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
+BENCH_COLUMNS = [
+    "gpu", "engine", "driver", "cuda", "cublas", "commit",
+    "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x",
+    "impl", "label", "strategy", "scheme", "levels",
+    "status", "message",
+    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged",
+    "tflops",
+    "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
+    "rel_error", "error_bound",
+    "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
+    "power_w", "throttle_reasons", "throttled_samples",
+]
+MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
+                    "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
+VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
+                  "bound", "status"]
+
+
+class ResultsError(ValueError):
+    """A result file that cannot be trusted: the message names the file (and the line) and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    columns: tuple[str, ...]  # required; a file may have more (bench: strategy_request, scheme_request)
+    integers: tuple[str, ...]  # never blank
+    numbers: tuple[str, ...]  # blank allowed (a failed point has no time)
+    text: tuple[str, ...]  # read as strings, never as numbers
+
+
+KINDS = {
+    "bench": Kind("bench", tuple(BENCH_COLUMNS), ("m", "n", "k", "seed"),
+                  ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
+                   "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound"),
+                  ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
+                   "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
+                   "strategy_request", "scheme_request")),
+    "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
+                     ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message")),
+    "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
+                   ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme")),
+}
+
+
+def kind_of(header: list[str]) -> Kind | None:
+    """The kind whose columns the header holds (bench before verify: a bench row has every verify key but one)."""
+    for kind in KINDS.values():
+        if set(kind.columns) <= set(header):
+            return kind
+    return None
+
+
+def _text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ResultsError(f"{path}: is a folder, not a results file") from None
+    except OSError as err:
+        raise ResultsError(f"{path}: cannot read it ({err.strerror})") from None
+    if b"\0" in data:
+        raise ResultsError(f"{path}: not a CSV file (binary data)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ResultsError(f"{path}: not a CSV file (not UTF-8 text at byte {err.start})") from None
+
+
+def read_results(path: str | Path, kind: str | None = None, *,
+                 on_cut: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """The rows of a result file, checked (see the module docstring). ``kind`` ('bench', 'memlimit', 'verify')
+    or None: whichever kind the header matches. ``on_cut``: a cut last row is dropped instead of refused, and
+    on_cut(its line number) is called."""
+    path = Path(path)
+    text = _text(path)
+    if not text.strip():
+        raise ResultsError(f"{path}: empty file (no header)")
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    header = rows[0]
+    expected = KINDS[kind] if kind else kind_of(header)
+    if expected is None or not set(expected.columns) <= set(header):
+        what = f"a strassenbench {kind} results file" if kind else "a strassenbench results file"
+        want = expected.columns if expected else KINDS["bench"].columns
+        missing = next((c for c in want if c not in header), header[0] if header else "")
+        raise ResultsError(f"{path}: not {what} (line 1 has no column {missing!r})")
+    if len(set(header)) != len(header):
+        raise ResultsError(f"{path}: line 1 names a column twice")
+    body = rows[1:]
+    cut = not text.endswith("\n") or (body and len(body[-1]) < len(header))
+    if cut and body:
+        if on_cut is None:
+            raise ResultsError(f"{path}: line {len(rows)} is cut short (an interrupted write); "
+                               "rerun the step that wrote it")
+        on_cut(len(rows))
+        body = body[:-1]
+    for number, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise ResultsError(f"{path}: line {number} has {len(row)} fields, the header {len(header)}")
+    text_columns = [c for c in header if c in expected.text]
+    frame = pd.DataFrame(body, columns=header, dtype=str)
+    for column in header:
+        if column in text_columns:
+            continue
+        values = frame[column]
+        blank = values.str.strip() == ""
+        if column in expected.integers:
+            parsed = pd.to_numeric(values, errors="coerce")
+            bad = parsed.isna() | (parsed % 1 != 0)
+            if bad.any():
+                line = int(bad.to_numpy().argmax()) + 2
+                raise ResultsError(f"{path}: line {line}: column {column!r} is not an integer: {values[bad].iloc[0]!r}")
+            frame[column] = parsed.astype("int64")
+        elif column in expected.numbers:
+            parsed = pd.to_numeric(values, errors="coerce")
+            bad = parsed.isna() & ~blank
+            if bad.any():
+                line = int(bad.to_numpy().argmax()) + 2
+                raise ResultsError(f"{path}: line {line}: column {column!r} is not a number: {values[bad].iloc[0]!r}")
+            frame[column] = parsed
+        else:  # other columns: numbers where every value is one (blanks missing), else text, as pandas reads
+            parsed = pd.to_numeric(values, errors="coerce")
+            if not (parsed.isna() & ~blank).any():
+                frame[column] = parsed
+    return frame
