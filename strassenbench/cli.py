@@ -74,6 +74,20 @@ def _finite(text: str) -> float:
     return value
 
 
+def _any_case(options: Sequence[str]) -> Callable[[str], str]:
+    """One of ``options``, matched in any case (huge, HUGE, Huge), returned as spelled in ``options``."""
+    canonical = {o.lower(): o for o in options}
+
+    def parse(text: str) -> str:
+        try:
+            return canonical[text.lower()]
+        except KeyError:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(options)})") from None
+
+    parse.__name__ = "choice"
+    return parse
+
+
 def _seconds(text: str) -> float:
     value = _finite(text)
     if value < 0:
@@ -516,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=_finite, default=1.0)
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
-    p.add_argument("--strategy", choices=list(STRATEGIES), help="block-size strategy (fused engines)")
+    p.add_argument("--strategy", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),
+                   help="block-size strategy (fused engines)")
     p.add_argument("--scheme", choices=SCHEMES,
                    help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
     p.add_argument("--streams", type=_bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),
@@ -538,7 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=_sizes, default=parse_sizes("1024:4096:1024"), help="e.g. 512:20480:512")
     p.add_argument("--shapes", type=_shapes, help="--sweep custom: MxNxK[,MxNxK...]")
     p.add_argument("--fixed", type=_integer(1), help="the sweep's fixed size: k of rankk (4096), m = n of panel (8192)")
-    p.add_argument("--strategy", choices=["best", *STRATEGIES], help="fused kernels: a strategy or best of six")
+    p.add_argument("--strategy", type=_any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
+                   help="fused kernels: a strategy or best of six")
     p.add_argument("--scheme", choices=SCHEMES, help="fused Strassen: task-parallel scheme (default sequential)")
     p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
@@ -583,7 +599,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")
     p.add_argument("--out", default="build", metavar="DIR")
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
-    p.add_argument("--strategy", action="append", choices=list(STRATEGIES), help="repeat; default: all six")
+    p.add_argument("--strategy", action="append", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),
+                   help="repeat; default: all six")
     p.add_argument("--counts", action="append", type=_counts, metavar="AxBxC",
                    help="repeat: W_A x W_B x W_C of the kernels to build (default: the GEMM 1x1x1 and every variant)")
     p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
@@ -599,7 +616,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--impl", type=_impls, default=list(MODELED_IMPLS), help="comma-separated implementations")
     p.add_argument("--sweep", choices=sorted(SWEEPS), default="square")
     p.add_argument("--sizes", type=_sizes, default=parse_sizes(PAPER_SIZES), help="e.g. 1024,2048 or 512:20480:512")
-    p.add_argument("--strategy", choices=["best", *STRATEGIES], default="best")
+    p.add_argument("--strategy", type=_any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
+                   default="best")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--resources", default="build/resources.csv",
                    help="kernel resources for occupancy (the register formula when absent)")

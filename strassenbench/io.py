@@ -11,6 +11,15 @@ import pandas as pd
 __all__ = ["write_atomic", "render", "write_table"]
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it; done once, at import, before any thread writes
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it into place."""
     target = Path(path)
@@ -19,6 +28,7 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     try:
         with os.fdopen(fd, "w", newline="") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a result file is as readable as any other
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -89,9 +89,25 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
 
 
 def test_dry_run_with_compare(workdir):
+    (workdir / "data/other-gpu").mkdir(parents=True)
     proc = _snakemake(["-n", "--config", "compare=[data/other-gpu]"], workdir)
     assert proc.returncode == 0, proc.stderr
     assert _job_counts(proc.stdout).get("compare") == 1
+
+
+def test_config_errors_stop_the_run_before_any_job(workdir):
+    """What the schema cannot say (a size range whose start is past its stop, a compare folder that does not
+    exist) stops the workflow before any job, naming the key."""
+    proc = _snakemake(["-n", "--config", "compare=[data/nothere]"], workdir)
+    assert proc.returncode != 0 and "compare folder 'data/nothere' does not exist" in proc.stdout + proc.stderr
+    config = workdir / "config/config.yaml"
+    text = config.read_text()
+    assert 'square: {sizes: "64,128,192"}' in text
+    config.write_text(text.replace('square: {sizes: "64,128,192"}', 'square: {sizes: "5:1:2"}'))
+    proc = _snakemake(["-n"], workdir)
+    assert proc.returncode != 0
+    assert "profiles.smoke.sweeps.square.sizes '5:1:2'" in proc.stdout + proc.stderr
+    assert "start <= stop" in proc.stdout + proc.stderr
 
 
 def test_bad_config_key_is_rejected(workdir):
@@ -126,6 +142,7 @@ def test_smoke_run_end_to_end_on_cpu(workdir):
     checked = pd.read_csv(workdir / "data/cpu/verify_impls.csv")
     assert len(checked) == 7 * 2 and (checked["status"] == "ok").all()
     assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid"])]["engine"]) == {"emu"}
-    assert "(verify on emu)" in (workdir / "report/tables/numerical_error.md").read_text()
+    checks = (workdir / "report/tables/numerical_error_checks.md").read_text()
+    assert "strassen1" in checks and "| emu " in checks and "plan: strassen" in checks
     rerun = _snakemake(["--cores", "1", "--config", "profile=smoke", "backend=numpy"], workdir)
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr

@@ -122,3 +122,68 @@ def test_unknown_gpu_uses_the_recorded_attributes(tmp_path) -> None:  # noqa: AN
     assert spec_for({"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}}, pd.DataFrame()) == (h100, True)
     assert spec_for({}, pd.DataFrame())[1] is False
     json.dumps(system)
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The figures as drawn (matplotlib objects), captured at save time."""
+    import strassenbench.report.figures as figures
+
+    drawn: dict = {}
+    real = figures.save
+
+    def keep(fig, out, stem):  # noqa: ANN001, ANN202
+        drawn[stem] = {"suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+                       "titles": [ax.get_title() for ax in fig.axes],
+                       "xlabels": [ax.get_xlabel() for ax in fig.axes], "ylabels": [ax.get_ylabel() for ax in fig.axes],
+                       "legend": [t.get_text() for legend in fig.legends for t in legend.get_texts()],
+                       "axis_legends": [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]}
+        return real(fig, out, stem)
+
+    monkeypatch.setattr(figures, "save", keep)
+    return drawn
+
+
+def test_figures_carry_the_papers_titles_axes_device_and_legends_outside(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    drawn = _captured(monkeypatch)
+    build_report(FIXTURES / "gpu_a", tmp_path / "report")
+    assert set(drawn) == set(REPORT_FIGURES)
+    device = "synthetic-fixture-A100-model (cuda engine)"
+    stra = drawn["fig_stra_square"]
+    assert stra["suptitle"] == f"Performance of Strassen implementations, single precision: {device}"
+    assert stra["titles"] == ["m = k = n", "k = 4,096, m = n vary", "m = n = 8,192, k vary"]
+    assert stra["xlabels"] == ["m = k = n", "m = n (k = 4,096)", "k (m = n = 8,192)"]
+    assert set(stra["ylabels"]) == {"effective TFLOPS = 2mnk / time"}
+    assert "cuBLAS" in stra["legend"] and "1-level (ours)" in stra["legend"]
+    for stem, fig in drawn.items():
+        assert not fig["axis_legends"], stem  # every legend is the figure's, outside the data
+        assert all(x for x in fig["xlabels"] if x != "x") and "x" not in fig["xlabels"], stem
+    assert device in drawn["fig_intro_comparison"]["titles"][0] and device in drawn["fig_memlimit"]["titles"][0]
+    assert "prediction" in drawn["fig_model_square"]["suptitle"] and "prediction" in drawn["fig_model_sweeps"]["suptitle"]
+
+
+def test_cpu_figures_say_cpu_stand_ins(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    data = tmp_path / "cpu"
+    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0)
+    points = [Point(i, x, x, x, sweep="square", x=x) for x in (32, 64) for i in ("cublas", "strassen1")]
+    run_sweep(points, NumpyBackend(), data / "square.csv", criterion, progress=False)
+    drawn = _captured(monkeypatch)
+    build_report(data, tmp_path / "report")
+    assert "CPU stand-ins (numpy engine)" in drawn["fig_stra_square"]["suptitle"]
+    assert "cuBLAS [numpy stand-in]" in drawn["fig_stra_square"]["legend"]
+    claims_md = (tmp_path / "report" / "tables" / "claims.md").read_text()
+    assert "measured on" in claims_md and "CPU stand-ins (numpy engine)" in claims_md
+
+
+def test_every_report_file_is_reachable_from_the_index(tmp_path) -> None:  # noqa: ANN001
+    import re
+
+    out = tmp_path / "report"
+    (out / "tables").mkdir(parents=True)
+    (out / "tables" / "schedule_L1_S2.md").write_text("written by the workflow's tables rule\n")
+    build_report(FIXTURES / "gpu_a", out)
+    page = (out / "index.html").read_text()
+    linked = set(re.findall(r"(?:href|src)='([^'#]+)'", page))
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "index.html"}
+    assert files <= linked, sorted(files - linked)
+    for fig in REPORT_FIGURES:
+        assert f"<figure id='{fig}'>" in page and "Data: " in page or "no measurement" in page

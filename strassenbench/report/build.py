@@ -18,19 +18,20 @@ from ..algebra.schedule import schedule
 from ..io import write_atomic
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
-from ..model.perf import load_resources
-from ..model.predict import predict
+from ..model.perf import MODELED_IMPLS, load_resources
+from ..model.predict import crossover, predict
 from ..results import ResultsError, read_results
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows
-from .figures import fig_intro_comparison, fig_model_square, fig_stra_square
+from .figures import fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
-REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square"]
+REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit"]
 REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "model_bounds",
-                 "kernel_resources", "memory_limits", "numerical_error", "claims"]
+                 "model_crossover", "kernel_resources", "memory_limits", "numerical_error", "numerical_error_checks",
+                 "claims"]
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame | None:
@@ -98,7 +99,16 @@ def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, str]:
                                                               float_format=lambda v: f"{v:.4g}")
 
 
-def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame | None, str]]:
+def _device(run: dict) -> str:
+    """The device and engine the run measured on, for titles and tables: the GPU's name (cuda engine), else
+    CPU stand-ins on the numpy engine."""
+    gpu = (run["system"].get("gpu") or {}).get("gpu")
+    engine = run["system"].get("engine") or ("cuda" if gpu else "numpy")
+    return f"{gpu} ({engine} engine)" if gpu else f"CPU stand-ins ({engine} engine)"
+
+
+def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
+            model_sizes: list[int]) -> dict[str, tuple[pd.DataFrame | None, str]]:
     sweeps = run["sweeps"]
     strategies = pd.DataFrame([{
         "strategy": s.name, "m_S": s.m_S, "n_S": s.n_S, "k_S": s.k_S, "m_R": s.m_R, "n_R": s.n_R, "m_W": s.m_W,
@@ -127,24 +137,31 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[st
                    "local_mem_ops", "loop_instructions", "loop_ffma_share", "loop_global_loads",
                    "loop_generic_loads", "load_use_distance", "loop_barriers"]
         res = keep[[c for c in columns if c in keep]]
-    error = None
+    error = None  # the timed sweeps' errors, per implementation
     good = ok_rows(sweeps)
     if not good.empty:
         g = good.assign(ratio=good["rel_error"] / good["error_bound"])
         error = g.groupby(["impl", "levels", "dtype"], as_index=False).agg(
             points=("rel_error", "size"), median_rel_error=("rel_error", "median"), max_rel_error=("rel_error", "max"),
             max_error_over_bound=("ratio", "max"))
+    checks = []  # the verification runs: implementations, then plans
     if run.get("verify_impls") is not None and not run["verify_impls"].empty:
-        v = run["verify_impls"].groupby(["impl", "engine", "levels", "dtype"], as_index=False).agg(
-            cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))
-        v["impl"] = v["impl"] + " (verify on " + v["engine"] + ")"
-        v = v.drop(columns="engine")
-        error = v if error is None else pd.concat([error, v], ignore_index=True)
+        checks.append(run["verify_impls"].groupby(["impl", "engine", "levels", "dtype"], as_index=False).agg(
+            cases=("rel_error", "size"), max_rel_error=("rel_error", "max")).rename(columns={"impl": "checked"}))
     if run["verify"] is not None and not run["verify"].empty:
-        v = run["verify"].groupby(["levels", "dtype"], as_index=False).agg(
+        v = run["verify"].groupby(["algorithm", "engine", "levels", "dtype"], as_index=False).agg(
             cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))
-        v.insert(0, "impl", "verify (plans)")
-        error = v if error is None else pd.concat([error, v], ignore_index=True)
+        v.insert(0, "checked", "plan: " + v.pop("algorithm").astype(str))
+        checks.append(v)
+    checked = pd.concat(checks, ignore_index=True) if checks else None
+    model_cross = pd.DataFrame([
+        {"sweep": sweep, "impl": impl, "baseline": "gemm", "gpu": spec.name, "source": "model (prediction)",
+         **crossover(predict(spec, ["gemm", impl], sweep, model_sizes, "best", "float32", resources), impl, "gemm")}
+        for sweep in SWEEPS for impl in ("strassen1", "strassen2-hybrid", "strassen2-direct")])
+    measured_on = _device(run)
+    claim_rows = claims(sweeps, run["memlimit"])
+    if not claim_rows.empty:
+        claim_rows.insert(3, "measured on", measured_on)
     return {
         "strategies": (strategies, ""),
         **{k: (v, "") for k, v in var_tables.items()},
@@ -153,8 +170,10 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None) -> dict[st
         "model_bounds": (bounds, ""),
         "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
-        "numerical_error": (error, "no results with errors in this run"),
-        "claims": (claims(sweeps, run["memlimit"]), ""),
+        "model_crossover": (model_cross, ""),
+        "numerical_error": (error, "no timed results in this run"),
+        "numerical_error_checks": (checked, "no verification results in this run"),
+        "claims": (claim_rows, ""),
     }
 
 
@@ -176,48 +195,89 @@ def _header(run: dict) -> tuple[str, bool]:
     return f"<table class='header'>{body}</table>", cpu_run
 
 
+CAPTIONS = {
+    "fig_stra_square": "Effective TFLOPS (2mnk / time) of every implementation over the paper's three sweeps "
+                       "(figure fig:stra_square): square, rank-k (k fixed), panel (m = n fixed); float32, median "
+                       "time per point; the dotted line is the GPU's FP32 peak.",
+    "fig_intro_comparison": "Speedup over cuBLAS on the square sweep (figure fig:intro_comparison); a vertical "
+                            "line marks where an implementation stays faster than cuBLAS at every larger size.",
+    "fig_model_square": "The performance model (Sec. s:model; dashed, a prediction) beside measurements with "
+                        "the Huge and Small strategies (solid; figure fig:model_square).",
+    "fig_model_sweeps": "The model's predictions for the three sweeps on the paper's axes (predictions only; "
+                        "the crossovers are in the model crossover table).",
+    "fig_memlimit": "The largest square problem each implementation can run in the free memory (the paper: "
+                    "36,000 for 1-level Strassen vs 22,500 for the 2-level reference on a 16 GB V100); green "
+                    "bars were confirmed by running at n and running out of memory at n + step.",
+}
+SOURCES = {
+    "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
+    "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_memlimit": ["memlimit.csv"],
+}
+
+
 def build_report(data: Path, out: Path, resources_path: Path | None = None) -> list[Path]:
+    """Write ``out/index.html`` with every figure (PNG and PDF, captioned with what it shows and where its data
+    came from) and table (Markdown under ``out/tables``, each linked); return the files written."""
     run = load_run(data)
     sweeps = run["sweeps"]
     spec, measured_gpu = spec_for(run["system"], sweeps)
     header, cpu_run = _header(run)
     figures, tables = out / "figures", out / "tables"
-    device = (run["system"].get("gpu") or {}).get("gpu") or "CPU stand-ins (numpy engine)"
+    device = _device(run)
+    model_name = f"{spec.name} ({'this GPU' if measured_gpu else 'the paper'}'s model)"
     written: list[Path] = []
     peak = spec.tau_flop() / 1e12 if measured_gpu else None
-    written += fig_stra_square(sweeps, figures, peak, f"effective TFLOPS, {device}")
-    written += fig_intro_comparison(sweeps, figures, f"speedup over cuBLAS, {device}")
+    written += fig_stra_square(sweeps, figures, peak, device, cpu=cpu_run)
+    written += fig_intro_comparison(sweeps, figures, device, cpu=cpu_run)
     sizes = sorted(set(sweeps[sweeps["sweep"] == "square"]["x"].astype(int))) if not sweeps.empty else []
     model_sizes = sorted(set(sizes) | set(range(512, 20481, 512)))  # the paper's axis, and this run's sizes
     resources = load_resources(resources_path) if resources_path else None
     model = pd.concat([predict(spec, ["gemm", "strassen1", "strassen2-direct"], "square", model_sizes, s, "float32",
                                resources) for s in ("Huge", "Small")], ignore_index=True)
-    written += fig_model_square(model, run["strategies"], figures,
-                                f"model ({spec.name}, prediction, dashed) vs measured ({device}, solid)")
-    sections = []
-    for name, (frame, empty) in _tables(run, spec, resources).items():
+    written += fig_model_square(model, run["strategies"], figures, spec.name, device)
+    paper_axis = list(range(512, 20481, 512))
+    sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, paper_axis, "best", "float32", resources)
+                              .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
+    written += fig_model_sweeps(sweeps_model, figures, spec.name)
+    written += fig_memlimit(run["memlimit"], figures, device)
+    sections, contents = [], []
+    for name, (frame, empty) in _tables(run, spec, resources, model_sizes).items():
         markdown, table_html = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)
         written.append(path)
-        sections.append(f"<h3 id='{name}'>{name.replace('_', ' ')}</h3>{table_html}")
+        sections.append(f"<h3 id='{name}'>{name.replace('_', ' ')} (<a href='tables/{name}.md'>Markdown</a>)</h3>"
+                        f"{table_html}")
+        contents.append(f"<a href='#{name}'>{name.replace('_', ' ')}</a>")
+    # Tables other steps wrote beside ours (the workflow's schedule tables), linked too.
+    extra = sorted(p for p in tables.glob("*.md") if p.stem not in REPORT_TABLES) if tables.is_dir() else []
+    if extra:
+        links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>" for p in extra)
+        sections.append(f"<h3 id='more_tables'>more tables</h3><ul>{links}</ul>")
+        contents.append("<a href='#more_tables'>more tables</a>")
     banner = ""
     if cpu_run:
         banner = ("<div class='banner'>CPU run: no GPU was used. Timings are of CPU stand-ins on the numpy "
                   "engine at smoke sizes and say nothing about any GPU; model curves are predictions for "
                   f"{html.escape(spec.name)}.</div>")
-    figs = "".join(
-        f"<figure><img src='figures/{f}.png' alt='{f}'><figcaption>{f} "
-        f"(<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>" for f in REPORT_FIGURES)
+    figs = []
+    for f in REPORT_FIGURES:
+        files = ", ".join(SOURCES[f])
+        source = (f"Data: {html.escape(files)} in {html.escape(str(data))}, measured on {html.escape(device)}."
+                  if files else f"Model for {html.escape(model_name)}; no measurement.")
+        figs.append(f"<figure id='{f}'><img src='figures/{f}.png' alt='{f}'><figcaption><b>{f}.</b> "
+                    f"{html.escape(CAPTIONS[f])} {source} (<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>")
+        contents.insert(len(figs) - 1, f"<a href='#{f}'>{f}</a>")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>strassenbench report</title>
 <style>body{{font-family:sans-serif;max-width:1200px;margin:auto}} img{{max-width:100%}}
 .banner{{background:#fde68a;border:2px solid #b45309;padding:.8em;font-weight:bold}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px}}
-.note{{color:#666;font-style:italic}}</style></head><body>
+figcaption{{font-size:13px;margin-bottom:1.5em}} .note{{color:#666;font-style:italic}}</style></head><body>
 <h1>strassenbench: Strassen's algorithm with fused kernels (FLAME Working Note #88)</h1>
 {banner}{header}
-<h2>Figures</h2>{figs}
+<p>Contents: {' &middot; '.join(contents)}</p>
+<h2>Figures</h2>{''.join(figs)}
 <h2>Tables</h2>{''.join(sections)}
 </body></html>
 """

@@ -12,13 +12,14 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from ..impls import IMPLS  # noqa: E402
-from ..sweeps import SWEEPS  # noqa: E402
+from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 
-__all__ = ["save", "fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_compare"]
+__all__ = ["save", "fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps",
+           "fig_memlimit", "fig_compare", "panel_labels"]
 
 ORDER = [impl.label for impl in IMPLS.values()]  # legend order: the registry's (cuBLAS, CUTLASS, ours, ...)
-PANEL_TITLES = {"square": "m = k = n", "rankk": "k = 4096, m = n varying", "panel": "m = n = 8192, k varying"}
+Y_TFLOPS = "effective TFLOPS = 2mnk / time"
 
 
 def save(fig: plt.Figure, out: Path, stem: str) -> list[Path]:
@@ -38,8 +39,45 @@ def _empty(ax: plt.Axes, text: str) -> None:
     ax.set_yticks([])
 
 
-def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, title: str) -> list[Path]:
-    """Figure fig:stra_square: effective TFLOPS vs size in three panels, the peak marked."""
+def panel_labels(sweep: str, fixed: int | None) -> tuple[str, str]:
+    """(panel title, x-axis name) of a sweep as in the paper's figure fig:stra_square, with the fixed size this
+    run used (smoke runs shrink it)."""
+    fixed = fixed or PAPER_FIXED[sweep]
+    return {
+        "square": ("m = k = n", "m = k = n"),
+        "rankk": (f"k = {fixed:,}, m = n vary", f"m = n (k = {fixed:,})"),
+        "panel": (f"m = n = {fixed:,}, k vary", f"k (m = n = {fixed:,})"),
+    }[sweep]
+
+
+def _fixed(part: pd.DataFrame, sweep: str) -> int | None:
+    if part.empty or sweep == "square":
+        return None
+    return int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
+
+
+def _legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
+    """One legend for the figure, below the plots (outside the data), from every axis's labelled lines."""
+    handles, labels = [], []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+        if ax.get_legend():
+            ax.get_legend().remove()
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(ncol, len(labels)),
+                   frameon=False, fontsize=8)
+
+
+def _stand_in(labels: list[str], cpu: bool) -> dict[str, str]:
+    return {label: f"{label} [numpy stand-in]" if cpu else label for label in labels}
+
+
+def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, device: str,
+                    cpu: bool = False) -> list[Path]:
+    """Figure fig:stra_square: effective TFLOPS vs size in the paper's three panels, the peak marked."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
     good = ok_rows(frame)
@@ -49,25 +87,25 @@ def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, t
             _empty(ax, f"no {sweep} results in this run")
         else:
             hue = [label for label in ORDER if label in set(part["label"])]
+            names = _stand_in(hue, cpu)
+            part = part.assign(label=part["label"].map(names))
+            hue = [names[h] for h in hue]
             sns.lineplot(data=part, x="x", y="tflops", hue="label", hue_order=hue, style="label", style_order=hue,
                          markers=True, dashes=False, ax=ax)
-            ax.legend(fontsize=7, loc="lower right")
         if peak_tflops:
             ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1)
             ax.annotate(f"FP32 peak {peak_tflops:.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
                         va="bottom", fontsize=7)
-        title = PANEL_TITLES[sweep]
-        if not part.empty and sweep != "square":  # the fixed size this run used (smoke runs shrink it)
-            fixed = int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
-            title = title.replace("4096", f"{fixed:,}") if sweep == "rankk" else title.replace("8192", f"{fixed:,}")
-        ax.set_title(title)
-        ax.set_xlabel("x")
-        ax.set_ylabel("effective TFLOPS = 2mnk / time")
-    fig.suptitle(title)
+        panel_title, x_name = panel_labels(sweep, _fixed(part, sweep))
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_name)
+        ax.set_ylabel(Y_TFLOPS)
+    _legend_below(fig, axes)
+    fig.suptitle(f"Performance of Strassen implementations, single precision: {device}")
     return save(fig, out, "fig_stra_square")
 
 
-def fig_intro_comparison(frame: pd.DataFrame, out: Path, title: str) -> list[Path]:
+def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> list[Path]:
     """Figure fig:intro_comparison: speedup over cuBLAS on the square sweep, break-even points annotated."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -77,7 +115,9 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, title: str) -> list[Pat
         _empty(ax, "no square-sweep results with cuBLAS in this run")
     else:
         hue = [label for label in ORDER if label in set(s["label"])]
-        sns.lineplot(data=s, x="x", y="speedup", hue="label", hue_order=hue, marker="o", ax=ax)
+        names = _stand_in(hue, cpu)
+        s = s.assign(label=s["label"].map(names))
+        sns.lineplot(data=s, x="x", y="speedup", hue="label", hue_order=[names[h] for h in hue], marker="o", ax=ax)
         ax.axhline(1.0, color="black", linewidth=1)
         for impl in ("strassen1", "strassen2-hybrid", "strassen1-ref", "strassen2-ref"):
             cross = measured_crossover(frame, impl)
@@ -85,38 +125,81 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, title: str) -> list[Pat
                 ax.axvline(cross["stable"], color="grey", linestyle=":", linewidth=0.8)
                 ax.annotate(f"{impl}: {cross['stable']:,}", (cross["stable"], 1.0), rotation=90, fontsize=7,
                             va="bottom", ha="right")
-        ax.legend(fontsize=7)
     ax.set_xlabel("m = k = n")
-    ax.set_ylabel("speedup over cuBLAS")
-    ax.set_title(title)
+    ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
+    _legend_below(fig, [ax], ncol=3)
+    ax.set_title(f"Speedup over cuBLAS, square problems, single precision: {device}")
     return save(fig, out, "fig_intro_comparison")
 
 
-def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame, out: Path, title: str) -> list[Path]:
+MODEL_COLORS = (("gemm", "tab:blue"), ("strassen1", "tab:red"), ("strassen2-direct", "tab:green"))
+
+
+def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame, out: Path, gpu: str, device: str) -> list[Path]:
     """Figure fig:model_square: modeled (dashed) vs measured (solid) for the Huge and Small strategies."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     good = ok_rows(measured) if measured is not None else pd.DataFrame()
     for ax, strategy in zip(axes, ("Huge", "Small")):
         part = model[model["strategy"] == strategy]
-        for impl, color in (("gemm", "tab:blue"), ("strassen1", "tab:red"), ("strassen2-direct", "tab:green")):
+        for impl, color in MODEL_COLORS:
+            label = IMPLS[impl].label
             line = part[part["impl"] == impl]
             if not line.empty:
-                ax.plot(line["x"], line["tflops"], linestyle="--", color=color, label=f"{impl} (model)")
+                ax.plot(line["x"], line["tflops"], linestyle="--", color=color, label=f"{label} (model, {gpu})")
             if not good.empty:
                 meas = good[(good["impl"] == impl) & (good["strategy"] == strategy)].sort_values("x")
                 if not meas.empty:
                     ax.plot(meas["x"], meas["tflops"], linestyle="-", marker="o", color=color,
-                            label=f"{impl} (measured)")
+                            label=f"{label} (measured, {device})")
         if good.empty:
             ax.text(0.02, 0.02, "no measurement with this strategy in this run (model only)",
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(f"{strategy} strategy")
         ax.set_xlabel("m = k = n")
-        ax.set_ylabel("effective TFLOPS")
-        ax.legend(fontsize=7)
-    fig.suptitle(title)
+        ax.set_ylabel(Y_TFLOPS)
+    _legend_below(fig, axes, ncol=3)
+    fig.suptitle(f"Performance model (prediction, dashed) vs measurement (solid), single precision: {gpu}")
     return save(fig, out, "fig_model_square")
+
+
+def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
+    """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    for ax, sweep in zip(axes, SWEEPS):
+        part = model[model["sweep"] == sweep]
+        for impl in dict.fromkeys(part["impl"]):
+            line = part[part["impl"] == impl].sort_values("x")
+            ax.plot(line["x"], line["tflops"], linestyle="--", label=f"{IMPLS[impl].label} (model)")
+        panel_title, x_name = panel_labels(sweep, None)
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_name)
+        ax.set_ylabel(Y_TFLOPS)
+    _legend_below(fig, axes)
+    fig.suptitle(f"Performance model, the paper's three sweeps, single precision: {gpu} (prediction, not measured)")
+    return save(fig, out, "fig_model_sweeps")
+
+
+def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> list[Path]:
+    """The largest square problem each implementation can run in the memory there is (paper: 36,000 for 1-level
+    Strassen vs 22,500 for the 2-level reference on a 16 GB V100)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if memlimit is None or memlimit.empty:
+        _empty(ax, "no memlimit results in this run")
+    else:
+        rows = memlimit.iloc[::-1]
+        colors = ["tab:green" if str(c).lower() == "true" else "tab:grey" for c in rows["confirmed"]]
+        ax.barh(rows["label"].astype(str), rows["predicted_n"], color=colors)
+        for y, (n, confirmed) in enumerate(zip(rows["predicted_n"], rows["confirmed"])):
+            note = "confirmed by a run" if str(confirmed).lower() == "true" else "not confirmed"
+            ax.annotate(f" {int(n):,} ({note})", (n, y), va="center", fontsize=7)
+        free = int(memlimit["free_bytes"].iloc[0])
+        ax.set_title(f"Largest square problem that fits: {device}, {free / 2**30:,.2f} GiB free")
+        ax.set_xlim(0, rows["predicted_n"].max() * 1.45)
+    ax.set_xlabel("largest n (m = k = n), float32")
+    return save(fig, out, "fig_memlimit")
 
 
 def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> list[Path]:
@@ -133,10 +216,10 @@ def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> list[Path]:
         data = pd.concat(parts)
         sns.lineplot(data=data, x="x", y="speedup", hue="label", style="gpu", markers=True, ax=ax)
         ax.axhline(1.0, color="black", linewidth=1)
-        ax.legend(fontsize=7)
+        _legend_below(fig, [ax], ncol=3)
     else:
         _empty(ax, "no square-sweep results with cuBLAS to compare")
     ax.set_xlabel("m = k = n")
-    ax.set_ylabel("speedup over cuBLAS")
-    ax.set_title("speedup over cuBLAS per GPU")
+    ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
+    ax.set_title("Speedup over cuBLAS per GPU, square problems, single precision")
     return save(fig, out, "fig_compare_speedup")

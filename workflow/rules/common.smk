@@ -2,8 +2,15 @@
 import os
 import sys
 
+from snakemake.exceptions import WorkflowError
+
 from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
+from strassenbench.strategies import STRATEGIES
 from strassenbench.sweeps import SWEEPS
+
+# Names accepted in any case by the schema, used as spelled in the project from here on.
+config["profile"] = config["profile"].lower()
+config["strategy"] = {s.lower(): s for s in ["best", *STRATEGIES]}[config["strategy"].lower()]
 
 if config["assume_gpu"]:  # plan as if this GPU were visible (dry runs: `-n --config assume_gpu=NAME@sm_XY`)
     _name, _, _arch = config["assume_gpu"].partition("@")
@@ -15,6 +22,28 @@ else:
     DEVICE_ARCH = gpu_arch() if BACKEND == "cuda" else None
 PROFILE = config["profile"] if BACKEND == "cuda" else "smoke"
 GRID = config["profiles"][PROFILE]
+
+
+def _check_config():
+    """What the schema cannot say, checked before any job runs: every size range of every profile parses
+    (start <= stop, step > 0) and every compare folder exists."""
+    from strassenbench.sweeps import parse_sizes
+
+    for name, grid in config["profiles"].items():
+        found = [(f"sweeps.{s}", g["sizes"]) for s, g in grid.get("sweeps", {}).items()]
+        if "model_strategies" in grid:
+            found.append(("model_strategies", grid["model_strategies"]["sizes"]))
+        for where, text in found:
+            try:
+                parse_sizes(text)
+            except ValueError as err:
+                raise WorkflowError(f"config: profiles.{name}.{where}.sizes {text!r}: {err}") from None
+    for folder in config["compare"]:
+        if not os.path.isdir(folder):
+            raise WorkflowError(f"config: compare folder {folder!r} does not exist")
+
+
+_check_config()
 ARCHS = sorted(set(config["archs"]) | ({DEVICE_ARCH} if DEVICE_ARCH else set()))
 MODEL_GPU = config["model_gpu"] if config["model_gpu"] != "auto" else ("device" if BACKEND == "cuda" else "V100")
 SWEEP_NAMES = list(SWEEPS)
@@ -115,3 +144,16 @@ def all_outputs():
     if config["compare"]:
         outputs.append("report/compare/index.html")
     return outputs
+
+
+def finish_message():
+    """The main command's last words: where the report is, and on a CPU run what was run and why."""
+    lines = [f"strassenbench: report in {os.path.abspath('report/index.html')}"]
+    if BACKEND != "cuda":
+        lines.append(f"strassenbench: CPU run ({BACKEND_REASON}): the smoke profile on the {BACKEND} engine; "
+                     "no GPU number was produced")
+    return "\n".join(lines)
+
+
+onsuccess:
+    print(finish_message(), file=sys.stderr)

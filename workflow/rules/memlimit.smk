@@ -5,7 +5,7 @@ rule memlimit:
     input:
         lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
     output:
-        "data/{device}/memlimit.csv",
+        "results/{device}/memlimit.csv",
     log:
         "logs/{device}/memlimit.log",
     conda:
@@ -20,3 +20,17 @@ rule memlimit:
     shell:
         "strassenbench memlimit --engine {params.engine} --impl {params.impls} --step {params.step} "
         "{params.budget} --out {output} > {log} 2>&1"
+
+
+rule collect_memlimit:
+    """Published to data/ only once the experiment succeeded (a failed job never deletes the last result)."""
+    input:
+        "results/{device}/memlimit.csv",
+    output:
+        "data/{device}/memlimit.csv",
+    log:
+        "logs/{device}/collect_memlimit.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "strassenbench collect {input} --out {output} > {log} 2>&1"

@@ -1,13 +1,14 @@
 # Timed sweeps (paper, Sec. s:gpu_exp): one job per (sweep, implementation), one GPU per job. A job's
 # results accumulate in results/ (not a declared output, so an interrupted job keeps its finished points and
-# the rerun resumes them) and are published to data/ when the job completes.
+# the rerun resumes them); its part goes to results/ too, and data/ is written only by the collect step
+# after every part succeeded, so a failed job never deletes a published result.
 
 
 rule sweep:
     input:
         lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
     output:
-        "data/{device}/parts/{sweep}/{impl}.csv",
+        "results/{device}/parts/{sweep}/{impl}.csv",
     log:
         "logs/{device}/sweep/{sweep}_{impl}.log",
     conda:
@@ -31,7 +32,7 @@ rule sweep:
 
 rule collect_sweep:
     input:
-        expand("data/{{device}}/parts/{{sweep}}/{impl}.csv", impl=run_impls()),
+        expand("results/{{device}}/parts/{{sweep}}/{impl}.csv", impl=run_impls()),
     output:
         "data/{device}/{sweep}.csv",
     log:
