@@ -1,8 +1,16 @@
 # strassenbench: reproduce FLAME Working Note #88 ("Implementing Strassen's Algorithm with CUTLASS on
 # NVIDIA Volta GPUs"). `snakemake --cores 1` runs it; `--config profile=smoke` picks the small grid.
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
+from strassenbench.configfile import ConfigFileError, check_config_file
+
 min_version("8.0")
+
+try:  # a missing file or a YAML error: one line naming file, line and column
+    check_config_file("config/config.yaml")
+except ConfigFileError as err:
+    raise WorkflowError(str(err)) from None
 
 
 configfile: "config/config.yaml"

@@ -95,6 +95,20 @@ def test_dry_run_with_compare(workdir):
     assert _job_counts(proc.stdout).get("compare") == 1
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    (None, "config file config/config.yaml does not exist"),
+    ('profile: "paper\n', "config file config/config.yaml, line 2, column 1"),
+])
+def test_config_file_errors_name_the_file_and_line(workdir, text, message):
+    config = workdir / "config/config.yaml"
+    if text is None:
+        config.unlink()
+    else:
+        config.write_text(text)
+    proc = _snakemake(["-n"], workdir)
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+
+
 def test_config_errors_stop_the_run_before_any_job(workdir):
     """What the schema cannot say (a size range whose start is past its stop, a compare folder that does not
     exist) stops the workflow before any job, naming the key."""
