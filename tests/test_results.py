@@ -152,3 +152,25 @@ def test_user_mistakes_are_one_line_and_change_nothing(argv: list[str], message:
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert (tmp_path / "file.txt").read_text() == "keep me\n"
+
+
+def test_result_files_follow_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from strassenbench.io import write_atomic
+
+    write_atomic(tmp_path / "r.csv", "a\n")
+    mode = stat.S_IMODE((tmp_path / "r.csv").stat().st_mode)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert mode == 0o666 & ~mask
+
+
+def test_names_in_any_case() -> None:
+    from strassenbench.cli import build_parser
+
+    args = build_parser().parse_args(["build", "--arch", "sm_80", "--strategy", "huge", "--strategy", "SMALL"])
+    assert args.strategy == ["Huge", "Small"]
+    args = build_parser().parse_args(["bench", "--impl", "gemm", "--strategy", "BEST", "--out", "x.csv"])
+    assert args.strategy == "best"
