@@ -323,8 +323,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     for name in args.impl:
         get_impl(name).check(args.engine, None, None)
-    backend = _backend(args.engine)
     points = _points(args)
+    if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
+        biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
+        _check_memory(biggest.m, biggest.n, biggest.k)
+    backend = _backend(args.engine)
     if args.engine == "numpy":
         print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
               file=sys.stderr)

@@ -143,6 +143,10 @@ def test_smoke_run_end_to_end_on_cpu(workdir):
     assert "makespan 4 products (lower bound 4" in (workdir / "report/tables/schedule_L1_S2.md").read_text()
     page = (workdir / "report/index.html").read_text()
     assert "CPU run: no GPU was used" in page
+    linked = set(re.findall(r"(?:href|src)='([^'#]+)'", page))
+    report_files = {str(p.relative_to(workdir / "report")) for p in (workdir / "report").rglob("*") if p.is_file()}
+    assert report_files - {"index.html"} <= linked, sorted(report_files - linked)
+    assert "strassenbench: report in" in proc.stderr and "the smoke profile on the numpy engine" in proc.stderr
     for fig in REPORT_FIGURES:
         for ext in ("png", "pdf"):
             assert (workdir / f"report/figures/{fig}.{ext}").is_file(), fig

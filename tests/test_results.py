@@ -132,6 +132,8 @@ BAD = [
     (["bench", "--impl", "gemm", "--max-noise", "0", "--out", "{tmp}/b.csv"], "not positive"),
     (["bench", "--impl", "gemm", "--sizes", "64", "--out", "{tmp}"], "is a folder"),
     (["bench", "--impl", "gemm", "--sizes", "64", "--out", "{tmp}/file.txt/b.csv"], "is a file, not a folder"),
+    (["bench", "--impl", "gemm", "--sweep", "custom", "--shapes", "1000000x1000000x8", "--out", "{tmp}/b.csv"],
+     "GiB of host memory"),
     (["schedule", "--levels", "1", "--streams", "1000000"], "above the maximum 49"),
     (["variants", "--levels", "99"], "above the maximum 4"),
     (["verify", "--levels", "1", "--m", "1000000000", "--n", "4", "--k", "4"], "GiB of host memory"),
@@ -174,3 +176,14 @@ def test_names_in_any_case() -> None:
     assert args.strategy == ["Huge", "Small"]
     args = build_parser().parse_args(["bench", "--impl", "gemm", "--strategy", "BEST", "--out", "x.csv"])
     assert args.strategy == "best"
+
+
+@pytest.mark.parametrize(("content", "message"), [(b"", "empty file"), (b"\x00\x01binary", "not a CSV file")])
+def test_bench_resume_refuses_an_empty_or_binary_file(content: bytes, message: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "square.csv"
+    out.write_bytes(content)
+    assert main(["bench", "--impl", "gemm", "--sizes", "32", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(out) in err and "Traceback" not in err
+    assert out.read_bytes() == content
