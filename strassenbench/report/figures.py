@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from ..impls import IMPLS  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
@@ -56,6 +57,12 @@ def _fixed(part: pd.DataFrame, sweep: str) -> int | None:
     return int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
 
 
+def _size_axis(ax: plt.Axes) -> None:
+    """At most six size ticks, with thousands separators (20,480 rather than 20480), so labels never collide."""
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+
+
 def _legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
     """One legend for the figure, below the plots (outside the data), from every axis's labelled lines."""
     handles, labels = [], []
@@ -99,6 +106,7 @@ def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, d
         panel_title, x_name = panel_labels(sweep, _fixed(part, sweep))
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
+        _size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
     _legend_below(fig, axes)
     fig.suptitle(f"Performance of Strassen implementations, single precision: {device}")
@@ -126,6 +134,7 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool 
                 ax.annotate(f"{impl}: {cross['stable']:,}", (cross["stable"], 1.0), rotation=90, fontsize=7,
                             va="bottom", ha="right")
     ax.set_xlabel("m = k = n")
+    _size_axis(ax)
     ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
     _legend_below(fig, [ax], ncol=3)
     ax.set_title(f"Speedup over cuBLAS, square problems, single precision: {device}")
@@ -157,6 +166,7 @@ def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame, out: Path, gpu
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(f"{strategy} strategy")
         ax.set_xlabel("m = k = n")
+        _size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
     _legend_below(fig, axes, ncol=3)
     fig.suptitle(f"Performance model (prediction, dashed) vs measurement (solid), single precision: {gpu}")
@@ -175,6 +185,7 @@ def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
         panel_title, x_name = panel_labels(sweep, None)
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
+        _size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
     _legend_below(fig, axes)
     fig.suptitle(f"Performance model, the paper's three sweeps, single precision: {gpu} (prediction, not measured)")
