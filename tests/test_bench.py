@@ -119,8 +119,36 @@ def test_sampling_stops_on_noise_or_cap() -> None:
     assert steady.converged and len(steady.times) == 5
     noisy = sample(lambda: None, Fake([1.0, 3.0] * 50), Criterion(min_samples=5, min_time=0.0, max_samples=20,
                                                                   warmup=0))
-    assert not noisy.converged and len(noisy.times) == 20
+    assert not noisy.converged and len(noisy.times) == 20 and noisy.stop == "max_samples"
+    assert steady.stop == "noise"
     assert Samples([1.0, 1.0]).rel_stdev == 0.0
+
+
+class _Replay:
+    """A timer that returns a fixed sequence of sample times."""
+
+    def __init__(self, times) -> None:  # noqa: ANN001
+        self.times = iter(times)
+
+    def flush(self) -> None:
+        pass
+
+    def time(self, fn) -> float:  # noqa: ANN001
+        return next(self.times)
+
+
+def test_noise_that_stopped_falling_ends_sampling_after_64() -> None:
+    """nvbench's exit: a point whose noise stays far above the target stops once the relative stdev has moved
+    by less than 5% over the last 16 samples (after 64), rather than running to the time cap."""
+    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.001, max_time=1e9, warmup=0)
+    noisy = sample(lambda: None, _Replay([1.0, 3.0] * 5000), criterion)
+    assert noisy.stop == "stable" and not noisy.converged
+    assert 64 <= len(noisy.times) < 200
+    window = noisy.noise[-16:]
+    assert max(window) - min(window) < 0.05 * sum(window) / 16
+    # noise still falling fast (a drift that shrinks) does not take that exit before 64 samples
+    drifting = sample(lambda: None, _Replay([1.0 + 10.0 / (i + 1) for i in range(63)] + [1.0] * 5000), criterion)
+    assert len(drifting.times) >= 64
 
 
 def test_memlimit_prediction_matches_the_formula() -> None:

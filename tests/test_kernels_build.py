@@ -210,3 +210,46 @@ def test_cutlass_baseline_row_and_our_gemm_beside_it(table: str, request: pytest
                  & (frame["W_C"] == 1) & (frame["write_mode"] == "plain") & (frame["loads"] == "vector")].iloc[0]
     assert ours["loop_ffma_share"] >= ref["loop_ffma_share"]
     assert ours["loop_instructions"] <= ref["loop_instructions"]
+
+
+@pytest.mark.parametrize(("cc", "arch"), [("70", "sm_70"), ("75", "sm_70"), ("80", "sm_80"), ("86", "sm_80"),
+                                          ("89", "sm_80"), ("90", "sm_90")])
+def test_every_compute_capability_maps_to_the_build_it_runs(cc: str, arch: str) -> None:
+    from strassenbench.fused.cuda import build_arch
+
+    assert build_arch(cc) == arch
+
+
+@pytest.mark.parametrize("cc", ["61", "100", "120", "x"])
+def test_a_gpu_without_a_build_is_one_clear_error(cc: str) -> None:
+    from strassenbench.fused.cuda import CudaError, build_arch
+
+    with pytest.raises(CudaError, match="has no build|unrecognised"):
+        build_arch(cc)
+
+
+def test_loading_refuses_a_cubin_from_other_sources(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The cuda engine checks a cubin's stamp before loading it: built from other kernel sources, it is one
+    error naming the fix (CuPy's module loading stubbed: no GPU needed)."""
+    from strassenbench.fused import cuda
+
+    class Loaded:
+        def get_function(self, name: str) -> str:
+            return f"loaded {name}"
+
+    monkeypatch.setattr(cuda, "module", lambda build_dir, cubin: Loaded())
+
+    sources = tmp_path / "kernels"
+    shutil.copytree(kernels_dir(), sources)
+    monkeypatch.setenv("STRASSENBENCH_KERNELS", str(sources))
+    out = tmp_path / "build"
+    build(["sm_80"], out, dtypes=("float32",), strategies=("Small",), counts=((1, 1, 1),))
+    kernel = "strassen_f32_small_w1x1x1_plain"
+    for cached in (cuda._index, cuda._check_fresh, cuda.function):
+        cached.cache_clear()
+    assert cuda.function(str(out), "sm_80", kernel) == f"loaded {kernel}"  # fresh: the stamp passes
+    (sources / "epilogue.cuh").write_text((sources / "epilogue.cuh").read_text() + "\n// changed\n")
+    for cached in (cuda._index, cuda._check_fresh, cuda.function):
+        cached.cache_clear()
+    with pytest.raises(cuda.CudaError, match="built from other kernel sources or by another nvcc"):
+        cuda.function(str(out), "sm_80", kernel)

@@ -3,7 +3,10 @@
 Each sample is one call, timed by CUDA events on the GPU or by perf_counter on the host, with the L2 cache
 flushed before it (a write of a buffer at least the L2 size; on the host the last-level cache). Sampling
 stops once at least ``min_time`` seconds of samples and ``min_samples`` samples are taken and the relative
-standard deviation of the samples is below ``max_noise``, or when ``max_time`` seconds have been spent.
+standard deviation of the samples is below ``max_noise``, or when ``max_time`` seconds have been spent, or, as
+nvbench does for inherently noisy points, once the noise has stopped falling: after ``stable_after``
+samples, when the relative standard deviation has moved by less than ``stable_change`` (relative) over the
+last ``stable_window`` samples (``Samples.stop`` says which rule stopped it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ class Criterion:
     max_time: float = 15.0  # cap on wall time per measurement, samples and flushes included
     max_samples: int = 10_000
     warmup: int = 2
+    stable_after: int = 64  # samples before the noise-has-stopped-falling exit applies
+    stable_window: int = 16
+    stable_change: float = 0.05
 
 
 @dataclass
@@ -31,6 +37,8 @@ class Samples:
     times: list[float] = field(default_factory=list)
     flagged: int = 0  # samples taken while the device reported throttling
     converged: bool = False
+    stop: str = ""  # "noise" (converged), "stable" (noise stopped falling), "max_time" or "max_samples"
+    noise: list[float] = field(default_factory=list)  # the relative stdev after each sample
 
     @property
     def rel_stdev(self) -> float:
@@ -106,10 +114,28 @@ def sample(
         if throttled():
             out.flagged += 1
         measured = sum(out.times)
+        out.noise.append(out.rel_stdev)
         if len(out.times) >= criterion.min_samples and measured >= criterion.min_time:
             if out.rel_stdev < criterion.max_noise:
-                out.converged = True
+                out.converged, out.stop = True, "noise"
                 break
-        if time.perf_counter() - started >= criterion.max_time or len(out.times) >= criterion.max_samples:
+            if len(out.times) >= criterion.stable_after and _stable(out.noise, criterion):
+                out.stop = "stable"
+                break
+        if time.perf_counter() - started >= criterion.max_time:
+            out.stop = "max_time"
+            break
+        if len(out.times) >= criterion.max_samples:
+            out.stop = "max_samples"
             break
     return out
+
+
+def _stable(noise: list[float], criterion: Criterion) -> bool:
+    """The relative stdev moved by less than ``stable_change`` of its mean over the last ``stable_window``
+    samples (nvbench's exit for noise that will not fall below the target)."""
+    window = noise[-criterion.stable_window:]
+    if len(window) < criterion.stable_window or any(v != v for v in window):  # NaN: too few samples
+        return False
+    mean = statistics.fmean(window)
+    return mean > 0 and (max(window) - min(window)) < criterion.stable_change * mean

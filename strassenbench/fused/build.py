@@ -30,7 +30,7 @@ from .instances import Instance, instances, kernels_dir, operand_counts, render,
 from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
 
-__all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts"]
+__all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts", "unit_fresh"]
 
 RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
@@ -136,7 +136,7 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path) ->
     return rows
 
 
-def _unit_fresh(out: Path, unit: str, arch: str) -> bool:
+def unit_fresh(out: Path, unit: str, arch: str) -> bool:
     """The unit's files are all there and its stamp matches the sources it was built from and the present
     kernels, nvcc and flags."""
     source, table, index, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".csv", ".json", ".stamp"))
@@ -156,7 +156,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     ``<unit>_uncapped.cubin``: they get the registers they need (one block per SM fewer) rather than spill.
     ``<unit>.json`` maps each kernel to its cubin."""
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == render(selected) \
-            and _unit_fresh(out, unit, arch):
+            and unit_fresh(out, unit, arch):
         return False
     rows = _compile(arch, unit, selected, out)
     index = {inst.name: f"{unit}.cubin" for inst in selected}
@@ -180,7 +180,7 @@ def _arch_index(out: Path, arch: str) -> dict[str, str]:
     index: dict[str, str] = {}
     for unit_index in sorted(out.glob(f"strassen_{arch}_*.json")):
         unit = unit_index.stem
-        if _unit_fresh(out, unit, arch):
+        if unit_fresh(out, unit, arch):
             index.update(json.loads(unit_index.read_text()))
     return index
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .launch import Program
 
-__all__ = ["CudaError", "device_arch", "function", "module", "on_device", "run"]
+__all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "function", "module", "on_device", "run"]
 
 
 class CudaError(RuntimeError):
@@ -39,9 +39,27 @@ def on_device(fn, A, B, C):  # noqa: ANN001, ANN201
     return result
 
 
+# The builds a GPU runs, by compute-capability major: machine code is compatible within a major for equal or
+# higher minors (sm_86 and sm_89 run sm_80 code, sm_75 runs sm_70 code). Majors above 9 have no build yet.
+BUILD_FOR_MAJOR = {7: "sm_70", 8: "sm_80", 9: "sm_90"}
+
+
+def build_arch(compute_capability: str) -> str:
+    """The build a GPU of ``compute_capability`` ("86", "90", as CuPy reports it) runs: its major's."""
+    try:
+        major = int(compute_capability[:-1])
+    except ValueError:
+        raise CudaError(f"unrecognised compute capability {compute_capability!r}") from None
+    if major not in BUILD_FOR_MAJOR:
+        supported = ", ".join(f"{m}.x" for m in BUILD_FOR_MAJOR)
+        raise CudaError(f"compute capability {compute_capability[:-1]}.{compute_capability[-1]} has no build "
+                        f"(the kernels are built for {supported})")
+    return BUILD_FOR_MAJOR[major]
+
+
 def device_arch() -> str:
-    cupy = _cupy()
-    return f"sm_{cupy.cuda.Device().compute_capability}"  # e.g. "90"
+    """The build the current GPU runs (build_arch of its compute capability)."""
+    return build_arch(str(_cupy().cuda.Device().compute_capability))  # e.g. "86" -> "sm_80"
 
 
 @lru_cache(maxsize=None)
@@ -50,6 +68,22 @@ def _index(build_dir: str, arch: str) -> dict[str, str]:
     if not path.is_file():
         raise CudaError(f"{path} not found: run `strassenbench build --arch {arch} --out {build_dir}`")
     return json.loads(path.read_text())
+
+
+@lru_cache(maxsize=None)
+def _check_fresh(build_dir: str, arch: str, cubin: str) -> None:
+    """A cubin built from other kernel sources or by another nvcc (its stamp) is refused, naming the fix."""
+    from .build import unit_fresh
+    from .toolchain import ToolchainError
+
+    unit = cubin.removesuffix(".cubin").removesuffix("_uncapped")
+    try:
+        fresh = unit_fresh(Path(build_dir), unit, arch)
+    except ToolchainError as err:
+        raise CudaError(f"cannot check that {cubin} matches the kernel sources: {err}") from None
+    if not fresh:
+        raise CudaError(f"{Path(build_dir) / cubin} was built from other kernel sources or by another nvcc: "
+                        f"run `strassenbench build --arch {arch} --out {build_dir}` again")
 
 
 @lru_cache(maxsize=None)
@@ -64,6 +98,7 @@ def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
     if cubin is None:
         raise CudaError(f"{kernel} was not built for {arch}: run `strassenbench build --arch {arch} "
                         f"--out {build_dir}` with its dtype and strategy")
+    _check_fresh(build_dir, arch, cubin)
     return module(build_dir, cubin).get_function(kernel)
 
 

@@ -5,6 +5,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
+from strassenbench.fused.cuda import build_arch
 from strassenbench.strategies import STRATEGIES
 from strassenbench.sweeps import SWEEPS
 
@@ -15,11 +16,11 @@ config["strategy"] = {s.lower(): s for s in ["best", *STRATEGIES]}[config["strat
 if config["assume_gpu"]:  # plan as if this GPU were visible (dry runs: `-n --config assume_gpu=NAME@sm_XY`)
     _name, _, _arch = config["assume_gpu"].partition("@")
     BACKEND, BACKEND_REASON = "cuda", f"assumed GPU {_name}"
-    DEVICE, DEVICE_ARCH = slug(_name), _arch or None
+    DEVICE, DEVICE_ARCH = slug(_name), (build_arch(_arch[len("sm_"):]) if _arch else None)
 else:
     BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
     DEVICE = slug(visible_gpus()[0]) if BACKEND == "cuda" else "cpu"
-    DEVICE_ARCH = gpu_arch() if BACKEND == "cuda" else None
+    DEVICE_ARCH = build_arch(gpu_arch()[len("sm_"):]) if BACKEND == "cuda" else None  # sm_86 runs the sm_80 build
 PROFILE = config["profile"] if BACKEND == "cuda" else "smoke"
 GRID = config["profiles"][PROFILE]
 
