@@ -219,3 +219,38 @@ def test_sweep_options_apply_only_where_they_mean_something(tmp_path) -> None:  
     frame = run_sweep(points, NumpyBackend(), tmp_path / "o.csv", FAST, progress=False)
     assert (frame["status"] == "ok").all(), frame["message"].tolist()
     assert (frame["strategy"] == "").all() and (frame["scheme"] == "").all()  # nothing to choose on numpy
+
+
+def _error(name: str, status: int) -> BaseException:
+    """An exception of CuPy's class name and status, without CuPy."""
+    cls = type(name, (RuntimeError,), {})
+    err = cls(f"{name}: status {status}")
+    err.status = status
+    return err
+
+
+@pytest.mark.parametrize(("err", "oom"), [
+    (MemoryError(), True),
+    (_error("OutOfMemoryError", 0), True),
+    (_error("CUDARuntimeError", 2), True),   # cudaErrorMemoryAllocation
+    (_error("CUDADriverError", 2), True),    # CUDA_ERROR_OUT_OF_MEMORY
+    (_error("CUBLASError", 3), True),        # CUBLAS_STATUS_ALLOC_FAILED
+    (_error("CUDARuntimeError", 700), False),  # an illegal address is an error, not an oom
+    (_error("CUBLASError", 13), False),
+    (ValueError("bad"), False),
+])
+def test_allocation_failures_of_every_layer_are_oom(err: BaseException, oom: bool) -> None:
+    from strassenbench.bench.backends import is_oom
+
+    assert is_oom(err) is oom
+
+
+def test_a_cublas_allocation_failure_is_recorded_as_oom(monkeypatch: pytest.MonkeyPatch) -> None:
+    import strassenbench.bench.runner as runner
+
+    def fail(point) -> None:  # noqa: ANN001
+        raise _error("CUBLASError", 3)
+
+    monkeypatch.setattr(runner, "_inject", fail)
+    row = run_point(Point("cublas", 32, 32, 32), NumpyBackend(), FAST, 0, "build")
+    assert row["status"] == "oom" and row["message"].startswith("out of memory")

@@ -11,7 +11,7 @@ import numpy as np
 from .telemetry import Device, cuda_versions
 from .timing import CudaTimer, HostTimer
 
-__all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT"]
+__all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom"]
 
 REF64_LIMIT = 8192**3  # m n k up to this: the check's reference is float64; above: the working dtype
 
@@ -156,6 +156,19 @@ def _oom_errors() -> tuple[type[BaseException], ...]:
 
 
 OOM_ERRORS = _oom_errors()
+# Errors that are an out-of-memory when their status says so: the CUDA runtime's cudaErrorMemoryAllocation (2),
+# the driver's CUDA_ERROR_OUT_OF_MEMORY (2), cuBLAS's CUBLAS_STATUS_ALLOC_FAILED (3). By class name, so that the
+# rule holds (and is tested) without CuPy.
+_OOM_STATUS = {"CUDARuntimeError": 2, "CUDADriverError": 2, "CUBLASError": 3}
+
+
+def is_oom(err: BaseException) -> bool:
+    """Whether ``err`` means the device (or host) ran out of memory: MemoryError, CuPy's OutOfMemoryError, or a
+    CUDA runtime, driver or cuBLAS error whose status is an allocation failure."""
+    if isinstance(err, OOM_ERRORS) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    code = _OOM_STATUS.get(type(err).__name__)
+    return code is not None and getattr(err, "status", None) == code
 
 
 def make_backend(engine: str) -> Backend:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..impls import get_impl
 from ..results import MEMLIMIT_COLUMNS
-from .backends import OOM_ERRORS, Backend
+from .backends import Backend, is_oom
 
 __all__ = ["parse_bytes", "predict_max_n", "memlimit", "COLUMNS"]
 
@@ -68,8 +68,10 @@ def _run_cuda(backend: Backend, impl: str, n: int, dtype: str, build_dir: str) -
         chosen(*arrays, 1.0, 1.0, engine="cuda", **options)
         backend.synchronize()
         return "ok"
-    except OOM_ERRORS:
-        return "oom"
+    except Exception as err:  # noqa: BLE001 - an allocation failure of any layer is "oom"; others propagate
+        if is_oom(err):
+            return "oom"
+        raise
     finally:
         del arrays
         backend.free()

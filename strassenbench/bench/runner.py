@@ -28,7 +28,7 @@ from ..impls import get_impl
 from ..io import write_atomic
 from ..results import BENCH_COLUMNS, read_results
 from ..strategies import STRATEGIES
-from .backends import OOM_ERRORS, Backend
+from .backends import Backend, is_oom
 from .telemetry import git_commit, host_description
 from .timing import Criterion, sample
 
@@ -129,10 +129,12 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             "status": "ok" if err <= bound else "check_failed",
             "message": "" if err <= bound else f"relative error {err:.3e} above the bound {bound:.3e}",
         })
-    except OOM_ERRORS as oom:
-        row.update({"status": "oom", "message": f"out of memory: {str(oom).splitlines()[0][:160]}"})
     except Exception as err:  # noqa: BLE001 - recorded, and the sweep goes on
-        row.update({"status": "error", "message": f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"})
+        first = (str(err).splitlines() or [""])[0][:160]
+        if is_oom(err):
+            row.update({"status": "oom", "message": f"out of memory: {first}"})
+        else:
+            row.update({"status": "error", "message": f"{type(err).__name__}: {first}"})
     finally:
         backend.free()
     end = device.snapshot() if device else {}
