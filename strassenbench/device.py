@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -10,31 +11,50 @@ __all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug"]
 BACKENDS = ("auto", "cuda", "numpy")
 
 
+def _visible_handles(pynvml) -> list:  # noqa: ANN001
+    """NVML handles of the GPUs CUDA_VISIBLE_DEVICES leaves visible, in its order (NVML itself ignores it):
+    a UUID entry (GPU-...) by UUID, an integer by NVML's index (NVML numbers GPUs in PCI bus order; CUDA
+    agrees under CUDA_DEVICE_ORDER=PCI_BUS_ID, as SLURM's allocations are numbered). Unset: every GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    handles = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if not entry:
+            break
+        if entry.isdigit():
+            if int(entry) >= pynvml.nvmlDeviceGetCount():
+                break  # CUDA stops at the first invalid entry
+            handles.append(pynvml.nvmlDeviceGetHandleByIndex(int(entry)))
+        else:
+            handles.append(pynvml.nvmlDeviceGetHandleByUUID(entry))
+    return handles
+
+
 def visible_gpus() -> list[str]:
-    """Names of the NVIDIA GPUs pynvml can see; empty without a driver or device."""
+    """Names of the NVIDIA GPUs this process may use (CUDA_VISIBLE_DEVICES honoured); empty without a driver
+    or device."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            return [
-                str(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                for i in range(pynvml.nvmlDeviceGetCount())
-            ]
+            names = [pynvml.nvmlDeviceGetName(h) for h in _visible_handles(pynvml)]
+            return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no library, no driver, no device: all mean "no GPU"
+    except Exception:  # noqa: BLE001 - no library, driver or device: all mean "no GPU"
         return []
 
 
 def gpu_arch(index: int = 0) -> str | None:
-    """sm_XY of GPU ``index`` from pynvml, or None without one."""
+    """sm_XY of visible GPU ``index`` (CUDA_VISIBLE_DEVICES honoured) from pynvml, or None without one."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(_visible_handles(pynvml)[index])
             return f"sm_{major}{minor}"
         finally:
             pynvml.nvmlShutdown()

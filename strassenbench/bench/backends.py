@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .telemetry import Device, cuda_versions
+from .telemetry import Device, cuda_pci_bus_id, cuda_versions
 from .timing import CudaTimer, HostTimer
 
 __all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom"]
@@ -85,7 +85,7 @@ class CudaBackend(Backend):  # pragma: no cover - needs a GPU
         import cupy
 
         self.cupy = self.xp = cupy
-        self._device = Device(device_index)
+        self._device = Device(pci_bus_id=cuda_pci_bus_id(device_index))  # the GPU CUDA runs on, not NVML's 0
         self.l2_bytes = int(cupy.cuda.runtime.getDeviceProperties(device_index)["l2CacheSize"])
 
     def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201

@@ -10,7 +10,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["Device", "host_description", "git_commit", "THROTTLE_MASK"]
+__all__ = ["Device", "cuda_pci_bus_id", "host_description", "git_commit", "THROTTLE_MASK"]
 
 # Throttle reasons that slow a measurement down (nvmlClocksEventReason*): software power cap, hardware
 # slowdown, software/hardware thermal slowdown, power brake. Idle and application-clock settings are not.
@@ -43,17 +43,32 @@ def host_description() -> dict[str, object]:
             "numpy": np.__version__, "os": platform.platform()}
 
 
-class Device:
-    """pynvml handle of GPU ``index``; ``available`` is False without a driver or device."""
+def cuda_pci_bus_id(device: int = 0) -> str:  # pragma: no cover - needs a GPU
+    """The PCI bus id of CUDA device ``device`` as CUDA numbers it (after CUDA_VISIBLE_DEVICES), e.g.
+    '0000:3B:00.0'."""
+    import cupy
 
-    def __init__(self, index: int = 0) -> None:
+    return cupy.cuda.runtime.deviceGetPCIBusId(device)
+
+
+class Device:
+    """pynvml handle of a GPU; ``available`` is False without a driver or device.
+
+    NVML numbers GPUs by itself and ignores CUDA_VISIBLE_DEVICES, so under SLURM its index 0 is the node's
+    first GPU, not the one this job was given. Pass ``pci_bus_id`` (the CUDA device's, cuda_pci_bus_id) to
+    describe and watch the GPU that runs the work; ``index`` is NVML's own numbering."""
+
+    def __init__(self, index: int = 0, pci_bus_id: str | None = None) -> None:
         self.available = False
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            if pci_bus_id:
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+            else:
+                self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             self.available = True
         except Exception:  # noqa: BLE001 - no library, driver or device
             self.nvml = None
