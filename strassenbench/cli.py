@@ -95,7 +95,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _fraction(text: str) -> float:
+def _positive(text: str) -> float:
     value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value:g} is not positive")
@@ -253,16 +253,17 @@ def _fused_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .fused.build import build
+    from .fused.build import build, check_counts
 
     def report(arch: str, rebuilt: bool) -> None:
         print(f"strassenbench: {arch}: {'compiled' if rebuilt else 'up to date'}", file=sys.stderr)
 
     dtypes = tuple(args.dtype or DTYPES)
     strategies = tuple(args.strategy) if args.strategy else None
+    counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
+    check_counts(counts)  # before anything is printed: a bad request is one line
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (nvcc takes minutes per arch)",
           file=sys.stderr)
-    counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
     table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, counts=counts,
                   force=args.force, cutlass=args.cutlass, progress=report)
     spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
@@ -327,10 +328,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
         biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
         _check_memory(biggest.m, biggest.n, biggest.k)
-    backend = _backend(args.engine)
-    if args.engine == "numpy":
         print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
               file=sys.stderr)
+    backend = _backend(args.engine)
     try:
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
                           build_dir=args.build_dir, progress=False if args.no_progress else None)
@@ -408,8 +408,6 @@ def _impl_list(text: str) -> list[str]:
             get_impl(name)
         except ImplError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-    if not names:
-        raise argparse.ArgumentTypeError("no implementation given")
     return list(dict.fromkeys(names))
 
 
@@ -459,10 +457,8 @@ def _sizes(text: str) -> list[int]:
 def _impls(text: str) -> list[str]:
     names = _names(text)
     unknown = [name for name in names if name not in MODELED_IMPLS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown implementation '{unknown[0] if unknown else text}' (choose from {', '.join(MODELED_IMPLS)})"
-        )
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown implementation '{unknown[0]}' (choose from {', '.join(MODELED_IMPLS)})")
     return names
 
 
@@ -565,8 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_integer(0), default=0)
     p.add_argument("--min-samples", type=_integer(1), default=10)
     p.add_argument("--min-time", type=_seconds, default=0.5, help="seconds of samples before the noise test")
-    p.add_argument("--max-noise", type=_fraction, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
-    p.add_argument("--max-time", type=_fraction, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--max-noise", type=_positive, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
+    p.add_argument("--max-time", type=_positive, default=15.0, help="cap per measurement, seconds")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     p.set_defaults(func=_cmd_bench)

@@ -122,29 +122,22 @@ def read_results(path: str | Path, kind: str | None = None, *,
     for number, row in enumerate(body, start=2):
         if len(row) != len(header):
             raise ResultsError(f"{path}: line {number} has {len(row)} fields, the header {len(header)}")
-    text_columns = [c for c in header if c in expected.text]
     frame = pd.DataFrame(body, columns=header, dtype=str)
-    for column in header:
-        if column in text_columns:
-            continue
-        values = frame[column]
-        blank = values.str.strip() == ""
+
+    def refuse(column: str, bad: pd.Series, what: str) -> None:
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise ResultsError(f"{path}: line {line}: column {column!r} is not {what}: {frame[column][bad].iloc[0]!r}")
+
+    for column in (c for c in header if c not in expected.text):
+        parsed = pd.to_numeric(frame[column], errors="coerce")
+        not_number = parsed.isna() & (frame[column].str.strip() != "")
         if column in expected.integers:
-            parsed = pd.to_numeric(values, errors="coerce")
-            bad = parsed.isna() | (parsed % 1 != 0)
-            if bad.any():
-                line = int(bad.to_numpy().argmax()) + 2
-                raise ResultsError(f"{path}: line {line}: column {column!r} is not an integer: {values[bad].iloc[0]!r}")
+            refuse(column, parsed.isna() | (parsed % 1 != 0), "an integer")
             frame[column] = parsed.astype("int64")
         elif column in expected.numbers:
-            parsed = pd.to_numeric(values, errors="coerce")
-            bad = parsed.isna() & ~blank
-            if bad.any():
-                line = int(bad.to_numpy().argmax()) + 2
-                raise ResultsError(f"{path}: line {line}: column {column!r} is not a number: {values[bad].iloc[0]!r}")
+            refuse(column, not_number, "a number")
             frame[column] = parsed
-        else:  # other columns: numbers where every value is one (blanks missing), else text, as pandas reads
-            parsed = pd.to_numeric(values, errors="coerce")
-            if not (parsed.isna() & ~blank).any():
-                frame[column] = parsed
+        elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
+            frame[column] = parsed
     return frame

@@ -191,11 +191,7 @@ def _load(out: Path) -> pd.DataFrame:
     def cut(line: int) -> None:
         print(f"strassenbench: {out} line {line} was cut short; that point is measured again", file=sys.stderr)
 
-    frame = read_results(out, "bench", on_cut=cut)
-    for column in ("strategy_request", "scheme_request"):
-        if column in frame:
-            frame[column] = frame[column].fillna("").astype(str)
-    return frame
+    return read_results(out, "bench", on_cut=cut)  # strategy_request, scheme_request: text, "" when blank
 
 
 def _key_of(row: dict | pd.Series) -> tuple:

@@ -114,9 +114,10 @@ def sample(
         if throttled():
             out.flagged += 1
         measured = sum(out.times)
-        out.noise.append(out.rel_stdev)
+        noise = out.rel_stdev  # once per sample: it reads every sample so far
+        out.noise.append(noise)
         if len(out.times) >= criterion.min_samples and measured >= criterion.min_time:
-            if out.rel_stdev < criterion.max_noise:
+            if noise < criterion.max_noise:
                 out.converged, out.stop = True, "noise"
                 break
             if len(out.times) >= criterion.stable_after and _stable(out.noise, criterion):

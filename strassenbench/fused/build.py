@@ -30,7 +30,8 @@ from .instances import Instance, instances, kernels_dir, operand_counts, render,
 from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import ToolchainError, find_tool, first_error, tool_version
 
-__all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "parse_ptxas", "sass_counts", "unit_fresh"]
+__all__ = ["BuildError", "RESOURCE_COLUMNS", "NVCC_FLAGS", "build", "check_counts", "parse_ptxas", "sass_counts",
+           "unit_fresh"]
 
 RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
@@ -155,7 +156,8 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     Register-capped kernels that spill under the cap (ptxas's report) are compiled again without it, into
     ``<unit>_uncapped.cubin``: they get the registers they need (one block per SM fewer) rather than spill.
     ``<unit>.json`` maps each kernel to its cubin."""
-    if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == render(selected) \
+    text = render(selected)
+    if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch):
         return False
     rows = _compile(arch, unit, selected, out)
@@ -171,7 +173,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
         uncapped.unlink(missing_ok=True)
     write_atomic(out / f"{unit}.csv", pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     write_atomic(out / f"{unit}.json", json.dumps(index, indent=0, sort_keys=True))
-    write_atomic(out / f"{unit}.stamp", _unit_digest(render(selected), arch))
+    write_atomic(out / f"{unit}.stamp", _unit_digest(text, arch))
     return True
 
 
@@ -183,6 +185,14 @@ def _arch_index(out: Path, arch: str) -> dict[str, str]:
         if unit_fresh(out, unit, arch):
             index.update(json.loads(unit_index.read_text()))
     return index
+
+
+def check_counts(counts: tuple[tuple[int, int, int], ...] | None) -> None:
+    """BuildError unless every W_A x W_B x W_C asked for is the GEMM's or a fused variant's."""
+    known = operand_counts()
+    if counts is not None and (bad := [c for c in counts if c not in known]):
+        choices = ", ".join("x".join(map(str, c)) for c in known)
+        raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, bad[0]))} (choose from {choices})")
 
 
 def build(
@@ -210,10 +220,7 @@ def build(
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
     if "sm_70" in archs and not tool_version("nvcc").startswith("Build cuda_12"):
         raise BuildError(f"sm_70 (V100) needs a CUDA 12 nvcc; this one is: {tool_version('nvcc')}")
-    known = operand_counts()
-    if counts is not None and (bad := [c for c in counts if c not in known]):
-        choices = ", ".join("x".join(map(str, c)) for c in known)
-        raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, bad[0]))} (choose from {choices})")
+    check_counts(counts)
     kwargs: dict = {"dtypes": dtypes, "counts": counts}
     if strategies is not None:
         kwargs["strategies"] = strategies

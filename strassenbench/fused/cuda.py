@@ -97,7 +97,7 @@ def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
     cubin = _index(build_dir, arch).get(kernel)
     if cubin is None:
         raise CudaError(f"{kernel} was not built for {arch}: run `strassenbench build --arch {arch} "
-                        f"--out {build_dir}` with its dtype and strategy")
+                        f"--out {build_dir}` with its dtype, strategy and counts")
     _check_fresh(build_dir, arch, cubin)
     return module(build_dir, cubin).get_function(kernel)
 

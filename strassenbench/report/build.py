@@ -108,7 +108,9 @@ def _device(run: dict) -> str:
 
 
 def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
-            model_sizes: list[int]) -> dict[str, tuple[pd.DataFrame | None, str]]:
+            sweeps_model: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
+    """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
+    crossovers are read from it)."""
     sweeps = run["sweeps"]
     strategies = pd.DataFrame([{
         "strategy": s.name, "m_S": s.m_S, "n_S": s.n_S, "k_S": s.k_S, "m_R": s.m_R, "n_R": s.n_R, "m_W": s.m_W,
@@ -156,7 +158,8 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
     checked = pd.concat(checks, ignore_index=True) if checks else None
     model_cross = pd.DataFrame([
         {"sweep": sweep, "impl": impl, "baseline": "gemm", "gpu": spec.name, "source": "model (prediction)",
-         **crossover(predict(spec, ["gemm", impl], sweep, model_sizes, "best", "float32", resources), impl, "gemm")}
+         **crossover(sweeps_model[(sweeps_model["sweep"] == sweep) & sweeps_model["impl"].isin(["gemm", impl])],
+                     impl, "gemm")}
         for sweep in SWEEPS for impl in ("strassen1", "strassen2-hybrid", "strassen2-direct")])
     measured_on = _device(run)
     claim_rows = claims(sweeps, run["memlimit"])
@@ -235,13 +238,12 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
     model = pd.concat([predict(spec, ["gemm", "strassen1", "strassen2-direct"], "square", model_sizes, s, "float32",
                                resources) for s in ("Huge", "Small")], ignore_index=True)
     written += fig_model_square(model, run["strategies"], figures, spec.name, device)
-    paper_axis = list(range(512, 20481, 512))
-    sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, paper_axis, "best", "float32", resources)
+    sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, model_sizes, "best", "float32", resources)
                               .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
     written += fig_model_sweeps(sweeps_model, figures, spec.name)
     written += fig_memlimit(run["memlimit"], figures, device)
     sections, contents = [], []
-    for name, (frame, empty) in _tables(run, spec, resources, model_sizes).items():
+    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model).items():
         markdown, table_html = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)
