@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (no network; its image has CUDA 13 nvcc, CuPy, pandas, seaborn, pytest,
-# nvidia-ml-py): build for the GPU, run the GPU tests, a small square sweep, the memory limits and the
-# system description, everything under $OUT/data/<gpu-slug>/ so it can be committed as measured.
+# One offline call on a GPU machine (no network needed; CUDA 13 nvcc, CuPy, pandas, seaborn, pytest and
+# nvidia-ml-py installed): build for the GPU, run the GPU tests, a small square sweep, the memory limits and
+# the system description, everything under $OUT/data/<gpu-slug>/ so it can be committed as measured.
 #
-#   run(command="bash scripts/gpu_session.sh", timeout_s=600)
+#   bash scripts/gpu_run.sh
 #
 # Environment: PYTHON (default python3), SIZES (default 1024:8192:1024), OUT (default ./out).
 set -euo pipefail
@@ -13,7 +13,8 @@ SIZES=${SIZES:-1024:8192:1024}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 
-ARCH=$($PY -c "from strassenbench.device import gpu_arch; print(gpu_arch() or '')")
+ARCH=$($PY -c "from strassenbench.device import gpu_arch; from strassenbench.fused.cuda import build_arch
+a = gpu_arch(); print(build_arch(a[len('sm_'):]) if a else '')")  # the build it runs: sm_86 runs sm_80's
 SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))")
 [ -n "$ARCH" ] || { echo "no GPU visible to pynvml" >&2; exit 1; }
 DATA=$OUT/data/$SLUG
