@@ -180,6 +180,7 @@ def test_every_report_file_is_reachable_from_the_index(tmp_path) -> None:  # noq
     out = tmp_path / "report"
     (out / "tables").mkdir(parents=True)
     (out / "tables" / "schedule_L1_S2.md").write_text("written by the workflow's tables rule\n")
+    (out / "README.md").write_text("the folder's description, as in the repository\n")
     build_report(FIXTURES / "gpu_a", out)
     page = (out / "index.html").read_text()
     linked = set(re.findall(r"(?:href|src)='([^'#]+)'", page))

@@ -257,6 +257,8 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
         links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>" for p in extra)
         sections.append(f"<h3 id='more_tables'>more tables</h3><ul>{links}</ul>")
         contents.append("<a href='#more_tables'>more tables</a>")
+    if (out / "README.md").is_file():  # the folder's own description (report/README.md in the repository)
+        contents.append("<a href='README.md'>about these files</a>")
     banner = ""
     if cpu_run:
         banner = ("<div class='banner'>CPU run: no GPU was used. Timings are of CPU stand-ins on the numpy "
