@@ -19,7 +19,7 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& 
     T* const ptr = terms.ptr(t);
     const int rows = terms.rows(t), cols = terms.cols(t);
     const T scale = alpha * terms.coeff(t);
-    const bool vectors = ld % V == 0 && reinterpret_cast<std::uintptr_t>(ptr) % (V * sizeof(T)) == 0;
+    const bool vectors = ld % V == 0 && reinterpret_cast<stdx::uintptr_t>(ptr) % (V * sizeof(T)) == 0;
 #pragma unroll
     for (int i = 0; i < M_R; ++i) {
       const int row = row0 + wt.row(i);

@@ -11,21 +11,19 @@
 //     slice is loaded right after the barrier, before the last k-step's FFMAs of the current slice.
 #pragma once
 
-#include <utility>
-
 #include "tile_loader.cuh"
 
 namespace sb {
 
 template <class F, int... I>
-__device__ __forceinline__ void static_for_impl(F&& f, std::integer_sequence<int, I...>) {
-  (f(std::integral_constant<int, I>{}), ...);
+__device__ __forceinline__ void static_for_impl(F&& f, stdx::integer_sequence<int, I...>) {
+  (f(stdx::integral_constant<int, I>{}), ...);
 }
 
-// f(std::integral_constant<int, i>) for i = 0 .. N-1, each i a compile-time constant.
+// f(stdx::integral_constant<int, i>) for i = 0 .. N-1, each i a compile-time constant.
 template <int N, class F>
 __device__ __forceinline__ void static_for(F&& f) {
-  static_for_impl(f, std::make_integer_sequence<int, N>{});
+  static_for_impl(f, stdx::make_integer_sequence<int, N>{});
 }
 
 // The A and B tiles of both stages. One object, aligned to 128 bytes, so that its bank layout is the same on
@@ -155,7 +153,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
       static_for<G>([&](auto g_) {
         constexpr int g = decltype(g_)::value;
         if constexpr (kPipelined && p == g * (K_S - 1) / G) {
-          if constexpr (g > 0) accumulate(std::integral_constant<int, g - 1>{}, stage ^ 1);
+          if constexpr (g > 0) accumulate(stdx::integral_constant<int, g - 1>{}, stage ^ 1);
           issue(g_, next);
         }
       });
@@ -163,7 +161,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
         // Store the next slice to the other stage, one barrier, then its first fragments; this k-step's
         // FFMAs hide the fragment loads' latency.
         if constexpr (kPipelined) {
-          accumulate(std::integral_constant<int, G - 1>{}, stage ^ 1);
+          accumulate(stdx::integral_constant<int, G - 1>{}, stage ^ 1);
         } else {
           static_for<G>([&](auto g) {  // one group in flight at a time
             issue(g, next);

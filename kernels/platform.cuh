@@ -1,8 +1,19 @@
 // Portability layer: the kernel sources compile with nvcc for the GPU and with g++ for the CPU emulator.
 #pragma once
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC_RTC__)
+// NVRTC (the CUDA 12 toolchain of strassenbench.fused.toolchain) has no C++ standard library: CCCL's libcu++
+// provides what the kernels use.
+#include <cuda/std/cstdint>
+#include <cuda/std/utility>
+namespace sb { namespace stdx = ::cuda::std; }
+#else
 #include <cstdint>
+#include <utility>
+namespace sb { namespace stdx = ::std; }
+#endif
+
+#if defined(__CUDACC__)
 #define SB_HOST_DEVICE __host__ __device__
 #define SB_SMEM_TRACE(ptr, bytes, store)
 #else

@@ -48,7 +48,7 @@ struct Terms {
     bool ok = ld % V == 0;
 #pragma unroll
     for (int t = 0; t < W; ++t)
-      ok = ok && reinterpret_cast<std::uintptr_t>(ptr(t)) % (V * sizeof(T)) == 0 && cols(t) % V == 0;
+      ok = ok && reinterpret_cast<stdx::uintptr_t>(ptr(t)) % (V * sizeof(T)) == 0 && cols(t) % V == 0;
     return ok;
   }
 };

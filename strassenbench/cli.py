@@ -252,20 +252,31 @@ def _fused_options(args: argparse.Namespace) -> dict[str, object]:
     return given
 
 
-def _cmd_build(args: argparse.Namespace) -> int:
-    from .fused.build import build, check_counts
+def _cuda_version(text: str) -> tuple[int, int]:
+    from .fused.toolchain import parse_cuda_version
 
-    def report(arch: str, rebuilt: bool) -> None:
-        print(f"strassenbench: {arch}: {'compiled' if rebuilt else 'up to date'}", file=sys.stderr)
+    try:
+        return parse_cuda_version(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .fused.build import build, check_counts, toolchain_for
+
+    def report(what: str, rebuilt: bool | None) -> None:
+        state = "" if rebuilt is None else f": {'compiled' if rebuilt else 'up to date'}"
+        print(f"strassenbench: {what}{state}", file=sys.stderr)
 
     dtypes = tuple(args.dtype or DTYPES)
     strategies = tuple(args.strategy) if args.strategy else None
     counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
     check_counts(counts)  # before anything is printed: a bad request is one line
-    print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (nvcc takes minutes per arch)",
-          file=sys.stderr)
+    for arch in args.arch:  # so is an architecture no toolchain here builds for this driver
+        toolchain_for(arch, args.driver_cuda)
+    print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (minutes per arch)", file=sys.stderr)
     table = build(args.arch, Path(args.out), dtypes=dtypes, strategies=strategies, counts=counts,
-                  force=args.force, cutlass=args.cutlass, progress=report)
+                  force=args.force, cutlass=args.cutlass, driver=args.driver_cuda, progress=report)
     spills = table[(table["spill_stores"] > 0) | (table["spill_loads"] > 0)]
     print(f"strassenbench: {len(table)} kernels, {len(spills)} with spills; resources in "
           f"{Path(args.out) / 'resources.csv'}", file=sys.stderr)
@@ -594,8 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(func=_cmd_compare)
 
-    p = sub.add_parser("build", help="compile the fused kernels with nvcc; write cubins and resources.csv")
-    p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True, help="repeat: sm_80, sm_90")
+    p = sub.add_parser("build", help="compile the fused kernels (nvcc or NVRTC, then ptxas); write fatbins "
+                                      "(SASS and PTX) and resources.csv")
+    p.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS, required=True,
+                   help="repeat: sm_70 (needs the cu12 extra), sm_80, sm_90")
+    p.add_argument("--driver-cuda", type=_cuda_version, metavar="X.Y",
+                   help="the CUDA version the GPU's driver runs (nvidia-smi's 'CUDA Version'); picks the "
+                        "toolchain. Default: this machine's driver, or the newest toolchain without one")
     p.add_argument("--out", default="build", metavar="DIR")
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
     p.add_argument("--strategy", action="append", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),

@@ -1,10 +1,12 @@
-"""`strassenbench build`: nvcc compiles the fused kernels for sm_80/sm_90 without a GPU, and resources.csv says
-what the GPU compiler did (registers, spills, occupancy, SASS instruction classes)."""
+"""`strassenbench build`: the toolchain the driver needs (nvcc 13, or NVRTC 12 for sm_70 and CUDA 12 drivers)
+compiles the fused kernels without a GPU, and resources.csv says what the GPU compiler did (registers,
+spills, occupancy, SASS instruction classes)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -15,6 +17,7 @@ from strassenbench.fused import cutlass
 from strassenbench.fused import build as build_module
 from strassenbench.fused.build import RESOURCE_COLUMNS, build, parse_ptxas
 from strassenbench.fused.instances import instances, kernels_dir
+from strassenbench.fused.toolchain import Toolchain, ToolchainError, choose, find_tool, parse_cuda_version, toolchains
 from strassenbench.occupancy import ARCHS, blocks_per_sm
 from strassenbench.strategies import STRATEGIES
 
@@ -99,37 +102,38 @@ def test_huge_two_level_fit_the_cap_or_get_their_registers(float32_sm90: pd.Data
 
 def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """The build's policy, with ptxas's report stubbed: a capped kernel that spills is compiled again without
-    the cap into <unit>_uncapped.cubin, its row comes from that compile, and the index points to it."""
+    the cap into <unit>_uncapped.fatbin, its row comes from that compile, and the index points to it."""
     calls: list[tuple[str, tuple]] = []
 
-    def fake_compile(arch, name, selected, out):  # noqa: ANN001, ANN202
+    def fake_compile(arch, name, selected, out, toolchain):  # noqa: ANN001, ANN202
         calls.append((name, selected))
         (out / f"{name}.cu").write_text(build_module.render(selected))
-        (out / f"{name}.cubin").write_bytes(b"")
+        (out / f"{name}.fatbin").write_bytes(b"")
         return [{**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "registers": 128 if i.capped else 150,
                  "spill_stores": 8 if i.capped and i.write_mode == "atomic" else 0} for i in selected]
 
     monkeypatch.setattr(build_module, "_compile", fake_compile)
-    monkeypatch.setattr(build_module, "tool_version", lambda tool: "stub nvcc")
+    stub = Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas")
+    monkeypatch.setattr(build_module, "toolchain_for", lambda arch, driver=None: stub)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((4, 4, 4),))
-    assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False)
+    assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
     assert [name for name, _ in calls] == ["unit", "unit_uncapped"]
     relaxed = calls[1][1]
     assert {i.write_mode for i in relaxed} == {"atomic"} and not any(i.capped for i in relaxed)
     assert all(i.min_blocks == 1 for i in relaxed) and all(i.min_blocks == 2 for i in selected)
     index = json.loads((tmp_path / "unit.json").read_text())
-    assert {k for k, v in index.items() if v == "unit_uncapped.cubin"} == {i.name for i in relaxed}
+    assert {k for k, v in index.items() if v == "unit_uncapped.fatbin"} == {i.name for i in relaxed}
     table = pd.read_csv(tmp_path / "unit.csv")
     assert (table["spill_stores"] == 0).all() and set(table.loc[table["registers"] == 150, "kernel"]) == index.keys() - {
-        k for k, v in index.items() if v == "unit.cubin"}
+        k for k, v in index.items() if v == "unit.fatbin"}
     # unchanged: nothing compiles again
-    assert not build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False)
+    assert not build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
     assert len(calls) == 2
 
 
 def test_unchanged_build_is_skipped_and_header_change_rebuilds(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """One cubin per (arch, dtype, strategy), each compiled only when its stamp changes; the index maps
-    every kernel to its cubin."""
+    """One module per (arch, dtype, strategy), each compiled only when its stamp changes; the index maps
+    every kernel to its fatbin."""
     sources = tmp_path / "kernels"
     shutil.copytree(kernels_dir(), sources)
     monkeypatch.setenv("STRASSENBENCH_KERNELS", str(sources))
@@ -138,11 +142,11 @@ def test_unchanged_build_is_skipped_and_header_change_rebuilds(tmp_path, monkeyp
 
     def run(*counts: tuple[int, int, int]) -> None:
         build(["sm_80"], out, dtypes=("float32",), strategies=("Small",), counts=counts,
-              progress=lambda unit, rebuilt: log.append((unit, rebuilt)))
+              progress=lambda unit, rebuilt: rebuilt is not None and log.append((unit, rebuilt)))
 
     gemm, var0 = "strassen_sm_80_float32_small_w1x1x1", "strassen_sm_80_float32_small_w2x2x2"
     run((1, 1, 1))
-    cubin = out / f"{gemm}.cubin"
+    cubin = out / f"{gemm}.fatbin"
     stamp = cubin.stat().st_mtime_ns
     run((1, 1, 1), (2, 2, 2))  # only the new unit compiles
     assert log == [(gemm, True), (gemm, False), (var0, True)]
@@ -213,18 +217,19 @@ def test_cutlass_baseline_row_and_our_gemm_beside_it(table: str, request: pytest
 
 
 @pytest.mark.parametrize(("cc", "arch"), [("70", "sm_70"), ("75", "sm_70"), ("80", "sm_80"), ("86", "sm_80"),
-                                          ("89", "sm_80"), ("90", "sm_90")])
+                                          ("89", "sm_80"), ("90", "sm_90"), ("100", "sm_90"), ("120", "sm_90")])
 def test_every_compute_capability_maps_to_the_build_it_runs(cc: str, arch: str) -> None:
+    """Within a major the machine code runs; a newer major (Blackwell) runs the sm_90 build's PTX."""
     from strassenbench.fused.cuda import build_arch
 
     assert build_arch(cc) == arch
 
 
-@pytest.mark.parametrize("cc", ["61", "100", "120", "x"])
+@pytest.mark.parametrize("cc", ["61", "x"])
 def test_a_gpu_without_a_build_is_one_clear_error(cc: str) -> None:
     from strassenbench.fused.cuda import CudaError, build_arch
 
-    with pytest.raises(CudaError, match="has no build|unrecognised"):
+    with pytest.raises(CudaError, match="older than every build|unrecognised"):
         build_arch(cc)
 
 
@@ -251,5 +256,94 @@ def test_loading_refuses_a_cubin_from_other_sources(tmp_path, monkeypatch) -> No
     (sources / "epilogue.cuh").write_text((sources / "epilogue.cuh").read_text() + "\n// changed\n")
     for cached in (cuda._index, cuda._check_fresh, cuda.function):
         cached.cache_clear()
-    with pytest.raises(cuda.CudaError, match="built from other kernel sources or by another nvcc"):
+    with pytest.raises(cuda.CudaError, match="is stale: built by nvcc 13"):
         cuda.function(str(out), "sm_80", kernel)
+
+
+NVCC13 = Toolchain((13, 0), "nvcc", "/cuda-13/bin/nvcc", "/cuda-13/bin/ptxas")
+NVRTC12 = Toolchain((12, 9), "nvrtc", "libnvrtc.so.12", "ptxas-12")
+
+
+@pytest.mark.parametrize(("arch", "driver", "expected"), [
+    ("sm_90", None, NVCC13),          # no driver known: the newest that builds the arch
+    ("sm_90", (13, 1), NVCC13),
+    ("sm_90", (12, 4), NVRTC12),      # a CUDA 12 driver cannot load CUDA 13 cubins
+    ("sm_80", (12, 0), NVRTC12),
+    ("sm_70", None, NVRTC12),         # CUDA 13 does not build Volta
+    ("sm_70", (13, 0), NVRTC12),      # a CUDA 13 driver runs CUDA 12 code
+])
+def test_toolchain_chosen_by_arch_and_driver(arch: str, driver, expected: Toolchain) -> None:  # noqa: ANN001
+    assert choose(arch, driver, (NVCC13, NVRTC12)) == expected
+
+
+@pytest.mark.parametrize(("arch", "driver", "available", "message"), [
+    ("sm_70", None, (NVCC13,), r"no CUDA toolchain here builds sm_70 \(found: nvcc 13.0\): pip install -e '.\[cu12\]'"),
+    ("sm_90", (12, 4), (NVCC13,), r"the driver runs CUDA 12.4 code.*nvcc 13.0.*'.\[gpu-cu12\]'"),
+    ("sm_80", (11, 8), (NVCC13, NVRTC12), r"driver runs CUDA 11.8 code.*update the driver"),
+])
+def test_no_fitting_toolchain_is_one_line_naming_the_fix(arch, driver, available, message) -> None:  # noqa: ANN001
+    with pytest.raises(ToolchainError, match=message) as err:
+        choose(arch, driver, available)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "version"), [("12.4", (12, 4)), ("13.0", (13, 0)), ("12040", (12, 4)),
+                                               ("13010", (13, 1))])
+def test_cuda_versions_parse(text: str, version: tuple[int, int]) -> None:
+    assert parse_cuda_version(text) == version
+
+
+def test_build_cli_rejects_a_bad_driver_version(tmp_path, capsys) -> None:  # noqa: ANN001
+    assert main(["build", "--arch", "sm_80", "--driver-cuda", "twelve", "--out", str(tmp_path / "b")]) == 2
+    assert "is not a CUDA version" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_sm70_without_the_cuda12_toolchain_is_one_line(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """Without the cu12 extra (toolchains found: CUDA 13 only) `build --arch sm_70` says what to install,
+    in one line, before writing anything."""
+    monkeypatch.setattr(build_module, "toolchains", lambda: (NVCC13,))
+    build_module.toolchain_for.cache_clear()
+    try:
+        assert main(["build", "--arch", "sm_70", "--out", str(tmp_path / "b")]) == 2
+    finally:
+        build_module.toolchain_for.cache_clear()
+    err = capsys.readouterr().err
+    assert "builds sm_70" in err and "[cu12]" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()
+
+
+def _fatbin_contents(path) -> str:  # noqa: ANN001
+    result = subprocess.run([find_tool("cuobjdump"), "--list-elf", "--list-ptx", str(path)], capture_output=True,
+                            text=True, check=True)
+    return result.stdout
+
+
+def test_sm70_builds_with_the_cuda12_toolchain(tmp_path) -> None:  # noqa: ANN001
+    """The test extra installs the cu12 toolchain (NVRTC 12, ptxas 12, CCCL 12): the V100 build compiles, its
+    fatbin carries sm_70 SASS and PTX, ptxas's figures fill resources.csv, and the SASS columns stay empty
+    (CUDA 13's disassembler no longer reads sm_70). The CUTLASS baseline needs nvcc and is left out."""
+    assert choose("sm_70", None, toolchains()).frontend == "nvrtc"
+    out = tmp_path / "b"
+    lines: list[str] = []
+    table = build(["sm_70"], out, dtypes=("float32",), strategies=("Huge",), counts=((1, 1, 1), (2, 2, 2)),
+                  progress=lambda what, rebuilt: lines.append(what))
+    assert any("sm_70 with nvrtc 12" in line for line in lines)
+    assert any("CUTLASS baseline: not built" in line for line in lines)
+    assert len(table) == 8 and (table["registers"] > 0).all() and (table["blocks_per_sm"] >= 1).all()
+    assert table["ffma"].isna().all() and table["loop_ffma_share"].isna().all()
+    contents = _fatbin_contents(out / "strassen_sm_70_float32_huge_w2x2x2.fatbin")
+    assert "sm_70.cubin" in contents and "sm_70.ptx" in contents
+
+
+def test_every_fatbin_carries_ptx(tmp_path) -> None:  # noqa: ANN001
+    """sm_80 by CUDA 13 (nvcc) and by CUDA 12 (NVRTC, for a CUDA 12 driver): each fatbin holds the SASS and
+    the PTX a newer GPU compiles when loading; a unit built for one driver is stale for the other."""
+    out = tmp_path / "b"
+    unit = "strassen_sm_80_float32_small_w1x1x1"
+    for driver, toolchain in (((13, 0), "nvcc 13"), ((12, 4), "nvrtc 12")):
+        build(["sm_80"], out, dtypes=("float32",), strategies=("Small",), counts=((1, 1, 1),), driver=driver)
+        contents = _fatbin_contents(out / f"{unit}.fatbin")
+        assert "sm_80.cubin" in contents and "sm_80.ptx" in contents
+        assert (out / f"{unit}.toolchain").read_text().startswith(toolchain)
+    assert build_module.unit_fresh(out, unit, "sm_80", (12, 4))
+    assert not build_module.unit_fresh(out, unit, "sm_80", (13, 0))

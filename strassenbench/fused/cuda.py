@@ -1,4 +1,4 @@
-"""Run launches on the GPU: CuPy loads the cubin built by `strassenbench build` (cupy.RawModule).
+"""Run launches on the GPU: CuPy loads the fatbin built by `strassenbench build` (cupy.RawModule).
 
 This is the only GPU-facing code of the fused path; its tests are marked ``gpu``.
 """
@@ -15,7 +15,7 @@ __all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "functio
 
 
 class CudaError(RuntimeError):
-    """No usable GPU, CuPy, or cubin."""
+    """No usable GPU, CuPy, or module."""
 
 
 def _cupy():  # noqa: ANN202
@@ -40,21 +40,22 @@ def on_device(fn, A, B, C):  # noqa: ANN001, ANN201
 
 
 # The builds a GPU runs, by compute-capability major: machine code is compatible within a major for equal or
-# higher minors (sm_86 and sm_89 run sm_80 code, sm_75 runs sm_70 code). Majors above 9 have no build yet.
+# higher minors (sm_86 and sm_89 run sm_80 code, sm_75 runs sm_70 code). A newer major (sm_100, sm_120) runs
+# the newest build's PTX, which the driver compiles when the module loads (every fatbin carries it).
 BUILD_FOR_MAJOR = {7: "sm_70", 8: "sm_80", 9: "sm_90"}
 
 
 def build_arch(compute_capability: str) -> str:
-    """The build a GPU of ``compute_capability`` ("86", "90", as CuPy reports it) runs: its major's."""
+    """The build a GPU of ``compute_capability`` ("86", "90", "100", as CuPy reports it) runs: its major's
+    machine code, or for a major newer than every build the newest build's PTX."""
     try:
         major = int(compute_capability[:-1])
     except ValueError:
         raise CudaError(f"unrecognised compute capability {compute_capability!r}") from None
-    if major not in BUILD_FOR_MAJOR:
-        supported = ", ".join(f"{m}.x" for m in BUILD_FOR_MAJOR)
-        raise CudaError(f"compute capability {compute_capability[:-1]}.{compute_capability[-1]} has no build "
-                        f"(the kernels are built for {supported})")
-    return BUILD_FOR_MAJOR[major]
+    if major < min(BUILD_FOR_MAJOR):
+        raise CudaError(f"compute capability {compute_capability[:-1]}.{compute_capability[-1]} is older than "
+                        f"every build (the oldest is {BUILD_FOR_MAJOR[min(BUILD_FOR_MAJOR)]}, V100)")
+    return BUILD_FOR_MAJOR.get(major, BUILD_FOR_MAJOR[max(BUILD_FOR_MAJOR)])
 
 
 def device_arch() -> str:
@@ -71,35 +72,38 @@ def _index(build_dir: str, arch: str) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def _check_fresh(build_dir: str, arch: str, cubin: str) -> None:
-    """A cubin built from other kernel sources or by another nvcc (its stamp) is refused, naming the fix."""
-    from .build import unit_fresh
+def _check_fresh(build_dir: str, arch: str, module_file: str) -> None:
+    """A module built from other kernel sources, or by another toolchain than the one this machine's driver
+    needs (its stamp; strassenbench.fused.build.toolchain_for), is refused, naming the fix."""
+    from .build import built_by, toolchain_for, unit_fresh
     from .toolchain import ToolchainError
 
-    unit = cubin.removesuffix(".cubin").removesuffix("_uncapped")
+    unit = module_file.removesuffix(".fatbin").removesuffix("_uncapped")
     try:
         fresh = unit_fresh(Path(build_dir), unit, arch)
+        wanted = toolchain_for(arch).name
     except ToolchainError as err:
-        raise CudaError(f"cannot check that {cubin} matches the kernel sources: {err}") from None
+        raise CudaError(f"cannot load {module_file}: {err}") from None
     if not fresh:
-        raise CudaError(f"{Path(build_dir) / cubin} was built from other kernel sources or by another nvcc: "
-                        f"run `strassenbench build --arch {arch} --out {build_dir}` again")
+        raise CudaError(f"{Path(build_dir) / module_file} is stale: built by {built_by(Path(build_dir), unit)} from "
+                        f"the kernel sources of then, and this machine builds {arch} with {wanted}: run "
+                        f"`strassenbench build --arch {arch} --out {build_dir}` again")
 
 
 @lru_cache(maxsize=None)
-def module(build_dir: str, cubin: str):  # noqa: ANN201
-    return _cupy().RawModule(path=str(Path(build_dir) / cubin))
+def module(build_dir: str, module_file: str):  # noqa: ANN201
+    return _cupy().RawModule(path=str(Path(build_dir) / module_file))
 
 
 @lru_cache(maxsize=None)
 def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
-    """The kernel from the cubin the build put it in (strassen_<arch>.json), resolved once."""
-    cubin = _index(build_dir, arch).get(kernel)
-    if cubin is None:
+    """The kernel from the fatbin the build put it in (strassen_<arch>.json), resolved once."""
+    module_file = _index(build_dir, arch).get(kernel)
+    if module_file is None:
         raise CudaError(f"{kernel} was not built for {arch}: run `strassenbench build --arch {arch} "
                         f"--out {build_dir}` with its dtype, strategy and counts")
-    _check_fresh(build_dir, arch, cubin)
-    return module(build_dir, cubin).get_function(kernel)
+    _check_fresh(build_dir, arch, module_file)
+    return module(build_dir, module_file).get_function(kernel)
 
 
 def run(program: Program, build_dir: str = "build") -> None:

@@ -1,10 +1,11 @@
 """The CUTLASS baseline: CUTLASS 4.2's SIMT SGEMM in the paper's configuration (kernels/baseline/), built with
-the same nvcc as the fused kernels from the nvidia-cutlass package's headers (and CCCL's, from
-nvidia-cuda-cccl or the CUDA toolkit).
+the nvcc of the toolchain the fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from
+nvidia-cuda-cccl or the CUDA toolkit). It needs nvcc: with the NVRTC toolchain (the cu12 extra) there is no
+baseline, and build says so.
 
 ``build_arch`` writes ``cutlass_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
 kernels' are) and ``libsb_cutlass_<arch>.so``, a shared library with one ``extern "C"`` entry that the
-``cutlass`` implementation calls through ctypes on the GPU.
+``cutlass`` implementation calls through ctypes on the GPU; its device code carries SASS and PTX.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import write_atomic
-from .build import BuildError, blocks_row, parse_ptxas
+from .build import SASS_COLUMNS, BuildError, _disassemble, blocks_row, parse_ptxas
 from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
-from .toolchain import ToolchainError, find_tool, first_error, tool_version
+from .toolchain import Toolchain, ToolchainError, first_error
 
 __all__ = ["KERNEL", "SOURCE", "include_dirs", "build_arch", "sgemm"]
 
@@ -46,23 +47,28 @@ def include_dirs() -> list[Path]:
     return dirs
 
 
-def _compile(arch: str, extra: list[str], target: Path) -> subprocess.CompletedProcess:
+def _compile(nvcc: str, arch: str, extra: list[str], target: Path) -> subprocess.CompletedProcess:
     includes = [arg for d in include_dirs() for arg in ("-I", str(d))]
-    cmd = [find_tool("nvcc"), *FLAGS, *extra, f"-arch={arch}", *includes, str(kernels_dir() / SOURCE), "-o", str(target)]
+    cmd = [nvcc, *FLAGS, *extra, *includes, str(kernels_dir() / SOURCE), "-o", str(target)]
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
-def build_arch(arch: str, out: Path, force: bool = False) -> tuple[dict, bool]:
-    """Build the baseline for ``arch`` into ``out``: (its resources.csv row, whether it was rebuilt)."""
+def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) -> tuple[dict, bool] | None:
+    """Build the baseline for ``arch`` into ``out`` with ``toolchain``'s nvcc: (its resources.csv row, whether
+    it was rebuilt); None when the toolchain has no nvcc (NVRTC cannot compile CUTLASS's host side)."""
+    if toolchain.frontend != "nvcc":
+        return None
     cubin, lib, stamp = out / f"cutlass_{arch}.cubin", out / f"libsb_cutlass_{arch}.so", out / f"cutlass_{arch}.stamp"
     table = out / f"cutlass_{arch}.csv"
-    digest = sources_digest(tool_version("nvcc"), " ".join(FLAGS), arch, *map(str, include_dirs()))
+    digest = sources_digest(toolchain.name, " ".join(FLAGS), arch, *map(str, include_dirs()))
     rebuilt = force or not all(p.is_file() for p in (cubin, lib, stamp, table)) or stamp.read_text() != digest
     if rebuilt:
         results = {}
-        for extra, target in ((["-cubin"], cubin), (["-shared", "-Xcompiler", "-fPIC"], lib)):
+        compute = arch.replace("sm_", "compute_")
+        shared = ["-shared", "-Xcompiler", "-fPIC", "-gencode", f"arch={compute},code=[{arch},{compute}]"]
+        for extra, target in (([f"-arch={arch}", "-cubin"], cubin), (shared, lib)):
             tmp = target.with_name(f".{target.name}.tmp")
-            result = _compile(arch, extra, tmp)
+            result = _compile(toolchain.path, arch, extra, tmp)
             if result.returncode != 0:
                 (out / f"cutlass_{arch}.log").write_text(result.stdout + result.stderr)
                 raise BuildError(f"nvcc failed for the CUTLASS baseline on {arch}: {first_error(result.stderr)} "
@@ -70,14 +76,15 @@ def build_arch(arch: str, out: Path, force: bool = False) -> tuple[dict, bool]:
             results[target] = result
             tmp.replace(target)
         log = results[cubin].stdout + results[cubin].stderr
-        sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True,
-                              check=False).stdout
-        code = next((c for name, c in parse_sass(sass).items() if "cutlass" in name), [])
+        sass = _disassemble(cubin, arch)
+        code = next((c for name, c in parse_sass(sass or "").items() if "cutlass" in name), [])
         props = next((p for name, p in parse_ptxas(log).items() if "cutlass" in name), None)
-        if props is None or not code:
+        if props is None or (sass is not None and not code):
             raise BuildError(f"no CUTLASS kernel in {cubin}")
         row = blocks_row(KERNEL, arch, "cutlass", "Huge", "float32", (1, 1, 1), "plain", "scalar", props,
                          opcode_counts(code), mainloop_metrics(code))
+        if sass is None:
+            row.update(dict.fromkeys(SASS_COLUMNS))
         write_atomic(table, pd.DataFrame([row]).to_csv(index=False))
         write_atomic(stamp, digest)
     return pd.read_csv(table).iloc[0].to_dict(), rebuilt

@@ -1,27 +1,52 @@
-"""Where the CUDA tools are: $STRASSENBENCH_CUDA_BIN, else PATH, else the pip packages nvidia-cuda-nvcc and
-nvidia-cuda-cuobjdump (their bin/ folder inside site-packages)."""
+"""The CUDA toolchains `strassenbench build` can use, and the one it picks for an architecture and a driver.
+
+A toolchain turns a kernel source into PTX (its front end: nvcc, or NVRTC) and PTX into machine code (its
+ptxas). Found, in this order:
+
+- nvcc in ``$STRASSENBENCH_CUDA_BIN``, on PATH, or from the pip package nvidia-cuda-nvcc (CUDA 13);
+- NVRTC 12 with CUDA 12's ptxas and CCCL headers, from the pip packages nvidia-cuda-nvrtc-cu12,
+  nvidia-cuda-nvcc-cu12 (which carries ptxas, no nvcc) and nvidia-cuda-cccl-cu12: the ``cu12`` extra. PyPI
+  has no CUDA 12 nvcc, so this is the pip route to sm_70 (V100, the paper's GPU), which CUDA 13 cannot build,
+  and to cubins a CUDA 12 driver loads.
+
+choose() takes the newest toolchain whose CUDA major the driver runs (a driver runs code of its own major and
+older ones, not newer) and that can build the architecture. cuobjdump and fatbinary come from CUDA 13 (pip's
+nvidia-cuda-cuobjdump and nvidia-cuda-nvcc): the fatbin container is the same for every CUDA version, and
+CUDA 13's disassembler reads sm_75 and newer (so sm_70 builds have no SASS figures).
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ToolchainError", "find_tool", "tool_version", "first_error"]
+__all__ = ["ToolchainError", "Toolchain", "find_tool", "tool_version", "first_error", "toolchains", "choose",
+           "driver_cuda", "parse_cuda_version", "MIN_ARCH"]
+
+# The oldest architecture each CUDA major compiles for (CUDA 13 dropped Maxwell, Pascal and Volta).
+MIN_ARCH = {12: 50, 13: 75}
 
 
 class ToolchainError(RuntimeError):
-    """A CUDA tool that is needed and not found."""
+    """A CUDA tool that is needed and not found, or no toolchain fits the architecture and the driver."""
 
 
-def _pip_bins() -> list[Path]:
+def _pip_roots() -> list[Path]:
     try:
         import nvidia  # namespace package of the pip CUDA wheels
     except ImportError:
         return []
-    return [Path(p) / sub / "bin" for p in nvidia.__path__ for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump")]
+    return [Path(p) for p in nvidia.__path__]
+
+
+def _pip_bins() -> list[Path]:
+    return [root / sub / "bin" for root in _pip_roots() for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump")]
 
 
 @lru_cache(maxsize=None)
@@ -50,3 +75,163 @@ def tool_version(name: str) -> str:
 def first_error(stderr: str) -> str:
     """The first line of a compiler's output that says "error", for a one-line message."""
     return next((line for line in stderr.splitlines() if "error" in line), stderr.strip()[:200])
+
+
+def parse_cuda_version(text: str) -> tuple[int, int]:
+    """"12.4" (or NVML's integer 12040) as (12, 4); ValueError otherwise."""
+    if re.fullmatch(r"\d{4,6}", text):
+        number = int(text)
+        return number // 1000, number % 1000 // 10
+    if m := re.fullmatch(r"(\d+)\.(\d+)", text.strip()):
+        return int(m.group(1)), int(m.group(2))
+    raise ValueError(f"{text!r} is not a CUDA version such as 12.4")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A front end (``nvcc`` or ``nvrtc``, at ``frontend``) and the ptxas of the same CUDA version."""
+
+    cuda: tuple[int, int]
+    frontend: str
+    path: str
+    ptxas: str
+    includes: tuple[str, ...] = ()
+
+    @property
+    def major(self) -> int:
+        return self.cuda[0]
+
+    def __str__(self) -> str:
+        return f"{self.frontend} {self.cuda[0]}.{self.cuda[1]} ({self.path})"
+
+    @property
+    def name(self) -> str:
+        """What the build stamp records: front end and CUDA version (not the path)."""
+        return f"{self.frontend} {self.cuda[0]}.{self.cuda[1]}"
+
+    def builds(self, arch: str) -> bool:
+        return int(arch.removeprefix("sm_")) >= MIN_ARCH.get(self.major, 75)
+
+    def ptx(self, source: Path, arch: str, include_dirs: list[Path], target: Path) -> str:
+        """Compile ``source`` to PTX for ``arch`` into ``target``; the compiler's log. ToolchainError (the first
+        error line) when it fails."""
+        compute = arch.replace("sm_", "compute_")
+        includes = [*map(str, include_dirs), *self.includes]
+        if self.frontend == "nvcc":
+            cmd = [self.path, "-ptx", "-std=c++17", "-lineinfo", f"-arch={compute}",
+                   *(a for d in includes for a in ("-I", d)), str(source), "-o", str(target)]
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise ToolchainError(first_error(result.stdout + result.stderr))
+            return result.stdout + result.stderr
+        # -default-device: unannotated constexpr helpers are device functions (NVRTC compiles no host code)
+        options = ["-std=c++17", "-lineinfo", "-default-device", f"-arch={compute}", *(f"-I{d}" for d in includes)]
+        ok, log, ptx = _nvrtc_compile(self.path, source.read_bytes(), source.name, options)
+        if not ok:
+            raise ToolchainError(first_error(log))
+        target.write_bytes(ptx)
+        return log
+
+    def assemble(self, ptx: Path, arch: str, target: Path) -> str:
+        """ptxas ``-v``: PTX to a cubin for ``arch``; ptxas's report (registers, spills, ...)."""
+        cmd = [self.ptxas, "-v", "-O3", "-lineinfo", f"-arch={arch}", str(ptx), "-o", str(target)]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ToolchainError(first_error(result.stdout + result.stderr))
+        return result.stdout + result.stderr
+
+
+def _nvrtc_compile(library: str, source: bytes, name: str, options: list[str]) -> tuple[bool, str, bytes]:
+    """NVRTC through its C API (nvrtcCreateProgram, nvrtcCompileProgram, nvrtcGetPTX): (ok, log, PTX)."""
+    lib = ctypes.CDLL(library)
+    program = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(program), source, name.encode(), 0, None, None) != 0:
+        return False, "error: nvrtcCreateProgram failed", b""
+    try:
+        args = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+        status = lib.nvrtcCompileProgram(program, len(options), args)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(program, log)
+        if status != 0:
+            return False, log.value.decode(errors="replace"), b""
+        lib.nvrtcGetPTXSize(program, ctypes.byref(size))
+        ptx = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetPTX(program, ptx)
+        return True, log.value.decode(errors="replace"), ptx.value
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def _nvcc_version(nvcc: str) -> tuple[int, int] | None:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _nvrtc_version(library: Path) -> tuple[int, int] | None:
+    try:
+        lib = ctypes.CDLL(str(library))
+    except OSError:
+        return None
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    return (major.value, minor.value) if lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0 else None
+
+
+@lru_cache(maxsize=None)
+def toolchains() -> tuple[Toolchain, ...]:
+    """Every toolchain found on this machine, one per CUDA major (the first found of a major wins: the
+    override, then PATH, then pip), newest first."""
+    found: dict[int, Toolchain] = {}
+    override = os.environ.get("STRASSENBENCH_CUDA_BIN")
+    nvccs = [Path(override) / "nvcc"] if override else []
+    nvccs += [Path(p) for p in [shutil.which("nvcc")] if p] + [b / "nvcc" for b in _pip_bins()]
+    for nvcc in nvccs:
+        if not (nvcc.is_file() and os.access(nvcc, os.X_OK)):
+            continue
+        version = _nvcc_version(str(nvcc))
+        ptxas = nvcc.with_name("ptxas")
+        if version and ptxas.is_file() and version[0] not in found:
+            found[version[0]] = Toolchain(version, "nvcc", str(nvcc), str(ptxas))
+    for root in _pip_roots():  # the cu12 extra: NVRTC 12 + ptxas 12 + CCCL 12
+        library, ptxas = root / "cuda_nvrtc" / "lib" / "libnvrtc.so.12", root / "cuda_nvcc" / "bin" / "ptxas"
+        cccl = root / "cuda_cccl" / "include"
+        if library.is_file() and ptxas.is_file() and cccl.is_dir() and 12 not in found:
+            version = _nvrtc_version(library)
+            if version:
+                found[12] = Toolchain(version, "nvrtc", str(library), str(ptxas), (str(cccl),))
+    return tuple(found[m] for m in sorted(found, reverse=True))
+
+
+def choose(arch: str, driver: tuple[int, int] | None, available: tuple[Toolchain, ...]) -> Toolchain:
+    """The newest toolchain that builds ``arch`` and whose CUDA major the driver runs (``driver``: the CUDA
+    version the driver supports, None when no driver is known: any major)."""
+    fits = [t for t in available if t.builds(arch)]
+    if not fits:
+        have = ", ".join(t.name for t in available) or "none"
+        fix = "pip install -e '.[cu12]' (NVRTC 12 and ptxas 12) or put a CUDA 12 toolkit's bin/ on PATH" \
+            if int(arch.removeprefix("sm_")) < MIN_ARCH[13] else "pip install nvidia-cuda-nvcc"
+        raise ToolchainError(f"no CUDA toolchain here builds {arch} (found: {have}): {fix}")
+    runnable = [t for t in fits if driver is None or t.major <= driver[0]]
+    if not runnable:
+        fix = "pip install -e '.[gpu-cu12]' (its NVRTC 12 builds for this driver), or update the driver" \
+            if driver[0] == 12 else "update the driver (CUDA 12 or newer)"
+        raise ToolchainError(
+            f"the driver runs CUDA {driver[0]}.{driver[1]} code, and the toolchains here that build {arch} are "
+            f"{', '.join(t.name for t in fits)}: {fix}")
+    return max(runnable, key=lambda t: t.cuda)
+
+
+def driver_cuda() -> tuple[int, int] | None:
+    """The CUDA version the installed driver supports (NVML), or None without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return parse_cuda_version(str(pynvml.nvmlSystemGetCudaDriverVersion()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML library or no driver: no constraint from the driver
+        return None
