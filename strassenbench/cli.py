@@ -446,15 +446,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    """Concatenate one-row-per-job CSVs into one table (the workflow's collect step)."""
+    """Concatenate one-row-per-job CSVs into one table (the workflow's collect step), and their samples files."""
     from .results import read_results
+    from .samples import collect_samples
 
     frames = [read_results(path) for path in args.inputs]  # each checked; a broken one names itself
     first = list(frames[0].columns)
     for path, frame in zip(args.inputs, frames):
-        if list(frame.columns) != first:
+        if set(frame.columns) != set(first):
             raise UsageError(f"{path} has other columns than {args.inputs[0]}; collect joins files of one kind")
-    write_atomic(args.out, pd.concat(frames, ignore_index=True).to_csv(index=False))
+    write_atomic(args.out, pd.concat([f[first] for f in frames], ignore_index=True).to_csv(index=False))
+    collect_samples(args.inputs, args.out)  # the timed samples beside them, when the inputs have them
     return 0
 
 

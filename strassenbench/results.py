@@ -27,13 +27,15 @@ BENCH_COLUMNS = [
     "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x",
     "impl", "label", "strategy", "scheme", "levels",
     "status", "message",
-    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged",
-    "tflops",
+    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged", "timing",
+    "host_enqueue_s", "tflops",
     "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
     "rel_error", "error_bound",
     "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
-    "power_w", "throttle_reasons", "throttled_samples",
+    "power_w", "throttle_reasons", "throttled_samples", "sm_clock_median_mhz",
 ]
+# Columns added after the first release: a file written before them is read with them blank.
+BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz")
 MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
                     "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
 VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
@@ -51,15 +53,21 @@ class Kind:
     integers: tuple[str, ...]  # never blank
     numbers: tuple[str, ...]  # blank allowed (a failed point has no time)
     text: tuple[str, ...]  # read as strings, never as numbers
+    later: tuple[str, ...] = ()  # in ``columns`` but not required: blank when a file predates them
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(c for c in self.columns if c not in self.later)
 
 
 KINDS = {
     "bench": Kind("bench", tuple(BENCH_COLUMNS), ("m", "n", "k", "seed"),
                   ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
-                   "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound"),
+                   "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
+                   "sm_clock_median_mhz"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
-                   "strategy_request", "scheme_request")),
+                   "strategy_request", "scheme_request", "timing"), BENCH_LATER),
     "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
                      ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message")),
     "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
@@ -70,7 +78,7 @@ KINDS = {
 def kind_of(header: list[str]) -> Kind | None:
     """The kind whose columns the header holds (bench before verify: a bench row has every verify key but one)."""
     for kind in KINDS.values():
-        if set(kind.columns) <= set(header):
+        if set(kind.required) <= set(header):
             return kind
     return None
 
@@ -104,9 +112,9 @@ def read_results(path: str | Path, kind: str | None = None, *,
     rows = list(csv.reader(io.StringIO(text, newline="")))
     header = rows[0]
     expected = KINDS[kind] if kind else kind_of(header)
-    if expected is None or not set(expected.columns) <= set(header):
+    if expected is None or not set(expected.required) <= set(header):
         what = f"a strassenbench {kind} results file" if kind else "a strassenbench results file"
-        want = expected.columns if expected else KINDS["bench"].columns
+        want = expected.required if expected else KINDS["bench"].required
         missing = next((c for c in want if c not in header), header[0] if header else "")
         raise ResultsError(f"{path}: not {what} (line 1 has no column {missing!r})")
     if len(set(header)) != len(header):
@@ -140,4 +148,7 @@ def read_results(path: str | Path, kind: str | None = None, *,
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
+    for column in expected.later:
+        if column not in frame:
+            frame[column] = float("nan") if column in expected.numbers else ""
     return frame

@@ -13,11 +13,11 @@ import pytest
 from strassenbench.bench.backends import NumpyBackend
 from strassenbench.bench.memlimit import needed_bytes, parse_bytes, predict_max_n
 from strassenbench.bench.runner import COLUMNS, Point, run_point, run_sweep
-from strassenbench.bench.timing import Criterion, Samples, sample
+from strassenbench.bench.timing import Criterion, Samples, Timer, sample
 from strassenbench.cli import main
 from strassenbench.strategies import STRATEGIES
 
-FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1)
+FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 REQUIRED = ["gpu", "m", "n", "k", "dtype", "impl", "strategy", "scheme", "status", "time_median_s", "tflops",
             "extra_bytes", "rel_error"]
 
@@ -99,39 +99,33 @@ class EmulatorTiming(NumpyBackend):
 
 def test_best_strategy_is_the_fastest_and_recorded() -> None:
     row = run_point(Point("strassen1", 40, 40, 40, strategy="best", scheme="atomic"), EmulatorTiming(),
-                    Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=0.1, warmup=0))
+                    Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=0.1, warmup=0, warmup_time=0.0))
     assert row["status"] == "ok", row["message"]
     assert row["strategy"] in STRATEGIES and row["scheme"] == "atomic"
 
 
 def test_sampling_stops_on_noise_or_cap() -> None:
-    class Fake:
+    class Fake(Timer):
         def __init__(self, times):  # noqa: ANN001
             self.times = iter(times)
-
-        def flush(self) -> None:
-            pass
 
         def time(self, fn) -> float:  # noqa: ANN001
             return next(self.times)
 
-    steady = sample(lambda: None, Fake([1.0] * 100), Criterion(min_samples=5, min_time=3.0, warmup=0))
+    steady = sample(lambda: None, Fake([1.0] * 100), Criterion(min_samples=5, min_time=3.0, warmup=0, warmup_time=0.0))
     assert steady.converged and len(steady.times) == 5
     noisy = sample(lambda: None, Fake([1.0, 3.0] * 50), Criterion(min_samples=5, min_time=0.0, max_samples=20,
-                                                                  warmup=0))
+                                                                  warmup=0, warmup_time=0.0))
     assert not noisy.converged and len(noisy.times) == 20 and noisy.stop == "max_samples"
     assert steady.stop == "noise"
     assert Samples([1.0, 1.0]).rel_stdev == 0.0
 
 
-class _Replay:
+class _Replay(Timer):
     """A timer that returns a fixed sequence of sample times."""
 
     def __init__(self, times) -> None:  # noqa: ANN001
         self.times = iter(times)
-
-    def flush(self) -> None:
-        pass
 
     def time(self, fn) -> float:  # noqa: ANN001
         return next(self.times)
@@ -140,7 +134,7 @@ class _Replay:
 def test_noise_that_stopped_falling_ends_sampling_after_64() -> None:
     """nvbench's exit: a point whose noise stays far above the target stops once the relative stdev has moved
     by less than 5% over the last 16 samples (after 64), rather than running to the time cap."""
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.001, max_time=1e9, warmup=0)
+    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.001, max_time=1e9, warmup=0, warmup_time=0.0)
     noisy = sample(lambda: None, _Replay([1.0, 3.0] * 5000), criterion)
     assert noisy.stop == "stable" and not noisy.converged
     assert 64 <= len(noisy.times) < 200

@@ -57,7 +57,7 @@ def test_claims_and_crossover_from_results() -> None:
 
 def test_cpu_report_has_the_banner(tmp_path) -> None:  # noqa: ANN001
     data = tmp_path / "cpu"
-    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0)
+    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0, warmup_time=0.0)
     points = [Point(i, x, x, x, sweep="square", x=x) for x in (32, 64) for i in ("cublas", "strassen1")]
     run_sweep(points, NumpyBackend(), data / "square.csv", criterion, progress=False)
     build_report(data, tmp_path / "report")
@@ -163,7 +163,7 @@ def test_figures_carry_the_papers_titles_axes_device_and_legends_outside(tmp_pat
 
 def test_cpu_figures_say_cpu_stand_ins(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     data = tmp_path / "cpu"
-    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0)
+    criterion = Criterion(min_samples=2, min_time=0.0, max_time=0.05, warmup=0, warmup_time=0.0)
     points = [Point(i, x, x, x, sweep="square", x=x) for x in (32, 64) for i in ("cublas", "strassen1")]
     run_sweep(points, NumpyBackend(), data / "square.csv", criterion, progress=False)
     drawn = _captured(monkeypatch)

@@ -18,7 +18,7 @@ from strassenbench.bench.timing import Criterion
 from strassenbench.cli import main
 from strassenbench.results import ResultsError, read_results
 
-FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1)
+FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

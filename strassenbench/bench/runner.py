@@ -7,7 +7,8 @@ samples (timing.sample), the reference implementations reusing one workspace all
 ``--strategy best`` times every strategy and keeps the fastest, recording which won (as the paper did).
 
 Results are rewritten atomically after every point, so an interrupted sweep keeps every finished point and a
-rerun skips them. A point that fails (out of memory, a failed check, any error) is recorded in ``status``
+rerun skips them. Every timed sample goes to ``<name>.samples.jsonl`` beside the CSV (strassenbench.samples),
+written before the CSV lists the point. A point that fails (out of memory, a failed check, any error) is recorded in ``status``
 and the sweep goes on.
 """
 
@@ -27,6 +28,7 @@ from ..engines import FUSED_ENGINES
 from ..impls import get_impl
 from ..io import write_atomic
 from ..results import BENCH_COLUMNS, read_results
+from ..samples import append_samples, samples_path
 from ..strategies import STRATEGIES
 from .backends import Backend, is_oom
 from .telemetry import git_commit, host_description
@@ -75,7 +77,8 @@ def _options(point: Point, engine: str, strategy: str | None) -> dict[str, objec
 
 
 def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 0,
-              build_dir: str = "build") -> dict[str, object]:
+              build_dir: str = "build", records: list | None = None) -> dict[str, object]:
+    """One point's row; ``records`` (a list) receives every sample of the kept strategy (timing.Samples)."""
     impl = get_impl(point.impl)
     engine = backend.engine
     m, n, k = point.m, point.n, point.k
@@ -114,13 +117,17 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
             # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
             call = impl.prepare(A, B, C, ALPHA, BETA, engine=engine, **options)
-            throttled = device.throttled if device else (lambda: False)
-            samples = sample(call, backend.timer(), criterion, throttled)
+            if device:
+                samples = sample(call, backend.timer(), criterion, device.probe, device.max_sm_clock_mhz())
+            else:
+                samples = sample(call, backend.timer(), criterion)
             results[strategy] = (samples, err, bound, measured, options.get("scheme", ""))
             del call
         best = min(results, key=lambda s: results[s][0].summary()["time_median_s"])
         samples, err, bound, measured, scheme = results[best]
         summary = samples.summary()
+        if records is not None:
+            records.extend(samples.records)
         row.update(summary)
         row.update({
             "strategy": best or "", "scheme": scheme, "rel_error": err, "error_bound": bound,
@@ -216,8 +223,11 @@ def run_sweep(
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
     for point in bar:
         bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")
-        row = run_point(point, backend, criterion, seed, build_dir)
+        records: list = []
+        row = run_point(point, backend, criterion, seed, build_dir, records)
         row["scheme_request"] = point.scheme or ""
+        if records:
+            append_samples(samples_path(out), row, str(row.get("timing", "")), records)
         rows.append(row)
         frame = pd.DataFrame(rows)
         frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")

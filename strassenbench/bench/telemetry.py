@@ -91,6 +91,18 @@ class Device:
     def throttled(self) -> bool:
         return bool(self.throttle_reasons() & THROTTLE_MASK)
 
+    def probe(self) -> tuple[float | None, bool]:
+        """(SM clock in MHz now, whether a slowing throttle reason is set): read after every timed sample."""
+        clock = self._get("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM, default=None) if self.available else None
+        return (float(clock) if isinstance(clock, int) else None), self.throttled()
+
+    def max_sm_clock_mhz(self) -> float | None:
+        """The SM clock the throttle threshold is a fraction of (nvbench: the device's clock rate)."""
+        if not self.available:
+            return None
+        clock = self._get("nvmlDeviceGetMaxClockInfo", self.nvml.NVML_CLOCK_SM, default=None)
+        return float(clock) if isinstance(clock, int) and clock > 0 else None
+
     def snapshot(self) -> dict[str, object]:
         """Clocks (MHz), temperature (C), power (W) and throttle reasons now."""
         if not self.available:

@@ -1,8 +1,13 @@
 """`strassenbench compare`: results of several GPUs side by side.
 
 Each folder after the first is compared with the first point by point (same sweep, implementation, shape,
-dtype): ratio = time / time(first). The verdict is FAST or SLOW only when |ratio - 1| is larger than both
-runs' measured noise (their relative standard deviations), SAME otherwise, as nvbench's compare does.
+dtype): ratio = median time / median time(first).
+
+Where both runs kept their samples (``<sweep>.samples.jsonl``, strassenbench.samples), the difference is
+tested statistically: the ratio of medians gets a 95% bootstrap interval (both sample sets resampled), and the
+verdict is FAST or SLOW only when the whole interval lies below or above 1, SAME otherwise (``method``
+bootstrap). Without samples, the verdict is FAST or SLOW only when |ratio - 1| is larger than both runs'
+relative standard deviations, as nvbench's compare does (``method`` noise).
 """
 
 from __future__ import annotations
@@ -13,13 +18,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import write_atomic
+from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import ok_rows
 from .build import gpu_name, load_run
 from .figures import fig_compare
 
-__all__ = ["compare_runs", "verdict"]
+__all__ = ["compare_runs", "verdict", "interval_verdict"]
 
 KEYS = ["sweep", "impl", "m", "n", "k", "dtype"]
+SWEEP_FILES = ("square", "rankk", "panel")
 
 
 def verdict(ratio: float, noise_a: float, noise_b: float) -> str:
@@ -27,6 +34,23 @@ def verdict(ratio: float, noise_a: float, noise_b: float) -> str:
     if abs(ratio - 1.0) <= noise:
         return "SAME"
     return "FAST" if ratio < 1.0 else "SLOW"
+
+
+def interval_verdict(low: float, high: float) -> str:
+    """FAST when the ratio's whole interval is below 1, SLOW when above, SAME when it holds 1."""
+    if high < 1.0:
+        return "FAST"
+    return "SLOW" if low > 1.0 else "SAME"
+
+
+def _samples(folder: Path) -> dict[tuple, object]:
+    """The kept sample times of a run's sweeps by (sweep, impl, m, n, k, dtype)."""
+    out: dict[tuple, object] = {}
+    for name in SWEEP_FILES:
+        for line in read_samples(samples_path(folder / f"{name}.csv")).values():
+            out[(line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])] = \
+                kept_times(line)
+    return out
 
 
 def _name(folder: Path, run: dict) -> str:
@@ -43,25 +67,33 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
         run = load_run(folder)
         if run["sweeps"].empty:
             raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
-        runs.append((_name(folder, run), run))
-    base_name, base = runs[0]
+        runs.append((_name(folder, run), run, _samples(folder)))
+    base_name, base, base_samples = runs[0]
     base_frame = ok_rows(base["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
     rows = []
-    for name, run in runs[1:]:
+    for name, run, samples in runs[1:]:
         other = ok_rows(run["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
         joined = base_frame.merge(other, on=KEYS, suffixes=("_base", "_other"))
         for r in joined.itertuples(index=False):
+            key = tuple(getattr(r, k) for k in KEYS)
             ratio = r.time_median_s_other / r.time_median_s_base
+            low = high = float("nan")
+            if key in base_samples and key in samples:
+                ratio, low, high = median_ratio_interval(base_samples[key], samples[key])
+                method, judged = "bootstrap", interval_verdict(low, high)
+            else:
+                method, judged = "noise", verdict(ratio, r.time_rel_stdev_base, r.time_rel_stdev_other)
             rows.append({"baseline": base_name, "other": name, **{k: getattr(r, k) for k in KEYS},
                          "time_base_s": r.time_median_s_base, "time_other_s": r.time_median_s_other,
-                         "ratio": ratio, "noise_base": r.time_rel_stdev_base, "noise_other": r.time_rel_stdev_other,
-                         "verdict": verdict(ratio, r.time_rel_stdev_base, r.time_rel_stdev_other)})
+                         "ratio": ratio, "ratio_low": low, "ratio_high": high, "method": method,
+                         "noise_base": r.time_rel_stdev_base, "noise_other": r.time_rel_stdev_other,
+                         "verdict": judged})
     table = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "compare.csv", table.to_csv(index=False))
     write_atomic(out / "compare.md", (table.to_markdown(index=False) if not table.empty else "_no common points_")
                  + "\n")
-    fig_compare({name: run["sweeps"] for name, run in runs}, out)
+    fig_compare({name: run["sweeps"] for name, run, _ in runs}, out)
     summary = table.groupby(["other", "verdict"]).size().unstack(fill_value=0) if not table.empty else pd.DataFrame()
     write_atomic(out / "index.html", f"""<!doctype html><html><head><meta charset="utf-8">
 <title>strassenbench compare</title></head><body><h1>Compare: {len(runs)} runs, baseline {base_name}</h1>
