@@ -102,6 +102,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = _finite(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is not a fraction in (0, 1]")
+    return value
+
+
 def _bounded(minimum: int, maximum: int, why: str) -> Callable[[str], int]:
     """An integer in [minimum, maximum]; ``why`` says where the maximum comes from."""
     base = _integer(minimum)
@@ -318,7 +325,8 @@ def _criterion(args: argparse.Namespace):  # noqa: ANN202
     from .bench.timing import Criterion
 
     return Criterion(min_samples=args.min_samples, min_time=args.min_time, max_noise=args.max_noise,
-                     max_time=args.max_time)
+                     max_time=args.max_time, warmup_time=args.warmup_time,
+                     throttle_threshold=args.throttle_threshold)
 
 
 def _backend(engine: str):  # noqa: ANN202
@@ -576,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-time", type=_seconds, default=0.5, help="seconds of samples before the noise test")
     p.add_argument("--max-noise", type=_positive, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
     p.add_argument("--max-time", type=_positive, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--warmup-time", type=_seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
+    p.add_argument("--throttle-threshold", type=_fraction, default=0.75,
+                   help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     p.set_defaults(func=_cmd_bench)

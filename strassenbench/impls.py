@@ -48,11 +48,16 @@ def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
 
 
 def _hybrid_bytes(m: int, n: int, k: int, dtype: str) -> int:
-    """The top level's workspace (its 7 fused 1-level products allocate nothing)."""
+    """The top level's workspace, and what its leaf products hold: _Leaves keeps a prepared fused 1-level
+    program per product of the top level (at most Winograd's 7: products on the same views share one), each
+    with its parameters (no device bytes today: they travel as kernel parameters,
+    strassenbench.fused.launch.param_bytes)."""
+    from .algebra.algorithm import get_algorithm
     from .reference.strassen_ref import level_blocks
 
     (bm, bk, bn), = level_blocks(m, k, n, 1)
-    return _ref_bytes(1, m, n, k, dtype) + _fused_bytes(1, bm, bn, bk, dtype)
+    products = get_algorithm("winograd").rank
+    return _ref_bytes(1, m, n, k, dtype) + products * _fused_bytes(1, bm, bn, bk, dtype)
 
 
 @dataclass(frozen=True)

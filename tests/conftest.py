@@ -8,26 +8,36 @@ import pytest
 
 
 @functools.cache
-def gpu_available() -> str | None:
-    """None when a GPU is usable, else why not."""
+def gpu_available() -> tuple[str | None, bool]:
+    """(None when a GPU is usable, else why not; whether that is a broken set-up rather than no GPU)."""
     try:
         import cupy
     except ImportError:
-        return "CuPy is not installed"
+        return "CuPy is not installed", False
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
-            return "no CUDA device"
+            return "no CUDA device", False
     except Exception as err:  # noqa: BLE001 - no driver / no device
-        return f"no CUDA device ({type(err).__name__})"
-    return None
+        from strassenbench.fused.cuda import driver_mismatch
+
+        mismatch = driver_mismatch()  # a GPU whose driver is older than CuPy's CUDA: fail, never skip
+        if mismatch:
+            return mismatch, True
+        return f"no CUDA device ({type(err).__name__})", False
+    return None, False
+
+
+@pytest.fixture
+def _broken_gpu_setup() -> None:
+    pytest.fail(f"gpu test cannot run: {gpu_available()[0]}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = gpu_available()
+    reason, broken = gpu_available()
     if reason is None:
         return
-    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    mark = pytest.mark.usefixtures("_broken_gpu_setup") if broken else pytest.mark.skip(reason=f"gpu test: {reason}")
     for item in items:
         if "gpu" in item.keywords:
-            item.add_marker(skip)
+            item.add_marker(mark)
 

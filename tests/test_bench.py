@@ -186,6 +186,8 @@ def test_bench_cli_end_to_end_and_resume(tmp_path, capsys: pytest.CaptureFixture
         (["bench", "--impl", "gemm", "--sweep", "custom", "--shapes", "4x4", "--out", "x.csv"], "bad shape"),
         (["bench", "--impl", "gemm", "--engine", "emu", "--out", "x.csv"], "invalid choice"),
         (["bench", "--impl", "gemm", "--engine", "cuda", "--out", "x.csv"], "cuda engine"),
+        (["bench", "--impl", "gemm", "--throttle-threshold", "1.5", "--out", "x.csv"], "not a fraction in (0, 1]"),
+        (["bench", "--impl", "gemm", "--warmup-time", "-1", "--out", "x.csv"], "-1 s is negative"),
         (["memlimit", "--impl", "gemm"], "--memory-budget"),
         (["memlimit", "--impl", "gemm", "--memory-budget", "lots"], "bad size"),
     ],
@@ -248,3 +250,72 @@ def test_a_cublas_allocation_failure_is_recorded_as_oom(monkeypatch: pytest.Monk
     monkeypatch.setattr(runner, "_inject", fail)
     row = run_point(Point("cublas", 32, 32, 32), NumpyBackend(), FAST, 0, "build")
     assert row["status"] == "oom" and row["message"].startswith("out of memory")
+
+
+class _FakeDevice:
+    """A device with ``total`` bytes: warming takes ``warm`` bytes for good (cuBLAS workspace, modules),
+    ballasts take what they are asked for; mem_free is what cudaMemGetInfo would say."""
+
+    def __init__(self, total: int, warm: int) -> None:
+        self.total, self.warm_bytes, self.used, self.held = total, warm, 0, []
+
+    def warm(self) -> None:
+        self.used += self.warm_bytes
+
+    def free(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def mem_free(self) -> int:
+        return self.total - self.used - sum(self.held)
+
+    def hold(self, nbytes: int) -> int:
+        assert nbytes > 0
+        self.held.append(nbytes)
+        return nbytes
+
+
+def test_memlimit_predicts_from_the_free_memory_measured_after_warming_and_ballast() -> None:
+    from strassenbench.bench.memlimit import device_free
+
+    device = _FakeDevice(total=10_000, warm=1_500)
+    free, ballast, note = device_free(device, None, device.warm)
+    assert free == 8_500 and ballast is None and note == ""  # after warming, not before
+    device = _FakeDevice(total=10_000, warm=1_500)
+    free, ballast, note = device_free(device, 4_000, device.warm)
+    assert ballast == 4_500 and free == 4_000 and note == ""  # measured again after the ballast
+    device = _FakeDevice(total=10_000, warm=1_500)
+    free, ballast, note = device_free(device, 9_000, device.warm)  # more than is free: no (negative) ballast
+    assert ballast is None and device.held == [] and free == 8_500 and "above the 8500 B free" in note
+
+
+def test_the_hybrid_declares_every_leaf_program_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid keeps one prepared fused 1-level program per product of its top level (products on the same
+    views share one): at most Winograd's rank, and its declared extra memory counts that many."""
+    import numpy as np
+
+    from strassenbench import impls
+    from strassenbench.algebra.algorithm import get_algorithm
+    from strassenbench.reference.strassen_ref import level_blocks
+
+    made = []
+    real = impls._leaf_call
+
+    def counting(*args):  # noqa: ANN002, ANN202
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(impls, "_leaf_call", counting)
+    m = n = k = 64
+    A, B, C = (np.ones((64, 64), dtype=np.float32) for _ in range(3))
+    call = impls.get_impl("strassen2-hybrid").prepare(A, B, C, 1.0, 1.0, engine="numpy")
+    call()
+    first = len(made)
+    call()
+    rank = get_algorithm("winograd").rank
+    assert 1 < first <= rank == 7 and len(made) == first  # prepared once each (shared views share one), replayed
+    (bm, bk, bn), = level_blocks(m, k, n, 1)
+    declared = impls.get_impl("strassen2-hybrid").extra_bytes(m, n, k, "float32")
+    assert declared == impls._ref_bytes(1, m, n, k, "float32") + rank * impls._fused_bytes(1, bm, bn, bk, "float32")

@@ -130,6 +130,15 @@ class CudaBackend(Backend):  # pragma: no cover - needs a GPU
     def synchronize(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
 
+    def mem_free(self) -> int:
+        """Free device memory now (cudaMemGetInfo), CuPy's pool emptied first."""
+        self.cupy.get_default_memory_pool().free_all_blocks()
+        return int(self.cupy.cuda.runtime.memGetInfo()[0])
+
+    def hold(self, nbytes: int):  # noqa: ANN201
+        """An allocation of ``nbytes`` that stays until dropped (memlimit's ballast)."""
+        return self.cupy.empty(nbytes, dtype=self.cupy.uint8)
+
     def free(self) -> None:
         self.synchronize()
         self.cupy.get_default_memory_pool().free_all_blocks()
@@ -180,5 +189,10 @@ def make_backend(engine: str) -> Backend:
         except ImportError:
             raise ValueError("the cuda engine needs CuPy (pip install -e '.[gpu]')") from None
         except Exception as err:  # noqa: BLE001 - no device / driver
+            from ..fused.cuda import driver_mismatch
+
+            mismatch = driver_mismatch()  # a driver older than CuPy's CUDA is not "no GPU": say what to install
+            if mismatch:
+                raise ValueError(mismatch) from None
             raise ValueError(f"the cuda engine needs a visible NVIDIA GPU ({type(err).__name__}: {err})") from None
     raise ValueError(f"bench runs on numpy or cuda, not {engine} (the emulator is for correctness, not timing)")

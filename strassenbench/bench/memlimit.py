@@ -2,7 +2,10 @@
 on a 16 GB V100" experiment).
 
 Predicted from the declared extra memory: the largest n (a multiple of ``step``) with
-3 n^2 sizeof(T) + extra(n) <= free, where free is what pynvml reports (cuda) or a memory budget (numpy).
+3 n^2 sizeof(T) + extra(n) <= free. On the GPU, free is what cudaMemGetInfo reports after every
+implementation ran once at a small size (cuBLAS's handle and workspace, the kernels' modules and CuPy's
+kernels are then in memory, as in the runs) and, with ``--memory-budget`` below it, after a ballast allocation
+holds the rest (measured again, never a negative ballast). On the CPU free is the budget.
 Then confirmed by running once at n (expected to succeed) and once at n + step (expected to run out of
 memory). On the GPU the run is real. On the CPU it runs in a child process whose address space is capped at
 its size after start-up plus the budget (RLIMIT_AS), so an allocation past the budget fails as it would on
@@ -17,6 +20,7 @@ import re
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,7 +28,7 @@ from ..impls import get_impl
 from ..results import MEMLIMIT_COLUMNS
 from .backends import Backend, is_oom
 
-__all__ = ["parse_bytes", "predict_max_n", "memlimit", "COLUMNS"]
+__all__ = ["parse_bytes", "predict_max_n", "memlimit", "device_free", "COLUMNS"]
 
 COLUMNS = MEMLIMIT_COLUMNS  # strassenbench.results: one schema for every reader
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -56,6 +60,23 @@ def predict_max_n(impl: str, dtype: str, free: int, step: int) -> int:
             break
         lo, hi = (mid, hi) if needed_bytes(impl, mid, dtype) <= free else (lo, mid)
     return lo
+
+
+def device_free(backend: Backend, budget: int | None, warm: Callable[[], None]) -> tuple[int, object, str]:
+    """(free bytes to predict from, the ballast holding the rest of the device, a note for the rows): ``warm``
+    first, then cudaMemGetInfo; with a budget below the free memory a ballast of exactly the difference, and
+    cudaMemGetInfo again. A budget above the free memory cannot be honoured: the free memory is used, and
+    the note says so."""
+    warm()
+    backend.free()
+    available = backend.mem_free()
+    if budget is None:
+        return available, None, ""
+    if budget >= available:
+        return available, None, f"budget {budget} B is above the {available} B free: predicted from the free memory"
+    ballast = backend.hold(available - budget)
+    backend.synchronize()
+    return backend.mem_free(), ballast, ""
 
 
 def _run_cuda(backend: Backend, impl: str, n: int, dtype: str, build_dir: str) -> str:  # pragma: no cover - GPU
@@ -91,17 +112,15 @@ def _run_capped(impl: str, n: int, dtype: str, budget: int) -> str:
 
 def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: int | None,
              build_dir: str = "build") -> list[dict[str, object]]:
-    device = backend.device()
-    ballast = None
+    ballast, note = None, ""
     if backend.engine == "cuda":  # pragma: no cover - GPU
-        backend.free()
-        available = device.free_bytes()
-        if not available:
-            raise ValueError("pynvml reports no free memory for this GPU; pass --memory-budget")
-        free = budget or available
-        if budget and budget < available:  # hold the rest so that the device really has only the budget free,
-            # less 64 MiB left for what the runs allocate outside CuPy's pool (cuBLAS workspace, module load)
-            ballast = backend.xp.empty(available - budget - (64 << 20), dtype=backend.xp.uint8)
+        runnable = [name for name in impls if backend.engine in get_impl(name).engines]
+
+        def warm() -> None:
+            for name in runnable:
+                _run_cuda(backend, name, min(step, 256), dtype, build_dir)
+
+        free, ballast, note = device_free(backend, budget, warm)
     else:
         if budget is None:
             raise ValueError("memlimit on numpy needs --memory-budget (a cap on the host, e.g. 256MiB)")
@@ -113,7 +132,7 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         n = predict_max_n(name, dtype, free, step)
         row = {"gpu": gpu, "engine": backend.engine, "impl": name, "label": impl.label,
                "dtype": dtype, "free_bytes": free, "step": step, "predicted_n": n,
-               "predicted_bytes": needed_bytes(name, n, dtype) if n else 0, "message": ""}
+               "predicted_bytes": needed_bytes(name, n, dtype) if n else 0, "message": note}
         if backend.engine not in impl.engines:
             row.update({"run_at_n": "", "run_above": "", "confirmed": False,
                         "message": f"{name} does not run on {backend.engine}"})
@@ -126,6 +145,9 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         row.update({"run_at_n": at, "run_above": above, "confirmed": at == "ok" and above == "oom"})
         if backend.engine == "numpy" and not row["confirmed"]:
             row["message"] = "CPU stand-ins allocate host temporaries beyond the declared device memory"
+        elif backend.engine == "cuda" and at == "oom":  # pragma: no cover - GPU
+            row["message"] = "; ".join(filter(None, [note, "out of memory at the predicted n: the declared extra "
+                                                            "memory or the free memory was wrong"]))
         rows.append(row)
     del ballast
     return rows

@@ -168,15 +168,21 @@ class CudaTimer(Timer):  # pragma: no cover - needs a GPU
         return self.mode
 
     def time(self, fn: Callable[[], object]) -> float:
+        return self.batch(fn, 1)
+
+    def batch(self, fn: Callable[[], object], count: int) -> float:
+        """Seconds per call of ``count`` calls (graph replays once prepared) back to back between two events,
+        with no flush between them: nvbench's "batch" time, warm caches and launches queued ahead."""
         with self._stream:
             self._start.record(self._stream)
-            if self._graph is not None:
-                self._graph.launch(self._stream)
-            else:
-                fn()
+            for _ in range(count):
+                if self._graph is not None:
+                    self._graph.launch(self._stream)
+                else:
+                    fn()
             self._stop.record(self._stream)
         self._stop.synchronize()
-        return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
+        return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3 / count
 
 
 def _no_probe() -> tuple[float | None, bool]:

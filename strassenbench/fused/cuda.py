@@ -11,7 +11,8 @@ from pathlib import Path
 
 from .launch import Program
 
-__all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "function", "module", "on_device", "run"]
+__all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "driver_mismatch", "runtime_mismatch",
+           "function", "module", "on_device", "run"]
 
 
 class CudaError(RuntimeError):
@@ -56,6 +57,24 @@ def build_arch(compute_capability: str) -> str:
         raise CudaError(f"compute capability {compute_capability[:-1]}.{compute_capability[-1]} is older than "
                         f"every build (the oldest is {BUILD_FOR_MAJOR[min(BUILD_FOR_MAJOR)]}, V100)")
     return BUILD_FOR_MAJOR.get(major, BUILD_FOR_MAJOR[max(BUILD_FOR_MAJOR)])
+
+
+def driver_mismatch() -> str | None:
+    """Why CuPy's CUDA cannot run on this machine's driver (one line naming the fix), or None: the driver
+    (NVML's CUDA version) is older than the CUDA major CuPy was built for. None without a driver."""
+    from .toolchain import driver_cuda
+
+    return runtime_mismatch(driver_cuda(), _cupy().cuda.runtime.runtimeGetVersion())
+
+
+def runtime_mismatch(driver: tuple[int, int] | None, runtime: int) -> str | None:
+    """runtime_mismatch((12, 4), 13020): the message for a CUDA 12.4 driver under CuPy built for CUDA 13."""
+    major = runtime // 1000
+    if driver is None or driver[0] >= major:
+        return None
+    fix = ("pip install -e '.[gpu-cu12]' (CuPy for CUDA 12), then `strassenbench build` again"
+           if driver[0] == 12 else "update the NVIDIA driver (CUDA 12 or newer)")
+    return f"the NVIDIA driver runs CUDA {driver[0]}.{driver[1]}, and CuPy is built for CUDA {major}: {fix}"
 
 
 def device_arch() -> str:
