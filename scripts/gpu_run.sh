@@ -1,41 +1,55 @@
 #!/usr/bin/env bash
-# One offline call on a GPU machine (no network needed; CUDA 13 nvcc, CuPy, pandas, seaborn, pytest and
-# nvidia-ml-py installed): build for the GPU, run the GPU tests, a small square sweep, the memory limits and
-# the system description, everything under $OUT/data/<gpu-slug>/ so it can be committed as measured.
+# Measure this GPU, offline, in one call. Install first, where the network is (the GPU machine needs none):
+#
+#   python3 -m venv .venv && .venv/bin/pip install -e '.[gpu,test]'       # the driver runs CUDA 13
+#   python3 -m venv .venv && .venv/bin/pip install -e '.[gpu-cu12,test]'  # the driver runs CUDA 12 (V100 too)
+#
+# then, on the GPU machine:
 #
 #   bash scripts/gpu_run.sh
 #
-# Environment: PYTHON (default python3), SIZES (default 1024:8192:1024), OUT (default ./out).
+# It checks the set-up first (`strassenbench doctor`: GPU, driver against CuPy's CUDA, libraries, the build
+# the GPU runs and the toolchain for this driver) and stops with the fix if something is wrong. Then it builds
+# the kernels for this GPU, runs the gpu tests, a small square sweep of every implementation, the memory
+# limits and the system description, and writes them to data/<gpu>/ ready to commit.
+#
+# Environment: PYTHON (default .venv/bin/python if present, else python3), SIZES (default 1024:8192:1024),
+# DATA (default data), BUILD (default build).
 set -euo pipefail
-PY=${PYTHON:-python3}
-OUT=${OUT:-$PWD/out}
+cd "$(dirname "$0")/.."
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 SIZES=${SIZES:-1024:8192:1024}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-mkdir -p "$OUT"
+BUILD=${BUILD:-build}
 
-ARCH=$($PY -c "from strassenbench.device import gpu_arch; from strassenbench.fused.cuda import build_arch
-a = gpu_arch(); print(build_arch(a[len('sm_'):]) if a else '')")  # the build it runs: sm_86 runs sm_80's
+$PY -m strassenbench doctor || exit 2
+ARCH=$($PY -m strassenbench doctor --arch)
 SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))")
-[ -n "$ARCH" ] || { echo "no GPU visible to pynvml" >&2; exit 1; }
-DATA=$OUT/data/$SLUG
+DATA=${DATA:-data}/$SLUG
 mkdir -p "$DATA"
-echo "== $SLUG ($ARCH), nvcc: $(nvcc --version | tail -1)"
+echo "== $SLUG: build $ARCH into $BUILD, results in $DATA"
 
-$PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --out build 2>&1 | tail -3
-cp build/resources.csv "$DATA/resources_$ARCH.csv"
+$PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --out "$BUILD" 2>&1 | tail -4
+cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"
 
-$PY -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py tests/test_bench_gpu.py 2>&1 \
-  | tee "$OUT/gpu_tests.txt" | tail -5
+IMPLS=cublas,gemm,strassen1,strassen1-ref,strassen2-hybrid,strassen2-ref,strassen2-direct
+[ -f "$BUILD/libsb_cutlass_$ARCH.so" ] && IMPLS=$IMPLS,cutlass  # the CUTLASS baseline needs nvcc
+
+status=0
+$PY -m pytest -q -m gpu -p no:cacheprovider tests/ > "$DATA/gpu_tests.txt" 2>&1 || status=$?
+tail -3 "$DATA/gpu_tests.txt"
 
 $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
-$PY -m strassenbench bench --engine cuda --build-dir build --sweep square --sizes "$SIZES" \
-  --impl cublas,gemm,strassen1,strassen1-ref,strassen2-hybrid,strassen2-ref,strassen2-direct \
+$PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" --impl "$IMPLS" \
   --strategy Huge --scheme atomic --max-time 3 --no-progress --out "$DATA/square.csv" 2>&1 | tail -2
-$PY -m strassenbench memlimit --engine cuda --build-dir build --step 512 \
+$PY -m strassenbench memlimit --engine cuda --build-dir "$BUILD" --step 512 \
   --impl cublas,strassen1,strassen1-ref,strassen2-ref --out "$DATA/memlimit.csv" 2>&1 | tail -2
-$PY -c "
+$PY - "$DATA" <<'EOF'
+import sys
 import pandas as pd
-f = pd.read_csv('$DATA/square.csv')
-print(f.pivot_table(index='x', columns='impl', values='tflops').round(2).to_string())
-print(f['status'].value_counts().to_string())
-"
+from strassenbench.results import read_results
+frame = read_results(f"{sys.argv[1]}/square.csv", "bench")
+print(frame.pivot_table(index="x", columns="impl", values="tflops").round(2).to_string())
+print(frame[["status", "timing"]].value_counts().to_string())
+EOF
+echo "== done: $DATA (gpu tests exit status $status)"
+exit "$status"

@@ -372,6 +372,22 @@ def _cmd_memlimit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import Failed, diagnose
+
+    try:
+        for check, finding in diagnose():
+            if args.arch:
+                if check == "arch":
+                    print(finding)
+            else:
+                print(f"ok  {check}: {finding}")
+    except Failed as err:
+        print(f"strassenbench: doctor: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
     from .bench.runner import system_json
 
@@ -601,6 +617,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE")
     p.add_argument("--build-dir", default="build")
     p.set_defaults(func=_cmd_memlimit)
+
+    p = sub.add_parser("doctor", help="is this machine ready to measure: GPU, driver, CuPy, libraries, build "
+                                       "arch and toolchain (exit 2 naming the fix at the first problem)")
+    p.add_argument("--arch", action="store_true", help="print only the build the GPU runs (sm_70, sm_80, sm_90)")
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("sysinfo", help="the system description (pynvml, CUDA, cuBLAS, host) as JSON")
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")

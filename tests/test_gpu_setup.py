@@ -52,3 +52,74 @@ def test_cupy_finds_nvrtc_and_cublas_without_a_toolkit() -> None:
     major, _ = nvrtc.getVersion()
     assert major == cupy.cuda.runtime.runtimeGetVersion() // 1000
     assert cublas.getVersion(0) // 10000 == major  # cublasGetVersion needs no handle or GPU
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """A fake GPU machine for `doctor`: set its facts, and the doctor's probes read them."""
+    from strassenbench import doctor
+    from strassenbench.fused import build as build_module
+    from strassenbench.fused.toolchain import Toolchain
+
+    facts = {"gpu": ("NVIDIA H100 80GB HBM3", "sm_90", (13, 0)), "cupy": ("14.2.0", 13020),
+             "device": ("90", "0000:3B:00.0", True),
+             "toolchains": (Toolchain((13, 0), "nvcc", "nvcc", "ptxas"), Toolchain((12, 9), "nvrtc", "lib", "ptxas"))}
+    monkeypatch.setattr(doctor, "_gpu", lambda: facts["gpu"])
+    monkeypatch.setattr(doctor, "_cupy_runtime", lambda: facts["cupy"])
+    monkeypatch.setattr(doctor, "_cuda_device", lambda: facts["device"])
+    monkeypatch.setattr(doctor, "_libraries", lambda: "NVRTC 13.5, cuBLAS 131000")
+    monkeypatch.setattr(build_module, "toolchains", lambda: facts["toolchains"])
+    build_module.toolchain_for.cache_clear()
+    yield facts
+    build_module.toolchain_for.cache_clear()
+
+
+def test_doctor_passes_on_a_ready_machine(machine, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from strassenbench.cli import main
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "ok  GPU: NVIDIA H100 80GB HBM3 (sm_90)" in out and "same GPU in NVML" in out
+    assert "ok  toolchain: nvcc 13.0 builds sm_90; the GPU runs its SASS" in out
+    assert main(["doctor", "--arch"]) == 0 and capsys.readouterr().out == "sm_90\n"
+    machine["device"] = ("120", "0000:3B:00.0", True)  # a Blackwell: the sm_90 build's PTX
+    assert main(["doctor"]) == 0 and "runs its PTX, compiled by the driver" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"gpu": ("NVIDIA H100 80GB HBM3", "sm_90", (12, 4))}, "runs CUDA 12.4, and CuPy is built for CUDA 13"),
+    ({"gpu": ("Tesla V100-SXM2-16GB", "sm_70", (12, 4)), "cupy": ("14.2.0", 12090), "device": ("70", "b", True),
+      "toolchains": ()}, "no CUDA toolchain here builds sm_70"),
+    ({"device": ("90", "0000:3B:00.0", False)}, "NVML finds no GPU at CUDA's PCI bus id"),
+])
+def test_doctor_stops_at_the_first_problem_naming_the_fix(machine, change, message, capsys) -> None:  # noqa: ANN001
+    from strassenbench.cli import main
+
+    machine.update(change)
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_doctor_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from strassenbench import device
+    from strassenbench.cli import main
+
+    monkeypatch.setattr(device, "visible_gpus", lambda: [])
+    assert main(["doctor"]) == 2
+    assert "no NVIDIA GPU is visible to NVML" in capsys.readouterr().err
+
+
+def test_the_gpu_script_checks_the_setup_before_anything(tmp_path: Path) -> None:
+    """scripts/gpu_run.sh on a machine without a GPU stops at `doctor` with its one line, writing nothing."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHON=sys.executable, DATA=str(tmp_path / "data"), BUILD=str(tmp_path / "build"),
+               CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh")], capture_output=True, text=True,
+                            env=env, check=False, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "no NVIDIA GPU is visible to NVML" in result.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "build").exists()
