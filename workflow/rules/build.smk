@@ -1,4 +1,5 @@
-# The fused kernels compiled by nvcc for every architecture, with what the GPU compiler did (resources.csv).
+# The fused kernels compiled for every architecture by the toolchain the driver needs (nvcc 13, or NVRTC 12 for
+# sm_70 and CUDA 12 drivers), with what the GPU compiler did (resources.csv).
 
 
 rule build:
