@@ -174,3 +174,42 @@ def test_results_from_before_the_timing_columns_still_read(tmp_path: Path) -> No
     both = read_results(tmp_path / "c.csv", "bench")
     assert len(both) == 4 and list(both["timing"]) == ["", "", "host", "host"]
     assert json.loads((tmp_path / "system.json").read_text())["engine"] == "numpy"
+
+
+def test_clocks_in_the_row_are_read_in_the_timed_loop() -> None:
+    """With a device, the row's SM clocks are those read after the first and last kept sample (not before the
+    operands exist or after freeing), slow samples are discarded, temperature and power come from the end of
+    the timed loop."""
+    from strassenbench.bench.runner import run_point
+
+    class Watched:
+        def __init__(self) -> None:
+            self.clocks = iter([1900.0, 1000.0] + [1850.0] * 1000)
+            self.phase = "before"
+
+        def snapshot(self) -> dict:
+            return {"sm_clock_mhz": 1.0 if self.phase == "before" else 2.0, "temperature_c": 61,
+                    "power_w": 300.0, "throttle_reasons": "0x0", "mem_clock_mhz": 2600}
+
+        def probe(self) -> tuple[float, bool]:
+            self.phase = "after"
+            return next(self.clocks), False
+
+        def max_sm_clock_mhz(self) -> float:
+            return 1980.0
+
+        def process_bytes(self) -> None:
+            return None
+
+    class WithDevice(NumpyBackend):
+        watched = Watched()
+
+        def device(self):  # noqa: ANN202
+            return self.watched
+
+    criterion = Criterion(min_samples=4, min_time=0.0, max_noise=10.0, warmup=0, warmup_time=0.0)
+    row = run_point(Point("cublas", 32, 32, 32, sweep="square", x=32), WithDevice(), criterion)
+    assert row["status"] == "ok", row["message"]
+    assert row["sm_clock_start_mhz"] == 1900.0 and row["sm_clock_end_mhz"] == 1850.0
+    assert row["throttled_samples"] == 1 and row["samples"] == 4 and row["sm_clock_median_mhz"] == 1850.0
+    assert row["temperature_c"] == 61 and row["mem_clock_end_mhz"] == 2600

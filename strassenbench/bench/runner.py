@@ -90,7 +90,8 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
         "extra_bytes": impl.extra_bytes(m, n, k, point.dtype), **backend.tags(),
     }
     device = backend.device()
-    start = device.snapshot() if device else {}
+    start = end = device.snapshot() if device else {}  # replaced by readings taken in the timed loop
+    clocks: list[float] = []
     try:
         _inject(point)
         impl.check(engine, None, None)
@@ -119,6 +120,7 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             call = impl.prepare(A, B, C, ALPHA, BETA, engine=engine, **options)
             if device:
                 samples = sample(call, backend.timer(), criterion, device.probe, device.max_sm_clock_mhz())
+                end = device.snapshot()  # temperature, power and clocks as the timed loop ends, before freeing
             else:
                 samples = sample(call, backend.timer(), criterion)
             results[strategy] = (samples, err, bound, measured, options.get("scheme", ""))
@@ -128,6 +130,7 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
         summary = samples.summary()
         if records is not None:
             records.extend(samples.records)
+        clocks = [clock for _, clock, _, kept in samples.records if kept and clock is not None]
         row.update(summary)
         row.update({
             "strategy": best or "", "scheme": scheme, "rel_error": err, "error_bound": bound,
@@ -144,10 +147,10 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             row.update({"status": "error", "message": f"{type(err).__name__}: {first}"})
     finally:
         backend.free()
-    end = device.snapshot() if device else {}
-    if device:
+    if device:  # the SM clock of the first and last kept sample, read right after each
         row.update({
-            "sm_clock_start_mhz": start.get("sm_clock_mhz", ""), "sm_clock_end_mhz": end.get("sm_clock_mhz", ""),
+            "sm_clock_start_mhz": clocks[0] if clocks else start.get("sm_clock_mhz", ""),
+            "sm_clock_end_mhz": clocks[-1] if clocks else end.get("sm_clock_mhz", ""),
             "mem_clock_start_mhz": start.get("mem_clock_mhz", ""), "mem_clock_end_mhz": end.get("mem_clock_mhz", ""),
             "temperature_c": end.get("temperature_c", ""), "power_w": end.get("power_w", ""),
             "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
