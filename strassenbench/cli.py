@@ -329,13 +329,21 @@ def _criterion(args: argparse.Namespace):  # noqa: ANN202
                      throttle_threshold=args.throttle_threshold)
 
 
-def _backend(engine: str):  # noqa: ANN202
+def _backend(engine: str, expect_device: str | None = None):  # noqa: ANN202
+    """The engine's backend; with ``expect_device`` (a data/<device> folder name), refused unless it measures
+    that device: on a cluster, a job given another GPU model than its folder is for writes nothing."""
     from .bench.backends import make_backend
+    from .device import slug
 
     try:
-        return make_backend(engine)
+        backend = make_backend(engine)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    measured = slug(str(backend.tags()["gpu"]))
+    if expect_device is not None and measured != expect_device:
+        raise UsageError(f"this job measures {measured}, but its results are for data/{expect_device}: "
+                         "the scheduler gave it another GPU (check the gpus config and gpu_model)")
+    return backend
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -349,7 +357,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         _check_memory(biggest.m, biggest.n, biggest.k)
         print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
               file=sys.stderr)
-    backend = _backend(args.engine)
+    backend = _backend(args.engine, args.expect_device)
     try:
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
                           build_dir=args.build_dir, progress=False if args.no_progress else None)
@@ -363,7 +371,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_memlimit(args: argparse.Namespace) -> int:
     from .bench.memlimit import COLUMNS, memlimit
 
-    backend = _backend(args.engine)
+    backend = _backend(args.engine, args.expect_device)
     try:
         rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
     except ValueError as err:
@@ -391,7 +399,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
     from .bench.runner import system_json
 
-    text = system_json(_backend(args.engine))
+    text = system_json(_backend(args.engine, args.expect_device))
     if args.out:
         write_atomic(args.out, text)
     else:
@@ -532,6 +540,10 @@ def _cmd_model_crossover(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPECT_HELP = ("refuse to run unless the GPU measured is this device (its data/<device> folder name, e.g. "
+               "nvidia-h100-80gb-hbm3; cpu on numpy)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="strassenbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -605,6 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("memlimit", help="largest square n per implementation: predicted, then confirmed by runs")
@@ -616,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")
     p.add_argument("--out", metavar="FILE")
     p.add_argument("--build-dir", default="build")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
     p.set_defaults(func=_cmd_memlimit)
 
     p = sub.add_parser("doctor", help="is this machine ready to measure: GPU, driver, CuPy, libraries, build "
@@ -626,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sysinfo", help="the system description (pynvml, CUDA, cuBLAS, host) as JSON")
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
     p.add_argument("--out", metavar="FILE")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
     p.set_defaults(func=_cmd_sysinfo)
 
     p = sub.add_parser("report", help="the HTML report with every figure and table of the paper")

@@ -27,6 +27,15 @@ def gpu_available() -> tuple[str | None, bool]:
     return None, False
 
 
+@pytest.fixture(scope="session")
+def local_smoke(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """The smoke workflow run once locally (`snakemake --cores 1`, CPU backend): (its folder, the run)."""
+    from workflow_helpers import SMOKE, copy_workflow, snakemake
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("local-smoke"))
+    return workdir, snakemake(["--cores", "1", *SMOKE], workdir)
+
+
 @pytest.fixture
 def _broken_gpu_setup() -> None:
     pytest.fail(f"gpu test cannot run: {gpu_available()[0]}")

@@ -1,18 +1,13 @@
 """The project's own promises: the README's commands, CI, and the Snakemake workflow."""
 
-import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
-
-ROOT = Path(__file__).resolve().parents[1]
+from workflow_helpers import ROOT, SMOKE, copy_workflow, snakemake
 
 
 def _fenced_command(marker: str) -> str:
@@ -36,19 +31,12 @@ def test_readme_main_command_runs_snakemake():
     assert _fenced_command("main-command").endswith("snakemake --cores 1")
 
 
-def _snakemake(args, cwd):
-    """Run snakemake from this interpreter's environment, with its scripts (strassenbench) on PATH."""
-    bindir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env)
+_snakemake = snakemake
 
 
 @pytest.fixture()
 def workdir(tmp_path):
-    for name in ("Snakefile", "config", "workflow", "environment.yml"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
-    return tmp_path
+    return copy_workflow(tmp_path)
 
 
 def test_lint_is_clean(workdir):
@@ -86,6 +74,54 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     assert "data/nvidia-h100-80gb-hbm3/square.csv" in proc.stdout
     assert "--sizes 512:20480:512" in proc.stdout and "--strategy best" in proc.stdout
     assert "--arch sm_80 --arch sm_90" in proc.stdout
+
+
+TWO_GPUS = 'gpus=["NVIDIA A100-SXM4-80GB@sm_80@a100","NVIDIA H100 80GB HBM3@sm_90@h100"]'
+
+
+def _planned(stdout):
+    """(rule, wildcards, resources) of every job in a dry run's listing."""
+    jobs, rule, wildcards = [], None, ""
+    for line in stdout.splitlines():
+        if match := re.match(r"(?:local)?rule (\w+):", line):
+            rule, wildcards = match.group(1), ""
+        elif line.strip().startswith("wildcards:"):
+            wildcards = line.split(":", 1)[1].strip()
+        elif line.strip().startswith("resources:") and rule:
+            jobs.append((rule, wildcards, line.split(":", 1)[1].strip()))
+    return jobs
+
+
+def test_dry_run_on_slurm_with_two_gpu_models(workdir):
+    """The paper profile through the SLURM profile for two GPU models: one sweep job per (sweep,
+    implementation) per model, each asking for one GPU of its model on its node alone, its results in its
+    device's folder and refused on another GPU; the two runs are compared."""
+    proc = _snakemake(["-n", "-p", "--profile", str(ROOT / "workflow/profiles/slurm"), "--config", "profile=paper",
+                       TWO_GPUS], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from strassenbench.impls import IMPLS
+
+    sweeps = [job for job in _planned(proc.stdout) if job[0] == "sweep"]
+    assert len(sweeps) == 2 * 3 * len(IMPLS)
+    for model, device in (("a100", "nvidia-a100-sxm4-80gb"), ("h100", "nvidia-h100-80gb-hbm3")):
+        mine = [job for job in sweeps if f"device={device}" in job[1]]
+        assert len(mine) == 3 * len(IMPLS)
+        assert all("gpu=1" in res and f"gpu_model={model}" in res and "slurm_extra=--exclusive" in res
+                   and "slurm_partition=gpu" in res for _, _, res in mine)
+        assert f"--expect-device {device}" in proc.stdout
+    counts = _job_counts(proc.stdout)
+    assert counts["compare"] == 1 and counts["sysinfo"] == 2 and counts["memlimit"] == 2
+    assert counts["verify"] == 2 * 3 * 2 * 4 and counts["build"] == 1
+    assert "--arch sm_80 --arch sm_90" in proc.stdout
+
+
+def test_cpu_backend_jobs_ask_for_no_gpu(workdir):
+    """With the CPU backend no job asks for a GPU (a cluster without GPU gres takes them all)."""
+    proc = _snakemake(["-n", "-p", "--config", "profile=smoke", "backend=numpy"], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    planned = _planned(proc.stdout)
+    assert planned and not any(re.search(r"\bgpu=[1-9]", res) for _, _, res in planned)
+    assert not any("--exclusive" in res for _, _, res in planned)
 
 
 def test_dry_run_with_compare(workdir):
@@ -130,8 +166,8 @@ def test_bad_config_key_is_rejected(workdir):
     assert "enormous" in proc.stdout + proc.stderr
 
 
-def test_smoke_run_end_to_end_on_cpu(workdir):
-    proc = _snakemake(["--cores", "1", "--config", "profile=smoke", "backend=numpy"], workdir)
+def test_smoke_run_end_to_end_on_cpu(local_smoke):
+    workdir, proc = local_smoke
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CPU run" in proc.stderr
     frame = pd.read_csv(workdir / "data/cpu/verify.csv")
@@ -162,5 +198,5 @@ def test_smoke_run_end_to_end_on_cpu(workdir):
     assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid"])]["engine"]) == {"emu"}
     checks = (workdir / "report/tables/numerical_error_checks.md").read_text()
     assert "strassen1" in checks and "| emu " in checks and "plan: strassen" in checks
-    rerun = _snakemake(["--cores", "1", "--config", "profile=smoke", "backend=numpy"], workdir)
+    rerun = _snakemake(["--cores", "1", *SMOKE], workdir)
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr

@@ -13,5 +13,7 @@ rule build:
         archs=" ".join(f"--arch {a}" for a in ARCHS),
         dtypes=" ".join(f"--dtype {d}" for d in GRID["build"]["dtypes"]),
         strategies=" ".join(f"--strategy {s}" for s in GRID["build"]["strategies"]),
+        driver=f"--driver-cuda {config['driver_cuda']}" if config["driver_cuda"] else "",
     shell:
-        "strassenbench build {params.archs} {params.dtypes} {params.strategies} --out build > {log} 2>&1"
+        "strassenbench build {params.archs} {params.dtypes} {params.strategies} {params.driver} --out build "
+        "> {log} 2>&1"

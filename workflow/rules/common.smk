@@ -13,15 +13,54 @@ from strassenbench.sweeps import SWEEPS
 config["profile"] = config["profile"].lower()
 config["strategy"] = {s.lower(): s for s in ["best", *STRATEGIES]}[config["strategy"].lower()]
 
-if config["assume_gpu"]:  # plan as if this GPU were visible (dry runs: `-n --config assume_gpu=NAME@sm_XY`)
-    _name, _, _arch = config["assume_gpu"].partition("@")
-    BACKEND, BACKEND_REASON = "cuda", f"assumed GPU {_name}"
-    DEVICE, DEVICE_ARCH = slug(_name), (build_arch(_arch[len("sm_"):]) if _arch else None)
+def _listed_gpu(text):
+    """'NAME@sm_XY[@MODEL]' -> (device folder, {name, arch: the build it runs, model: the scheduler's GPU type})."""
+    name, arch, model = (text.split("@") + [""])[:3]
+    return slug(name), {"name": name, "arch": build_arch(arch[len("sm_"):]), "model": model}
+
+
+# The devices this run measures, each into data/<device>/: the GPUs listed in `gpus` (a cluster: each GPU job
+# asks the scheduler for its model), the assumed one (dry runs: `-n --config assume_gpu=NAME@sm_XY`), or the
+# visible GPU, or the CPU.
+if config["gpus"] or config["assume_gpu"]:
+    GPUS = dict(_listed_gpu(g) for g in (config["gpus"] or [config["assume_gpu"]]))
+    BACKEND = "cuda"
+    BACKEND_REASON = f"listed GPUs {', '.join(g['name'] for g in GPUS.values())}"
 else:
     BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
-    DEVICE = slug(visible_gpus()[0]) if BACKEND == "cuda" else "cpu"
-    DEVICE_ARCH = build_arch(gpu_arch()[len("sm_"):]) if BACKEND == "cuda" else None  # sm_86 runs the sm_80 build
+    if BACKEND == "cuda":  # sm_86 runs the sm_80 build
+        GPUS = {slug(visible_gpus()[0]): {"name": visible_gpus()[0], "arch": build_arch(gpu_arch()[len("sm_"):]),
+                                          "model": ""}}
+    else:
+        GPUS = {"cpu": {"name": "cpu", "arch": None, "model": ""}}
+DEVICES = list(GPUS)
+DEVICE = DEVICES[0]  # the report's device; the others are compared with it
 PROFILE = config["profile"] if BACKEND == "cuda" else "smoke"
+GPU_JOB = 1 if BACKEND == "cuda" else 0  # timing jobs hold a whole GPU; on the CPU backend they ask for none
+TIMING_NODE = "--exclusive" if BACKEND == "cuda" else ""  # SLURM: a GPU timing job has its node to itself
+
+
+def gpu_model(wildcards):
+    """The scheduler's GPU type for a job of data/<device>/ ('' where none is listed: any GPU)."""
+    return GPUS[wildcards.device]["model"]
+
+
+def expect_device(wildcards):
+    """A GPU job refuses to write data/<device>/ from another GPU (a cluster that gave it another model)."""
+    return f"--expect-device {wildcards.device}" if BACKEND == "cuda" else ""
+
+
+def model_gpu(wildcards):
+    """The GPU of a device's model predictions: the config's, else the built-in spec its name holds (V100,
+    A100, H100), else its own attributes (queried on it: the job then runs on that GPU), V100 on the CPU."""
+    from strassenbench.model.gpus import SPECS
+
+    if config["model_gpu"] != "auto":
+        return config["model_gpu"]
+    if BACKEND != "cuda":
+        return "V100"
+    name = GPUS[wildcards.device]["name"].lower()
+    return next((key for key in SPECS if key.lower() in name), "device")
 GRID = config["profiles"][PROFILE]
 
 
@@ -45,8 +84,7 @@ def _check_config():
 
 
 _check_config()
-ARCHS = sorted(set(config["archs"]) | ({DEVICE_ARCH} if DEVICE_ARCH else set()))
-MODEL_GPU = config["model_gpu"] if config["model_gpu"] != "auto" else ("device" if BACKEND == "cuda" else "V100")
+ARCHS = sorted(set(config["archs"]) | {g["arch"] for g in GPUS.values() if g["arch"]})
 SWEEP_NAMES = list(SWEEPS)
 
 if BACKEND != "cuda":
@@ -104,7 +142,8 @@ def sweep_fixed(sweep):
 
 def timing_args():
     t = GRID["timing"]
-    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}"
+    warmup = f" --warmup-time {t['warmup_time']}" if "warmup_time" in t else ""
+    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}{warmup}"
 
 
 def fused_args(impl):
@@ -135,14 +174,15 @@ def report_inputs():
 
 
 def all_outputs():
-    data = f"data/{DEVICE}"
-    outputs = [
-        "report/index.html",
-        *schedule_targets(),
-        *[f"{data}/model_{s}.csv" for s in SWEEP_NAMES],
-        f"{data}/model_crossover.csv",
-    ]
-    if config["compare"]:
+    """The report (of the first device), every device's results and model, and the comparison of the devices
+    with each other and with the compare folders when there is more than one run."""
+    outputs = ["report/index.html", *schedule_targets()]
+    for device in DEVICES:
+        data = f"data/{device}"
+        outputs += [f"{data}/model_{s}.csv" for s in SWEEP_NAMES] + [f"{data}/model_crossover.csv"]
+        outputs += [f"{data}/{s}.csv" for s in SWEEP_NAMES] + [f"{data}/memlimit.csv", f"{data}/system.json"]
+        outputs += [f"{data}/verify.csv", f"{data}/verify_impls.csv"]
+    if config["compare"] or len(DEVICES) > 1:
         outputs.append("report/compare/index.html")
     return outputs
 

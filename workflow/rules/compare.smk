@@ -1,9 +1,10 @@
-# This run beside other GPUs' results (config key compare: [data/<gpu>, ...]).
+# This run beside other GPUs' results: the other devices of this run (config key gpus) and the folders of
+# config key compare ([data/<gpu>, ...]).
 
 
 rule compare:
     input:
-        f"data/{DEVICE}/square.csv",
+        [f"data/{device}/square.csv" for device in DEVICES],
     output:
         "report/compare/index.html",
     log:
@@ -11,6 +12,6 @@ rule compare:
     conda:
         "../../environment.yml"
     params:
-        folders=lambda wc, input: " ".join([os.path.dirname(input[0]), *config["compare"]]),
+        folders=lambda wc, input: " ".join([*(os.path.dirname(f) for f in input), *config["compare"]]),
     shell:
         "strassenbench compare {params.folders} --out report/compare > {log} 2>&1"

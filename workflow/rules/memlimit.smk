@@ -11,15 +11,18 @@ rule memlimit:
     conda:
         "../../environment.yml"
     resources:
-        gpu=1,
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
+        slurm_extra=TIMING_NODE,
     params:
         engine=BACKEND,
+        expect=expect_device,
         impls=",".join(run_impls()),
         step=GRID["memlimit"]["step"],
         budget=(f"--memory-budget {GRID['memlimit']['budget']}" if GRID["memlimit"].get("budget") else ""),
     shell:
         "strassenbench memlimit --engine {params.engine} --impl {params.impls} --step {params.step} "
-        "{params.budget} --out {output} > {log} 2>&1"
+        "{params.budget} {params.expect} --out {output} > {log} 2>&1"
 
 
 rule collect_memlimit:

@@ -10,8 +10,11 @@ rule model_predict:
         "logs/{device}/model_{sweep}.log",
     conda:
         "../../environment.yml"
+    resources:
+        gpu=lambda wc: GPU_JOB if model_gpu(wc) == "device" else 0,  # querying a GPU's attributes needs it
+        gpu_model=gpu_model,
     params:
-        gpu=MODEL_GPU,
+        gpu=model_gpu,
         sizes=lambda wc: config["profiles"]["paper"]["sweeps"][wc.sweep]["sizes"],
     wildcard_constraints:
         sweep="square|rankk|panel",

@@ -14,9 +14,12 @@ rule sweep:
     conda:
         "../../environment.yml"
     resources:
-        gpu=1,
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
+        slurm_extra=TIMING_NODE,
     params:
         engine=BACKEND,
+        expect=expect_device,
         sizes=lambda wc: GRID["sweeps"][wc.sweep]["sizes"],
         fixed=lambda wc: sweep_fixed(wc.sweep),
         timing=timing_args(),
@@ -26,7 +29,7 @@ rule sweep:
         sweep="square|rankk|panel",
     shell:
         "strassenbench bench --engine {params.engine} --impl {wildcards.impl} --sweep {wildcards.sweep} "
-        "--sizes {params.sizes} {params.fixed} {params.fused} {params.timing} --no-progress "
+        "--sizes {params.sizes} {params.fixed} {params.fused} {params.timing} {params.expect} --no-progress "
         "--out {params.partial} > {log} 2>&1 && strassenbench collect {params.partial} --out {output} >> {log} 2>&1"
 
 
@@ -56,15 +59,18 @@ rule strategies:
     conda:
         "../../environment.yml"
     resources:
-        gpu=1,
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
+        slurm_extra=TIMING_NODE,
     params:
+        expect=expect_device,
         sizes=GRID["model_strategies"]["sizes"],
         timing=timing_args(),
         partial="results/{device}/strategies",
         scheme=config["scheme"],
     shell:
         "(for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
-        "--sweep square --sizes {params.sizes} --strategy $s --scheme {params.scheme} {params.timing} "
+        "--sweep square --sizes {params.sizes} --strategy $s --scheme {params.scheme} {params.timing} {params.expect} "
         "--no-progress --out {params.partial}/$s.csv || exit 1; done; "
         "strassenbench collect {params.partial}/Huge.csv {params.partial}/Small.csv --out {output}) > {log} 2>&1"
 
@@ -76,7 +82,11 @@ rule sysinfo:
         "logs/{device}/sysinfo.log",
     conda:
         "../../environment.yml"
+    resources:
+        gpu=GPU_JOB,  # it describes the GPU the device's jobs run on
+        gpu_model=gpu_model,
     params:
         engine=BACKEND,
+        expect=expect_device,
     shell:
-        "strassenbench sysinfo --engine {params.engine} --out {output} > {log} 2>&1"
+        "strassenbench sysinfo --engine {params.engine} {params.expect} --out {output} > {log} 2>&1"

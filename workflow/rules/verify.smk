@@ -10,6 +10,9 @@ rule verify:
         "logs/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.log",
     conda:
         "../../environment.yml"
+    resources:
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
     params:
         engine=BACKEND,
     wildcard_constraints:
@@ -46,6 +49,9 @@ rule verify_impl:
         "logs/{device}/verify_impls/{impl}_{dtype}.log",
     conda:
         "../../environment.yml"
+    resources:
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
     params:
         engine=lambda wc: impl_engine(wc.impl),
         shape=lambda wc: impl_shape(),
