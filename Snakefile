@@ -30,6 +30,18 @@ include: "workflow/rules/compare.smk"
 include: "workflow/rules/tables.smk"
 
 
+# Steps of a second or two that only join or render small files: on a cluster they run on the submitting host
+# instead of waiting in the queue as jobs of their own.
+localrules:
+    all,
+    collect_sweep,
+    collect_verify,
+    collect_verify_impls,
+    collect_memlimit,
+    schedule_table,
+    model_crossover,
+
+
 rule all:
     input:
         all_outputs(),

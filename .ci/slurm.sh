@@ -9,12 +9,13 @@
 #   .ci/slurm.sh down     stop every daemon it started, by PID.
 #   .ci/slurm.sh status   one line per daemon: name and PID, or name and "-".
 #
-# Environment: SLURM_STATE (default /run/strassenbench-slurm), SLURM_NODE_CPUS (default 4) and
-# SLURM_NODE_MEM_MB (default 16000): what the node advertises (slurmd accepts it through config_overrides).
+# Environment: SLURM_STATE (default /run/strassenbench-slurm), SLURM_NODE_CPUS (default 16) and
+# SLURM_NODE_MEM_MB (default 64000): what the node advertises, more than a small machine has (slurmd accepts
+# it through config_overrides), so that the workflow's short jobs, which mostly wait, run 16 at a time.
 set -euo pipefail
 STATE=${SLURM_STATE:-/run/strassenbench-slurm}
-CPUS=${SLURM_NODE_CPUS:-4}
-MEM_MB=${SLURM_NODE_MEM_MB:-16000}
+CPUS=${SLURM_NODE_CPUS:-16}
+MEM_MB=${SLURM_NODE_MEM_MB:-64000}
 NODE=$(hostname -s)
 PACKAGES=(munge slurm-client slurmctld slurmd slurmdbd mariadb-server)
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)

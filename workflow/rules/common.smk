@@ -84,7 +84,7 @@ def _check_config():
 
 
 _check_config()
-ARCHS = sorted(set(config["archs"]) | {g["arch"] for g in GPUS.values() if g["arch"]})
+ARCHS = sorted(set(GRID["build"].get("archs", config["archs"])) | {g["arch"] for g in GPUS.values() if g["arch"]})
 SWEEP_NAMES = list(SWEEPS)
 
 if BACKEND != "cuda":
