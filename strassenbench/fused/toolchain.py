@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["ToolchainError", "Toolchain", "find_tool", "tool_version", "first_error", "toolchains", "choose",
+__all__ = ["ToolchainError", "Toolchain", "find_tool", "first_error", "toolchains", "choose",
            "driver_cuda", "parse_cuda_version", "MIN_ARCH"]
 
 # The oldest architecture each CUDA major compiles for (CUDA 13 dropped Maxwell, Pascal and Volta).
@@ -49,27 +49,23 @@ def _pip_bins() -> list[Path]:
     return [root / sub / "bin" for root in _pip_roots() for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump")]
 
 
+def _candidates(name: str) -> list[Path]:
+    """Where a CUDA tool may be, in order: $STRASSENBENCH_CUDA_BIN, PATH, the pip wheels' bin/ folders;
+    only executables that exist."""
+    override = os.environ.get("STRASSENBENCH_CUDA_BIN")
+    paths = [Path(override) / name] if override else []
+    paths += [Path(found) for found in [shutil.which(name)] if found] + [b / name for b in _pip_bins()]
+    return [p for p in paths if p.is_file() and os.access(p, os.X_OK)]
+
+
 @lru_cache(maxsize=None)
 def find_tool(name: str) -> str:
-    override = os.environ.get("STRASSENBENCH_CUDA_BIN")
-    candidates = [Path(override) / name] if override else []
-    found = shutil.which(name)
-    if found:
-        candidates.append(Path(found))
-    candidates += [b / name for b in _pip_bins()]
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
+    for path in _candidates(name):
+        return str(path)
     raise ToolchainError(
         f"{name} not found (install it with: pip install nvidia-cuda-nvcc nvidia-cuda-cuobjdump, "
         "or put a CUDA toolkit's bin/ on PATH)"
     )
-
-
-@lru_cache(maxsize=None)
-def tool_version(name: str) -> str:
-    out = subprocess.run([find_tool(name), "--version"], capture_output=True, text=True, check=False).stdout
-    return out.strip().splitlines()[-1] if out.strip() else "unknown"
 
 
 def first_error(stderr: str) -> str:
@@ -184,12 +180,7 @@ def toolchains() -> tuple[Toolchain, ...]:
     """Every toolchain found on this machine, one per CUDA major (the first found of a major wins: the
     override, then PATH, then pip), newest first."""
     found: dict[int, Toolchain] = {}
-    override = os.environ.get("STRASSENBENCH_CUDA_BIN")
-    nvccs = [Path(override) / "nvcc"] if override else []
-    nvccs += [Path(p) for p in [shutil.which("nvcc")] if p] + [b / "nvcc" for b in _pip_bins()]
-    for nvcc in nvccs:
-        if not (nvcc.is_file() and os.access(nvcc, os.X_OK)):
-            continue
+    for nvcc in _candidates("nvcc"):
         version = _nvcc_version(str(nvcc))
         ptxas = nvcc.with_name("ptxas")
         if version and ptxas.is_file() and version[0] not in found:
