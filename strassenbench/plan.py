@@ -1,18 +1,20 @@
 """Execution plans: an L-level algorithm applied to a concrete m x k x n problem.
 
-Blocks of odd or prime dimensions (paper, Sec. s:fringe): a dimension d split into t^L blocks is padded
-*virtually* to t^L * b with b = ceil(d / t^L). Block i covers [i b, (i+1) b) clipped to [0, d); reads past
-the edge are zeros and writes past it are dropped. This equals recursive halving with zero padding at every
-level (ceil(ceil(d/2)/2) = ceil(d/4)). A plan holds only these bounds; no padded copy is ever made.
+Blocks of odd or prime dimensions (paper, Sec. s:fringe): a dimension d split into g = t_1 t_2 ... t_L
+blocks (t_l the grid of level l's algorithm along it: 2 at every level of Strassen) is padded *virtually*
+to g b with b = ceil(d / g). Block i covers [i b, (i+1) b) clipped to [0, d); reads past the edge are
+zeros and writes past it are dropped. This equals recursive splitting with zero padding at every level
+(ceil(ceil(d/t_1)/t_2) = ceil(d/(t_1 t_2))). A plan holds only these bounds; no padded copy is ever made.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
-from .algebra.algorithm import AlgorithmError
-from .algebra.levels import multilevel
+from .algebra.algorithm import AlgorithmError, get_algorithm
+from .algebra.levels import multilevel, split_spec
 from .algebra.primitives import Primitive, primitives, variant_of
 
 __all__ = ["PlanError", "BlockView", "Step", "Plan", "make_plan", "max_levels"]
@@ -42,13 +44,13 @@ class BlockView:
 
 @dataclass(frozen=True)
 class Step:
-    """One primitive bound to concrete block views: (view, coefficient) per operand term."""
+    """One primitive bound to concrete block views: (view, exact coefficient) per operand term."""
 
     primitive: Primitive
     variant: int
-    a: tuple[tuple[BlockView, int], ...]
-    b: tuple[tuple[BlockView, int], ...]
-    c: tuple[tuple[BlockView, int], ...]
+    a: tuple[tuple[BlockView, Fraction], ...]
+    b: tuple[tuple[BlockView, Fraction], ...]
+    c: tuple[tuple[BlockView, Fraction], ...]
 
 
 @dataclass(frozen=True)
@@ -84,15 +86,20 @@ def _extent(dim: int, size: int, index: int) -> tuple[int, int]:
 
 
 def max_levels(algorithm: str, m: int, k: int, n: int) -> int:
-    """The most levels the shape allows: the largest dimension must hold one element per block.
+    """The most levels the shape allows: some dimension split by an algorithm must hold one element per block.
 
     With more levels every dimension would be split finer than one element and all but one product
-    would multiply only padding.
+    would multiply only padding. A mixed spec (``a+b``) allows at most its number of parts.
     """
-    tm, tk, tn = multilevel(algorithm, 1).dims
-    levels = 0
-    while any(d >= t ** (levels + 1) and t > 1 for d, t in ((m, tm), (k, tk), (n, tn))):
-        levels += 1
+    parts = split_spec(algorithm)
+    cap = len(parts) if len(parts) > 1 else None
+    levels, grid = 0, (1, 1, 1)
+    while cap is None or levels < cap:
+        dims = get_algorithm(parts[levels] if cap else parts[0]).dims
+        finer = tuple(g * t for g, t in zip(grid, dims))
+        if not any(d >= g and t > 1 for d, g, t in zip((m, k, n), finer, dims)):
+            break
+        grid, levels = finer, levels + 1
     return levels
 
 

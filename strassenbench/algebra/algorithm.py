@@ -1,4 +1,4 @@
-"""Fast matrix multiplication algorithms as integer coefficient matrices.
+"""Fast matrix multiplication algorithms as exact rational coefficient matrices.
 
 An algorithm <m~, k~, n~; R> partitions A (m x k) into an m~ x k~ grid of blocks, B into k~ x n~ and
 C into m~ x n~, and computes R products
@@ -6,33 +6,56 @@ C into m~ x n~, and computes R products
     M_r = (sum_a U[r, a] A_a) (sum_b V[r, b] B_b);    C_c += W[r, c] M_r
 
 Blocks are numbered row-major inside their grid, as in the paper's Eq. (eqn:strassenpart):
-A_0 A_1 / A_2 A_3. Each algorithm is written once, in the paper's own notation (Eq. eqn:gpu_allops),
-and parsed; multi-level algorithms are derived from these by Kronecker products (see ``levels.py``).
+A_0 A_1 / A_2 A_3. Strassen's and Winograd's algorithms are written once, in the paper's own notation
+(Eq. eqn:gpu_allops), and parsed; any other comes from a coefficient file (``algorithms/``, the format of
+Benson and Ballard's catalogue, see ``load_algorithm``). Multi-level algorithms are derived from these by
+Kronecker products (see ``levels.py``).
+
+Coefficients are rational (the catalogue has 1/2): U, V and W hold integer numerators over one common
+denominator per matrix, so every check is exact integer arithmetic.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from fractions import Fraction
+from functools import cached_property, lru_cache
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Algorithm", "AlgorithmError", "parse_algorithm", "ALGORITHMS", "get_algorithm"]
+__all__ = [
+    "Algorithm",
+    "AlgorithmError",
+    "parse_algorithm",
+    "load_algorithm",
+    "ALGORITHMS",
+    "algorithms_dir",
+    "algorithm_names",
+    "get_algorithm",
+]
 
 
 class AlgorithmError(ValueError):
     """An algorithm's coefficients are malformed or fail the Brent equations."""
 
 
+_OPERAND = {"U": "A", "V": "B", "W": "C"}
+
+
 @dataclass(frozen=True, eq=False)
 class Algorithm:
     """A bilinear matrix multiplication algorithm <m~, k~, n~; R>.
 
-    ``U`` is R x (m~ k~), ``V`` is R x (k~ n~), ``W`` is R x (m~ n~), all integer. At ``levels`` > 1 the
-    grids are the flattened nested grids (see ``levels.py``); ``base_dims`` are the one-level grid sizes,
-    so a block's nested name can be recovered.
+    ``U`` is R x (m~ k~), ``V`` is R x (k~ n~), ``W`` is R x (m~ n~): integer numerators, the coefficients
+    being ``U / denominators[0]`` and so on. At ``levels`` > 1 the grids are the flattened nested grids (see
+    ``levels.py``) and ``level_dims`` the grid of each level, top first, so a block's nested name can be
+    recovered. ``source`` and ``lines`` (the file line of each row of U, V and W) name where a loaded
+    algorithm's coefficients were written.
     """
 
     name: str
@@ -41,8 +64,11 @@ class Algorithm:
     V: np.ndarray
     W: np.ndarray
     levels: int = 1
-    base_dims: tuple[int, int, int] | None = None
+    level_dims: tuple[tuple[int, int, int], ...] = ()
     product_names: tuple[str, ...] = field(default=())
+    denominators: tuple[int, int, int] = (1, 1, 1)
+    source: str = ""
+    lines: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         mt, kt, nt = self.dims
@@ -52,8 +78,8 @@ class Algorithm:
                 f"algorithm '{self.name}': coefficient shapes {self.U.shape}, {self.V.shape}, {self.W.shape} "
                 f"do not match <{mt},{kt},{nt};{R}>"
             )
-        if self.base_dims is None:
-            object.__setattr__(self, "base_dims", self.dims)
+        if not self.level_dims and self.levels == 1:
+            object.__setattr__(self, "level_dims", (self.dims,))
         if not self.product_names:
             object.__setattr__(self, "product_names", tuple(f"M{r}" for r in range(R)))
         for arr in (self.U, self.V, self.W):
@@ -64,42 +90,71 @@ class Algorithm:
         """R, the number of products."""
         return self.U.shape[0]
 
+    @property
+    def label(self) -> str:
+        """<m~,k~,n~;R> as the literature writes it."""
+        return "<{},{},{};{}>".format(*self.dims, self.rank)
+
+    def coefficient(self, which: str, r: int, idx: int) -> Fraction:
+        """The exact coefficient U[r, idx] (``which`` = "U"), V[r, idx] or W[r, idx]."""
+        numerators = {"U": self.U, "V": self.V, "W": self.W}[which]
+        return Fraction(int(numerators[r, idx]), self.denominators["UVW".index(which)])
+
     def block_name(self, operand: str, row: int, col: int) -> str:
         """Nested name of the block at (row, col) of the flattened grid, e.g. ``A1.2`` at two levels.
 
-        Level l's index is the row-major position inside that level's base grid, so one level gives the
-        paper's names A0..A3.
+        Level l's index is the row-major position inside that level's grid, so one level gives the paper's
+        names A0..A3.
         """
-        bm, bk, bn = self.base_dims  # type: ignore[misc]
-        rbase, cbase = {"A": (bm, bk), "B": (bk, bn), "C": (bm, bn)}[operand]
+        pick = {"A": (0, 1), "B": (1, 2), "C": (0, 2)}[operand]
+        grids = [(d[pick[0]], d[pick[1]]) for d in self.level_dims]
         digits = []
-        for level in range(self.levels):
-            shift = self.levels - 1 - level
-            r = (row // rbase**shift) % rbase
-            c = (col // cbase**shift) % cbase
+        for level, (rbase, cbase) in enumerate(grids):
+            rinner = math.prod(g[0] for g in grids[level + 1:])
+            cinner = math.prod(g[1] for g in grids[level + 1:])
+            r, c = (row // rinner) % rbase, (col // cinner) % cbase
             digits.append(str(r * cbase + c))
         return operand + ".".join(digits) if digits else operand
 
     @cached_property
-    def stability_factor(self) -> int:
+    def stability_factor(self) -> Fraction:
         """Per-level error growth e = max_c sum_r |W[r,c]| ||U_r||_1 ||V_r||_1.
 
         This is the stability factor of Bini and Lotti (Ballard et al., 2016). It gives Higham's constants:
         12 for Strassen (Higham, Thm 23.2) and 18 for Winograd's variant (Thm 23.3).
         """
         weights = np.abs(self.U).sum(axis=1) * np.abs(self.V).sum(axis=1)
-        return int((np.abs(self.W) * weights[:, None]).sum(axis=0).max())
+        scaled = int((np.abs(self.W) * weights[:, None]).sum(axis=0).max())
+        return Fraction(scaled, math.prod(self.denominators))
 
     def brent_residual(self) -> np.ndarray:
-        """sum_r U[r,a] V[r,b] W[r,c] minus the matrix multiplication tensor (zero iff correct)."""
-        return np.einsum("ra,rb,rc->abc", self.U, self.V, self.W) - matmul_tensor(*self.dims)
+        """sum_r U[r,a] V[r,b] W[r,c] minus the matrix multiplication tensor, both scaled by the product of
+        the denominators so that it is exact in integers (zero iff correct)."""
+        return (np.einsum("ra,rb,rc->abc", self.U, self.V, self.W)
+                - math.prod(self.denominators) * matmul_tensor(*self.dims))
 
     def check(self) -> "Algorithm":
-        """Verify the Brent equations in exact integer arithmetic; raise naming the faulty product."""
+        """Verify the Brent equations in exact arithmetic; raise naming the faulty product and entry."""
         residual = self.brent_residual()
         if not residual.any():
             return self
         raise AlgorithmError(_diagnose(self, residual))
+
+    def check_random(self, trials: int = 4, seed: int = 0) -> "Algorithm":
+        """Check the algorithm on random integer blocks (1 x 1), exactly: what ``check`` proves, with a
+        probability of a false pass below (2 / 2001)^trials by the Schwartz-Zippel lemma (the computed C is
+        a polynomial of degree 2 in the entries). For grids whose Brent tensor is too large to form."""
+        rng = np.random.default_rng(seed)
+        mt, kt, nt = self.dims
+        scale = math.prod(self.denominators)
+        for _ in range(trials):
+            a = rng.integers(-1000, 1001, (mt, kt)).astype(object)
+            b = rng.integers(-1000, 1001, (kt, nt)).astype(object)
+            products = (self.U.astype(object) @ a.reshape(-1)) * (self.V.astype(object) @ b.reshape(-1))
+            if not np.array_equal(self.W.astype(object).T @ products, scale * (a @ b).reshape(-1)):
+                raise AlgorithmError(f"algorithm '{self.name}' ({self.label}, {self.levels} levels) does not "
+                                     "multiply matrices: its coefficients fail a random exact test")
+        return self
 
 
 def matmul_tensor(mt: int, kt: int, nt: int) -> np.ndarray:
@@ -110,35 +165,54 @@ def matmul_tensor(mt: int, kt: int, nt: int) -> np.ndarray:
     return T
 
 
+def _format(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
 def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
-    """Name the product whose single wrong coefficient explains every failing Brent equation."""
+    """Name the one coefficient whose change explains every failing Brent equation.
+
+    A wrong U[r, a] (by e, in numerator units) adds e V_r (x) W_r to plane a of the scaled residual and
+    nothing elsewhere, and likewise for V and W; so the entry is found from the residual's support."""
     mt, kt, nt = alg.dims
     labels = {
         "U": [alg.block_name("A", a // kt, a % kt) for a in range(mt * kt)],
         "V": [alg.block_name("B", b // nt, b % nt) for b in range(kt * nt)],
         "W": [alg.block_name("C", c // nt, c % nt) for c in range(mt * nt)],
     }
-    target = matmul_tensor(mt, kt, nt)
-    for r in range(alg.rank):
-        for which in ("U", "V", "W"):
-            coeffs = {"U": alg.U, "V": alg.V, "W": alg.W}
-            row = coeffs[which][r]
-            for idx in range(row.size):
-                for candidate in (-1, 0, 1):
-                    if candidate == row[idx]:
-                        continue
-                    fixed = {key: value.copy() for key, value in coeffs.items()}
-                    fixed[which][r, idx] = candidate
-                    if np.array_equal(np.einsum("ra,rb,rc->abc", fixed["U"], fixed["V"], fixed["W"]), target):
-                        return (
-                            f"algorithm '{alg.name}' fails the Brent equations: product {alg.product_names[r]} "
-                            f"has coefficient {int(row[idx])} on {labels[which][idx]}, expected {candidate}"
-                        )
+    mats = {"U": alg.U, "V": alg.V, "W": alg.W}
+    for axis, which in enumerate("UVW"):
+        planes = np.flatnonzero(np.moveaxis(residual, axis, 0).reshape(residual.shape[axis], -1).any(axis=1))
+        if planes.size != 1:
+            continue
+        idx = int(planes[0])
+        plane = np.moveaxis(residual, axis, 0)[idx].reshape(-1)
+        others = [mats[w] for w in "UVW" if w != which]
+        for r in range(alg.rank):
+            outer = np.outer(others[0][r], others[1][r]).reshape(-1)
+            nonzero = np.flatnonzero(outer)
+            if not nonzero.size:
+                continue
+            i0 = int(nonzero[0])
+            if not np.array_equal(plane * int(outer[i0]), outer * int(plane[i0])):
+                continue
+            # The plane is e_num (v_r (x) w_r) for a numerator wrong by e_num: the coefficient by e_num / d.
+            error = Fraction(int(plane[i0]), int(outer[i0]) * alg.denominators[axis])
+            have = alg.coefficient(which, r, idx)
+            where = ""
+            if alg.source:
+                line = alg.lines[axis][idx] if alg.lines else None
+                where = f" ({alg.source}" + (f" line {line}" if line else "") + f", column {r + 1})"
+            return (
+                f"algorithm '{alg.name}'{where} fails the Brent equations: product {alg.product_names[r]} "
+                f"has coefficient {_format(have)} on {labels[which][idx]}, expected {_format(have - error)}"
+            )
     a, b, c = (int(x[0]) for x in np.nonzero(residual))
     involved = [alg.product_names[r] for r in range(alg.rank) if alg.U[r, a] and alg.V[r, b] and alg.W[r, c]]
+    where = f" ({alg.source})" if alg.source else ""
     return (
-        f"algorithm '{alg.name}' fails the Brent equations at ({labels['U'][a]}, {labels['V'][b]}, "
-        f"{labels['W'][c]}): off by {int(residual[a, b, c])}; products involved: {', '.join(involved) or 'none'}"
+        f"algorithm '{alg.name}'{where} fails the Brent equations at ({labels['U'][a]}, {labels['V'][b]}, "
+        f"{labels['W'][c]}); products involved: {', '.join(involved) or 'none'}"
     )
 
 
@@ -219,9 +293,81 @@ ALGORITHMS: dict[str, Algorithm] = {
 }
 
 
-def get_algorithm(name: str) -> Algorithm:
-    """Look up a shipped one-level algorithm by name."""
+def _grid_from_sizes(path: str, sizes: tuple[int, int, int]) -> tuple[int, int, int]:
+    """m~, k~, n~ from the row counts m~k~, k~n~, m~n~ of U, V and W."""
+    a, b, c = sizes
+    for mt in range(1, a + 1):
+        if a % mt == 0 and c % mt == 0:
+            kt, nt = a // mt, c // mt
+            if kt * nt == b:
+                return mt, kt, nt
+    raise AlgorithmError(f"{path}: blocks of {a}, {b} and {c} rows are not m~k~, k~n~ and m~n~ of any grid")
+
+
+def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
+    """Read a coefficient file (format in algorithms/README.md) and check it; errors name the file's line."""
+    path = Path(path)
     try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise AlgorithmError(f"cannot read algorithm file {path}: {getattr(err, 'strerror', None) or err}") from None
+    name = name or path.stem
+    blocks: list[list[tuple[int, list[str]]]] = [[]]
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("#"):
+            if blocks[-1]:
+                blocks.append([])
+            continue
+        if line.strip():
+            blocks[-1].append((lineno, line.split()))
+    blocks = [b for b in blocks if b]
+    if len(blocks) != 3:
+        raise AlgorithmError(f"{path}: expected 3 blocks of rows (U, V, W) separated by '#' lines, found {len(blocks)}")
+    rank = len(blocks[0][0][1])
+    matrices, denominators = [], []
+    for block in blocks:
+        rows = []
+        for lineno, tokens in block:
+            if len(tokens) != rank:
+                raise AlgorithmError(f"{path} line {lineno}: {len(tokens)} entries, expected {rank} (one per product)")
+            try:
+                rows.append([Fraction(tok) for tok in tokens])
+            except (ValueError, ZeroDivisionError):
+                bad = next(tok for tok in tokens if not re.fullmatch(r"[+-]?\d+(/[1-9]\d*)?", tok))
+                raise AlgorithmError(f"{path} line {lineno}: entry '{bad}' is not an integer or a fraction") from None
+        denominator = math.lcm(*(x.denominator for row in rows for x in row))
+        matrices.append(np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).T.copy())
+        denominators.append(denominator)
+    dims = _grid_from_sizes(str(path), tuple(m.shape[1] for m in matrices))  # type: ignore[arg-type]
+    return Algorithm(
+        name=name, dims=dims, U=matrices[0], V=matrices[1], W=matrices[2], denominators=tuple(denominators),
+        source=path.name if path.parent == algorithms_dir() else str(path),
+        lines=tuple(tuple(lineno for lineno, _ in block) for block in blocks),
+    ).check()
+
+
+def algorithms_dir() -> Path:
+    """The coefficient files: $STRASSENBENCH_ALGORITHMS, else algorithms/ beside the package."""
+    return Path(os.environ.get("STRASSENBENCH_ALGORITHMS", Path(__file__).resolve().parents[2] / "algorithms"))
+
+
+def algorithm_names() -> list[str]:
+    """The built-in algorithms, then those of algorithms/ by name."""
+    folder = algorithms_dir()
+    files = sorted(p.stem for p in folder.glob("*.txt")) if folder.is_dir() else []
+    return [*ALGORITHMS, *(name for name in files if name not in ALGORITHMS)]
+
+
+@lru_cache(maxsize=None)
+def get_algorithm(name: str) -> Algorithm:
+    """A one-level algorithm by name (built in, or a file of algorithms/), or by a coefficient file's path."""
+    if name in ALGORITHMS:
         return ALGORITHMS[name]
-    except KeyError:
-        raise AlgorithmError(f"unknown algorithm '{name}' (choose from {', '.join(ALGORITHMS)})") from None
+    shipped = algorithms_dir() / f"{name}.txt"
+    if "/" not in name and shipped.is_file():
+        return load_algorithm(shipped, name)
+    if name.endswith(".txt") or "/" in name or os.sep in name:
+        return load_algorithm(name)
+    raise AlgorithmError(
+        f"unknown algorithm '{name}' (choose from {', '.join(algorithm_names())}, or give a coefficient file's path)"
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -24,12 +25,12 @@ __all__ = ["Term", "Primitive", "Variant", "primitives", "variants", "variant_of
 
 @dataclass(frozen=True)
 class Term:
-    """One operand of a primitive: ``coeff`` times block ``index`` (row, col) of A, B or C."""
+    """One operand of a primitive: ``coeff`` (exact, e.g. 1/2) times block (row, col) of A, B or C."""
 
     operand: str
     row: int
     col: int
-    coeff: int
+    coeff: Fraction
     name: str
 
 
@@ -56,40 +57,43 @@ class Primitive:
     def describe(self) -> str:
         """The primitive in the paper's notation, e.g. ``M1 = (A2 + A3) B0; C2 += M1; C3 -= M1``."""
 
+        def scale(coeff: Fraction) -> str:
+            return "" if abs(coeff) == 1 else f"{abs(coeff)} "
+
         def total(terms: tuple[Term, ...]) -> str:
             text = ""
             for t in terms:
                 sign = "-" if t.coeff < 0 else "+"
-                scale = "" if abs(t.coeff) == 1 else str(abs(t.coeff))
-                text += f" {sign} {scale}{t.name}" if text else ("-" if t.coeff < 0 else "") + f"{scale}{t.name}"
+                term = f"{scale(t.coeff)}{t.name}"
+                text += f" {sign} {term}" if text else ("-" if t.coeff < 0 else "") + term
             return f"({text})" if len(terms) > 1 else text
 
-        updates = "; ".join(
-            f"{t.name} {'-' if t.coeff < 0 else '+'}= {'' if abs(t.coeff) == 1 else abs(t.coeff)}{self.name}"
-            for t in self.c
-        )
+        updates = "; ".join(f"{t.name} {'-' if t.coeff < 0 else '+'}= {scale(t.coeff)}{self.name}" for t in self.c)
         return f"{self.name} = {total(self.a)} {total(self.b)}; {updates}"
 
 
-def _terms(alg: Algorithm, operand: str, row: np.ndarray, ncols: int) -> tuple[Term, ...]:
+def _terms(alg: Algorithm, operand: str, r: int, ncols: int) -> tuple[Term, ...]:
+    which = {"A": "U", "B": "V", "C": "W"}[operand]
+    row = {"A": alg.U, "B": alg.V, "C": alg.W}[operand][r]
     return tuple(
-        Term(operand, int(idx) // ncols, int(idx) % ncols, int(row[idx]), alg.block_name(operand, idx // ncols, idx % ncols))
+        Term(operand, int(idx) // ncols, int(idx) % ncols, alg.coefficient(which, r, int(idx)),
+             alg.block_name(operand, int(idx) // ncols, int(idx) % ncols))
         for idx in np.flatnonzero(row)
     )
 
 
 @lru_cache(maxsize=None)
 def primitives(algorithm: str, levels: int) -> tuple[Primitive, ...]:
-    """The R^L primitives of the ``levels``-level algorithm, in product order."""
+    """The R^L primitives of the ``levels``-level ``algorithm`` (a name or a mixed spec), in product order."""
     alg = multilevel(algorithm, levels)
     _, kt, nt = alg.dims
     return tuple(
         Primitive(
             index=r,
             name=alg.product_names[r],
-            a=_terms(alg, "A", alg.U[r], kt),
-            b=_terms(alg, "B", alg.V[r], nt),
-            c=_terms(alg, "C", alg.W[r], nt),
+            a=_terms(alg, "A", r, kt),
+            b=_terms(alg, "B", r, nt),
+            c=_terms(alg, "C", r, nt),
         )
         for r in range(alg.rank)
     )

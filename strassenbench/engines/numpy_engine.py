@@ -8,6 +8,8 @@ bounds, Sec. s:fringe); C blocks receive only their in-bounds part.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ..gemm import check_operands
@@ -16,17 +18,18 @@ from ..plan import BlockView, Plan, make_plan
 __all__ = ["gemm", "multiply"]
 
 
-def _accumulate(target: np.ndarray, source: np.ndarray, coeff: float) -> None:
-    """target += coeff * source, without temporaries for coeff = +-1."""
+def _accumulate(target: np.ndarray, source: np.ndarray, coeff) -> None:  # noqa: ANN001 - Fraction or float
+    """target += coeff * source, without temporaries for coeff = +-1 (an exact coefficient such as 1/2 is
+    rounded to the dtype once)."""
     if coeff == 1:
         target += source
     elif coeff == -1:
         target -= source
     else:
-        target += coeff * source
+        target += target.dtype.type(coeff) * source
 
 
-def _operand_sum(terms: tuple[tuple[BlockView, int], ...], array: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     """sum_i u_i X_i over in-bounds parts; a single full block with coefficient 1 is used in place."""
     if len(terms) == 1:
         view, coeff = terms[0]
@@ -60,7 +63,7 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
         np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
         for view, coeff in step.c:
             if not view.empty:
-                _accumulate(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * coeff))
+                _accumulate(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))
 
 
 def multiply(

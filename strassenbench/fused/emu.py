@@ -1,7 +1,7 @@
 """Run launches on the CPU: the kernel sources compiled by g++ against kernels/emu/cuda_emu.hpp.
 
-Libraries are compiled on first use, one per (dtype, strategy) so a test pays only for what it runs, and
-cached under $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
+Libraries are compiled on first use, one per (dtype, strategy) with the default kernels (the GEMM's and
+Strassen's) so a test pays only for what it runs, plus one per other plan's kernels, and cached under $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
 process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how).
 """
@@ -14,13 +14,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from ..strategies import STRATEGIES
-from .instances import instances, kernels_dir, render, sources_digest
+from .instances import Instance, instances, kernels_dir, operand_counts, render, sources_digest
 from .launch import Program
 from .toolchain import first_error
 
@@ -59,12 +60,15 @@ def _compiler() -> str:
 
 
 @lru_cache(maxsize=None)
-def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """The emulator library with every instantiation of (dtype, strategy)."""
-    source = render(instances(dtypes=(dtype,), strategies=(strategy,)))
+def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = (),
+            selected: tuple[Instance, ...] | None = None) -> ctypes.CDLL:
+    """The emulator library with every default instantiation of (dtype, strategy) (the GEMM's and Strassen's
+    kernels), or with exactly ``selected`` (the kernels of another algorithm's plan)."""
+    chosen = instances(dtypes=(dtype,), strategies=(strategy,)) if selected is None else selected
+    source = render(chosen)
     flags = [*CXX_FLAGS, *os.environ.get("STRASSENBENCH_EMU_FLAGS", "").split(), *extra_flags]
     digest = sources_digest(source, _compiler(), " ".join(flags))[:16]
-    target = cache_dir() / f"{dtype}_{strategy.lower()}_{digest}.so"
+    target = cache_dir() / f"{dtype}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
     with _LOCK:
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +84,24 @@ def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = ()) -> cty
     lib = ctypes.CDLL(str(target))
     _LOADED[str(target)] = lib
     return lib
+
+
+def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctypes.CDLL]:
+    """Kernel name -> the library that has it: the default library of its (dtype, strategy) when its counts
+    are a default kernel's, else one library with the program's other kernels of that (dtype, strategy)."""
+    default = set(operand_counts())
+    others: dict[tuple[str, str], set[Instance]] = {}
+    found: dict[str, ctypes.CDLL] = {}
+    for launch in program.launches:
+        inst = launch.instance
+        if inst is None or inst.counts in default:
+            found[launch.kernel] = library(*_strategy_of(launch.kernel), extra_flags)
+        else:
+            others.setdefault((inst.dtype, inst.strategy.name), set()).add(replace(inst, capped=True))
+    for (dtype, strategy), selected in others.items():
+        lib = library(dtype, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name)))
+        found.update((inst.name, lib) for inst in selected)
+    return found
 
 
 @lru_cache(maxsize=None)
@@ -113,8 +135,9 @@ def _strategy_of(kernel: str) -> tuple[str, str]:
 def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
     """Run ``program`` stage by stage, stream by stream (the emulator has one stream; any order that
     respects the stages is an order the GPU may choose)."""
+    libraries = _libraries(program, extra_flags)
     for launch in program.launches:
-        lib = library(*_strategy_of(launch.kernel), extra_flags)
+        lib = libraries[launch.kernel]
         lib.emu_trace_enable(int(_TRACING))
         fn = getattr(lib, f"emu_{launch.kernel}")
         types, values = zip(*(_ctype(a) for a in launch.args))

@@ -1,9 +1,16 @@
 """Every kernel instantiation the plans need, derived from the algebra (never typed by hand).
 
 One instantiation per (strategy, dtype, W_A x W_B x W_C, write mode, loads): the strategies of figure
-tab:gpu_block_size, the operand counts of every variant of 1- and 2-level Strassen (figure
-tab:perfeq_level2) plus the plain GEMM (1, 1, 1), plain or atomicAdd write-back, and vector (128-bit) or
-scalar global loads (the scalar kernel serves terms that are not aligned to the vector loads).
+tab:gpu_block_size, the operand counts of the variants the plans have (by default every variant of 1- and
+2-level Strassen, figure tab:perfeq_level2, plus the plain GEMM (1, 1, 1); ``plan_counts`` for any other
+algorithm), plain or atomicAdd write-back, and vector (128-bit) or scalar global loads (the scalar kernel
+serves terms that are not aligned to the vector loads).
+
+A variant runs on the kernel whose counts are its own rounded up to powers of two (``kernel_counts``); the
+launch fills the extra terms with empty blocks (zero extent, coefficient 0), whose loads and stores are
+predicated off: no memory traffic, one FFMA of zeros per loaded element. Strassen's counts are powers of
+two, so its kernels are exactly the paper's; the 13 algorithms of algorithms/ at one and two levels have
+697 distinct counts but 219 kernels, which keeps a build of all of them (and the CPU emulator) in reach.
 """
 
 from __future__ import annotations
@@ -30,14 +37,16 @@ __all__ = [
     "load_widths",
     "Instance",
     "kernels_dir",
+    "kernel_counts",
     "operand_counts",
+    "plan_counts",
     "instances",
     "render",
     "scale_kernel",
     "sources_digest",
 ]
 
-FUSED_ALGORITHM = "strassen"  # the paper's kernels; Winograd runs in the reference implementation
+FUSED_ALGORITHM = "strassen"  # the default build: the paper's kernels (others are built per plan: plan_counts)
 FUSED_LEVELS = (1, 2)  # 1-level and direct 2-level (paper, Sec. s:gpu_multi)
 WRITE_MODES = ("plain", "atomic")
 LOADS = ("vector", "scalar")
@@ -64,9 +73,10 @@ def products_dtype(dtype: str, terms: int, batch: int) -> np.dtype:
 
 @lru_cache(maxsize=None)
 def max_batch(dtype: str, terms: int) -> int:
-    """Z: the most products one launch carries in its parameters (a larger batch takes several launches)."""
+    """Z: the most products one launch carries in its parameters (a larger batch takes several launches);
+    0 when not even one product's terms fit."""
     fixed = 16 + 2 * np.dtype(dtype).itemsize
-    z = 1
+    z = 0
     while fixed + products_dtype(dtype, terms, z + 1).itemsize <= PARAM_BYTES:
         z += 1
     return z
@@ -77,12 +87,26 @@ def kernels_dir() -> Path:
     return Path(os.environ.get("STRASSENBENCH_KERNELS", Path(__file__).resolve().parents[2] / "kernels"))
 
 
+def kernel_counts(counts: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The W_A x W_B x W_C of the kernel that runs a variant of these counts: each rounded up to a power of 2."""
+    return tuple(1 << (w - 1).bit_length() for w in counts)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=None)
+def plan_counts(algorithm: str, levels: int) -> tuple[tuple[int, int, int], ...]:
+    """The kernels (their W_A x W_B x W_C) that ``levels`` levels of ``algorithm`` (a name or a mixed spec)
+    run on, sorted; the GEMM's (1, 1, 1) at 0 levels."""
+    if levels == 0:
+        return ((1, 1, 1),)
+    return tuple(sorted({kernel_counts((v.W_A, v.W_B, v.W_C)) for v in variants(algorithm, levels)}))
+
+
 @lru_cache(maxsize=None)
 def operand_counts() -> tuple[tuple[int, int, int], ...]:
-    """(W_A, W_B, W_C) of the GEMM and of every fused variant, sorted."""
-    counts = {(1, 1, 1)}
+    """The default kernels' W_A x W_B x W_C: the GEMM and every variant of 1- and 2-level Strassen, sorted."""
+    counts = set(plan_counts(FUSED_ALGORITHM, 0))
     for levels in FUSED_LEVELS:
-        counts.update((v.W_A, v.W_B, v.W_C) for v in variants(FUSED_ALGORITHM, levels))
+        counts.update(plan_counts(FUSED_ALGORITHM, levels))
     return tuple(sorted(counts))
 
 

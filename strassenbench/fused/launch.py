@@ -28,7 +28,7 @@ import numpy as np
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy
 from ..algebra.schedule import schedule
-from .instances import Instance, load_widths, operand_counts, products_dtype, scale_kernel
+from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
 
@@ -50,6 +50,7 @@ class Launch:
     block: tuple[int, int, int]
     args: tuple[Any, ...]
     products: tuple[str, ...] = ()  # the plan's product names this launch computes
+    instance: Instance | None = None  # the kernel instantiation (None for the scale kernel)
 
 
 @dataclass(frozen=True)
@@ -95,17 +96,22 @@ def _term_address(view: BlockView, base: int, ld: int, itemsize: int) -> int:
 
 
 def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], dtype: np.dtype,
-              batch: int) -> np.ndarray:
-    """sb::Products<T, terms, batch> for the steps of one launch: block addresses, extents and coefficients."""
-    terms = len(group[0].a + group[0].b + group[0].c)
-    buf = np.zeros((), dtype=products_dtype(str(dtype), terms, batch))
+              inst: Instance) -> np.ndarray:
+    """sb::Products<T, terms, batch> for the steps of one launch: block addresses, extents and coefficients.
+
+    Each operand has the kernel's count of terms (instances.kernel_counts); the ones beyond the step's are
+    empty (the first term's address, so as aligned as it; zero extent; coefficient 0), so the kernel
+    predicates them off."""
+    buf = np.zeros((), dtype=products_dtype(str(dtype), sum(inst.counts), inst.batch))
     for z, step in enumerate(group):
-        views = [(view, coeff, base, ld) for side, base, ld in zip((step.a, step.b, step.c), bases, lds)
-                 for view, coeff in side]
-        for t, (view, coeff, base, ld) in enumerate(views):
-            buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
-            buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
-            buf["coeff"][z, t] = coeff
+        first = 0
+        for side, base, ld, width in zip((step.a, step.b, step.c), bases, lds, inst.counts):
+            buf["address"][z, first: first + width] = _term_address(side[0][0], base, ld, dtype.itemsize)
+            for t, (view, coeff) in enumerate(side, start=first):
+                buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
+                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
+                buf["coeff"][z, t] = float(coeff)  # exact in the dtype for the catalogue's 1/2, +-1, +-2
+            first += width
     return buf
 
 
@@ -147,24 +153,28 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_loads(group, bases, lds, strategy, dtype) else "scalar"
-    inst = Instance(strategy, str(dtype), group[0].primitive.counts, write_mode, loads)
+    inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads)
     bm, bk, bn = plan.block
     launches = []
     for first in range(0, len(group), inst.batch):
         part = group[first: first + inst.batch]
         grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(part))
         args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
-                dtype.type(beta), _products(part, bases, lds, dtype, inst.batch))
-        launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in part)))
+                dtype.type(beta), _products(part, bases, lds, dtype, inst))
+        launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in part),
+                               inst))
     return launches
 
 
-def _live_steps(plan: Plan) -> tuple[Step, ...]:
+def _live_steps(plan: Plan, dtype: str) -> tuple[Step, ...]:
+    """The steps that write something, each checked to fit the kernel parameters."""
     steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c))
     for s in steps:
-        if s.primitive.counts not in operand_counts():
-            raise FusedError(f"no fused kernel has operand counts {s.primitive.counts} (plan {plan.algorithm}, "
-                             f"{plan.levels} levels); fused kernels are generated for 1- and 2-level Strassen")
+        counts = kernel_counts(s.primitive.counts)
+        if not max_batch(dtype, sum(counts)):
+            raise FusedError(f"product {s.primitive.name} of {plan.algorithm} ({plan.levels} levels) has "
+                             f"{'x'.join(map(str, s.primitive.counts))} terms: its {dtype} kernel's parameters "
+                             "exceed the 4 KiB a launch takes (use fewer levels)")
     return steps
 
 
@@ -193,7 +203,7 @@ def plan_launches(
     streams = _check_scheme(scheme, streams)
     dtype = np.dtype(C.dtype)
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
-    steps = _live_steps(plan)
+    steps = _live_steps(plan, str(dtype))
     write_mode = "atomic" if scheme == "atomic" else "plain"
     fold_beta = write_mode == "plain" and len(steps) == 1 and len(steps[0].c) == 1 and alpha != 0
     stages: list[tuple[tuple[Launch, ...], ...]] = []
@@ -216,5 +226,5 @@ def plan_launches(
 
 def param_bytes(plan: Plan, dtype: str) -> int:
     """Device bytes the fused kernels allocate for their parameters: none (they travel as kernel parameters)."""
-    _live_steps(plan)
+    _live_steps(plan, dtype)
     return 0
