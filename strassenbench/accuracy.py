@@ -6,7 +6,7 @@ Bound (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., Thms 2
     ||C_hat - C||_M <= u ( |alpha| (e^L (k0^2 + q k0) + k) ||A||_M ||B||_M + 2 |beta| ||C0||_M )
 
 where u is the unit roundoff of the dtype, L the number of levels, k0 = ceil(k / k~^L) the inner dimension
-of a leaf product, q the most additions feeding one leaf result (max W_A + max W_B + the most products
+of a leaf product (k / (k~_1 ... k~_L) for mixed levels), q the most additions feeding one leaf result (max W_A + max W_B + the most products
 updating one block of C), and the last terms cover the scaling by alpha and beta. The float64 reference
 carries its own classical bound (L = 0, u = 2^-53), which is added. The relative Frobenius error
 ||C_hat - C||_F / ||C||_F that ``verify`` prints is compared against sqrt(mn) times that bound divided by
@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from .algebra.levels import multilevel
+from .algebra.algorithm import get_algorithm
+from .algebra.levels import level_names, multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
 
@@ -42,19 +43,21 @@ def relative_error(C: np.ndarray, reference: np.ndarray) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def growth_constants(algorithm: str, levels: int) -> tuple[int, int]:
-    """(e^L, q): the per-level growth e and the additions per leaf q of the bound above."""
+def growth_constants(algorithm: str, levels: int) -> tuple[float, int]:
+    """(e^L, q): the growth over the levels (the product of each level's stability factor) and the additions
+    per leaf q of the bound above. ``algorithm`` is a name or a mixed spec (``a+b``)."""
     if levels == 0:
         return 1, 3
-    base = primitives(algorithm, 1)
+    names = level_names(algorithm, levels)
+    base = [p for name in dict.fromkeys(names) for p in primitives(name, 1)]
     q = max(len(p.a) for p in base) + max(len(p.b) for p in base) + makespan_lower_bound(algorithm, levels)
-    return multilevel(algorithm, 1).stability_factor ** levels, q
+    return float(math.prod(get_algorithm(name).stability_factor for name in names)), q
 
 
 def _abs_bound(u: float, algorithm: str, levels: int, k: int, norms: tuple[float, float, float], alpha: float,
                beta: float) -> float:
     growth, q = growth_constants(algorithm, levels)
-    k0 = math.ceil(k / multilevel(algorithm, 1).dims[1] ** levels)
+    k0 = math.ceil(k / multilevel(algorithm, levels).dims[1])
     norm_a, norm_b, norm_c0 = norms
     return u * (abs(alpha) * (growth * (k0 * k0 + q * k0) + k) * norm_a * norm_b + 2 * abs(beta) * norm_c0)
 

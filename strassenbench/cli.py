@@ -12,10 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import __version__
-from .algebra.algorithm import ALGORITHMS
+from .algebra.algorithm import AlgorithmError, algorithm_names, get_algorithm
+from .algebra.levels import level_names, split_spec
 from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES, FUSED_ENGINES
@@ -29,7 +31,7 @@ from .impls import IMPLS, ImplError, get_impl, table as impls_table
 from .io import write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
-from .model.perf import MODELED_IMPLS, load_resources
+from .model.perf import MODELED_IMPLS, ModelError, load_resources, modeled
 from .model.predict import crossover, predict
 from .strategies import STRATEGIES
 from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
@@ -173,6 +175,21 @@ def _check_memory(m: int, n: int, k: int, copies: float = 3.0) -> None:
                          f"{total / 2**30:,.1f} GiB")
 
 
+def _cmd_algorithms(args: argparse.Namespace) -> int:
+    rows = []
+    for name in algorithm_names():
+        alg = get_algorithm(name)
+        mt, kt, nt = alg.dims
+        rows.append({
+            "algorithm": name, "shape": f"{mt}x{kt}x{nt}", "rank": alg.rank, "classical": mt * kt * nt,
+            "speedup": round(mt * kt * nt / alg.rank, 4),
+            "nonzeros": int(np.count_nonzero(alg.U) + np.count_nonzero(alg.V) + np.count_nonzero(alg.W)),
+            "stability_factor": str(alg.stability_factor), "source": alg.source or "built in",
+        })
+    write_table(pd.DataFrame(rows), args.format, args.out)
+    return 0
+
+
 def _cmd_variants(args: argparse.Namespace) -> int:
     rows = [
         {
@@ -270,6 +287,7 @@ def _cuda_version(text: str) -> tuple[int, int]:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from .fused.build import build, check_counts, toolchain_for
+    from .fused.instances import plan_counts
 
     def report(what: str, rebuilt: bool | None) -> None:
         state = "" if rebuilt is None else f": {'compiled' if rebuilt else 'up to date'}"
@@ -278,7 +296,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     dtypes = tuple(args.dtype or DTYPES)
     strategies = tuple(args.strategy) if args.strategy else None
     counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
-    check_counts(counts)  # before anything is printed: a bad request is one line
+    check_counts(counts)
+    if args.plan:
+        counts = tuple(dict.fromkeys([*(counts or ()), *(c for spec, levels in args.plan
+                                                         for c in plan_counts(spec, levels))]))  # before anything is printed: a bad request is one line
     for arch in args.arch:  # so is an architecture no toolchain here builds for this driver
         toolchain_for(arch, args.driver_cuda)
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (minutes per arch)", file=sys.stderr)
@@ -500,11 +521,44 @@ def _sizes(text: str) -> list[int]:
 
 
 def _impls(text: str) -> list[str]:
+    """Implementations the model has a formula for: the paper's, and fused ones of any algorithm."""
     names = _names(text)
-    unknown = [name for name in names if name not in MODELED_IMPLS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown implementation '{unknown[0]}' (choose from {', '.join(MODELED_IMPLS)})")
-    return names
+    for name in names:
+        try:
+            modeled(name)
+        except ModelError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return list(dict.fromkeys(names))
+
+
+def _impl(text: str) -> str:
+    return _impl_list(text)[0] if "," not in text else _fail(f"one implementation, not a list: {text!r}")
+
+
+def _fail(message: str):  # noqa: ANN202
+    raise argparse.ArgumentTypeError(message)
+
+
+def _algorithm(text: str) -> str:
+    """An algorithm: a name of `strassenbench algorithms`, a coefficient file's path, or mixed levels a+b."""
+    try:
+        for name in split_spec(text):
+            get_algorithm(name)
+    except AlgorithmError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _plan(text: str) -> tuple[str, int]:
+    """SPEC:L, e.g. grey322-11-50:1 or grey322-11-50+strassen:2."""
+    spec, sep, levels = text.rpartition(":")
+    if not sep or not levels.isdigit():
+        raise argparse.ArgumentTypeError(f"a plan is ALGORITHM:LEVELS, e.g. grey322-11-50:1: {text!r}")
+    try:
+        level_names(_algorithm(spec), int(levels))
+    except AlgorithmError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return spec, int(levels)
 
 
 def _gpu(name: str) -> GPUSpec:
@@ -534,9 +588,10 @@ def _cmd_model_crossover(args: argparse.Namespace) -> int:
     rows = []
     for name in args.gpu:
         spec = _gpu(name)
-        frame = predict(spec, ["gemm", "strassen1"], "square", args.sizes, "best", args.dtype, None)
-        rows.append({"gpu": spec.name, "source": "model", **crossover(frame, "strassen1", "gemm")})
-    write_table(pd.DataFrame(rows), args.format, args.out)
+        for impl in args.impl:
+            frame = predict(spec, ["gemm", impl], args.sweep, args.sizes, "best", args.dtype, None)
+            rows.append({"gpu": spec.name, "source": "model", "sweep": args.sweep, **crossover(frame, impl, "gemm")})
+    write_table(pd.DataFrame(rows).astype({"first": "Int64", "stable": "Int64"}), args.format, args.out)
     return 0
 
 
@@ -548,15 +603,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="strassenbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    algorithms = sorted(ALGORITHMS)
-
     def common(p: argparse.ArgumentParser, fmt: bool = True, levels_required: bool = True) -> None:
         p.add_argument("--levels", type=_bounded(0, MAX_LEVELS, "7^L products per plan"), required=levels_required,
-                       help="Strassen levels L (0 = plain GEMM)")
-        p.add_argument("--algorithm", choices=algorithms, default="strassen", help="one-level algorithm")
+                       help="levels L (0 = plain GEMM)")
+        p.add_argument("--algorithm", type=_algorithm, default="strassen", metavar="NAME",
+                       help="a name of `strassenbench algorithms`, a coefficient file's path, or mixed levels "
+                            "A+B (A on top, B inside its blocks; --levels 2)")
         if fmt:
             p.add_argument("--format", choices=("csv", "markdown"), default="csv", help="output format")
         p.add_argument("--out", metavar="FILE", help="write to FILE (atomically) instead of standard output")
+
+    p = sub.add_parser("algorithms", help="the fast matrix multiplication algorithms: shape, rank, nonzeros, "
+                                           "stability factor")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    p.set_defaults(func=_cmd_algorithms)
 
     p = sub.add_parser("variants", help="the variant table (paper, figure tab:perfeq_level2)")
     common(p)
@@ -569,7 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_schedule)
 
     p = sub.add_parser("verify", help="one multiplication on random inputs against a float64 reference")
-    p.add_argument("--impl", choices=list(IMPLS), help="an implementation of `strassenbench impls` (instead of --levels)")
+    p.add_argument("--impl", type=_impl, help="an implementation of `strassenbench impls`, or <algorithm>x<L> "
+                                              "(instead of --levels)")
     common(p, fmt=False, levels_required=False)
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy", help="engine that runs the plan")
     for dim in ("m", "n", "k"):
@@ -666,7 +728,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", action="append", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),
                    help="repeat; default: all six")
     p.add_argument("--counts", action="append", type=_counts, metavar="AxBxC",
-                   help="repeat: W_A x W_B x W_C of the kernels to build (default: the GEMM 1x1x1 and every variant)")
+                   help="repeat: W_A x W_B x W_C of the kernels to build, powers of two (default: the GEMM 1x1x1 "
+                        "and every variant of 1- and 2-level Strassen)")
+    p.add_argument("--plan", action="append", type=_plan, metavar="ALGORITHM:L",
+                   help="repeat: also the kernels that L levels of ALGORITHM run on, e.g. grey322-11-50:1")
     p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
     p.add_argument("--cutlass", action=argparse.BooleanOptionalAction, default=None,
                    help="also build the CUTLASS baseline (default: when float32 Huge is built)")
@@ -695,8 +760,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE")
     p.set_defaults(func=_cmd_model_bounds)
 
-    p = msub.add_parser("crossover", help="predicted size where 1-level Strassen overtakes GEMM, per GPU")
+    p = msub.add_parser("crossover", help="predicted size where 1-level Strassen (or another fused "
+                                          "implementation) overtakes GEMM, per GPU")
     p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
+    p.add_argument("--impl", type=_impls, default=["strassen1"],
+                   help="comma-separated fused implementations, e.g. strassen1,grey322-11-50x1")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), default="square")
     p.add_argument("--sizes", type=_sizes, default=parse_sizes("256:20480:256"))
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")
@@ -720,7 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_outputs(args)
         return args.func(args)
     except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError,
-            ResultsError) as err:
+            ResultsError, AlgorithmError, ModelError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

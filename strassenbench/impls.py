@@ -1,5 +1,8 @@
 """The implementations the paper compares (figure fig:stra_square), behind one call and one table.
 
+Beyond the registry, ``get_impl`` makes a fused implementation of any algorithm and level count on demand:
+``grey322-11-50x1`` (one level of <3,2,2;11>), ``hk323-15-94x2``, or mixed levels ``grey322-11-50+strassen``.
+
 ``impl(A, B, C, alpha=1, beta=0, engine=..., strategy=..., scheme=...)`` computes C <- alpha A B + beta C
 in place. Each implementation declares the engines it runs on and its extra device memory in bytes as a
 function of (m, n, k, dtype): the workspace of the reference levels, nothing else (the fused kernels carry
@@ -15,9 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+import re
 from functools import partial
 
 import numpy as np
+
+from .algebra.algorithm import AlgorithmError, get_algorithm
+from .algebra.levels import level_names, spec_levels
 
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.launch import SCHEMES, param_bytes
@@ -25,20 +32,20 @@ from .gemm import check_operands
 from .plan import make_plan, max_levels
 from .strategies import STRATEGIES
 
-__all__ = ["Impl", "IMPLS", "get_impl", "ImplError"]
+__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "ImplError"]
 
 
 class ImplError(ValueError):
     """An unknown implementation, or one asked to run on an engine or with an option it does not have."""
 
 
-def _levels_for(levels: int, m: int, k: int, n: int) -> int:
+def _levels_for(levels: int, m: int, k: int, n: int, algorithm: str = "strassen") -> int:
     """At most ``levels``, as many as the shape allows (its largest dimension holds one element per block)."""
-    return min(levels, max_levels("strassen", m, k, n))
+    return min(levels, max_levels(algorithm, m, k, n))
 
 
-def _fused_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
-    return param_bytes(make_plan("strassen", _levels_for(levels, m, k, n), m, k, n), dtype)
+def _fused_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: str = "strassen") -> int:
+    return param_bytes(make_plan(algorithm, _levels_for(levels, m, k, n, algorithm), m, k, n), dtype)
 
 
 def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
@@ -71,6 +78,7 @@ class Impl:
     extra_memory: Callable[[int, int, int, str], int] = field(default=lambda m, n, k, dtype: 0, repr=False)
     formula: str = "0"
     dtypes: tuple[str, ...] = ("float32", "float64")
+    algorithm: str = "strassen"  # the fused levels' algorithm: a name of algorithms/ or a mixed spec (a+b)
 
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
@@ -88,13 +96,13 @@ class Impl:
 
     def effective_levels(self, m: int, k: int, n: int) -> int:
         """The levels this implementation runs on an m x k x n problem."""
-        return _levels_for(self.levels, m, k, n)
+        return _levels_for(self.levels, m, k, n, self.algorithm)
 
     @property
     def bound_algorithm(self) -> str:
         """The algorithm of the error bound: the reference (and the hybrid's top level) is Strassen-Winograd,
-        whose stability factor 18 exceeds Strassen's 12."""
-        return "winograd" if self.kind in ("reference", "hybrid") else "strassen"
+        whose stability factor 18 exceeds Strassen's 12; the fused ones run their own."""
+        return "winograd" if self.kind in ("reference", "hybrid") else self.algorithm
 
     @property
     def workspace_levels(self) -> int:
@@ -147,7 +155,7 @@ class Impl:
 
             return partial(sgemm, A, B, C, alpha, beta, build_dir)
         if self.kind == "fused":
-            plan = make_plan("strassen", self.effective_levels(m, k, n), m, k, n)
+            plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
             return _engine_call(engine, options, plan, A, B, C, alpha, beta)
         if workspace is None:
             workspace = Workspace(m, k, n, self.workspace_levels, C.dtype, ops_for(C))
@@ -220,11 +228,40 @@ IMPLS: dict[str, Impl] = {
 }
 
 
-def get_impl(name: str) -> Impl:
+_FAST_NAME = re.compile(r"^(?P<algorithm>.+?)x(?P<levels>[1-9][0-9]*)$")
+
+
+def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
+    """The fused implementation of ``levels`` levels of ``algorithm`` (a name of algorithms/ or a path), or of
+    a mixed spec ``a+b`` (its levels: one per part). Named ``<algorithm>x<L>`` (``grey322-11-50x1``) or by
+    the mixed spec itself (``grey322-11-50+strassen``)."""
+    fixed = spec_levels(algorithm)
+    if fixed is not None and levels not in (None, fixed):
+        raise ImplError(f"'{algorithm}' has {fixed} levels, not {levels}")
+    levels = fixed or levels
+    if not levels:
+        raise ImplError(f"{algorithm}: give the levels, e.g. {algorithm}x1")
     try:
+        [get_algorithm(name) for name in level_names(algorithm, levels)]
+    except AlgorithmError as err:
+        raise ImplError(str(err)) from None
+    name = algorithm if fixed else f"{algorithm}x{levels}"
+    label = f"{algorithm} (ours)" if fixed else f"{algorithm} {levels}-level (ours)"
+    return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
+                partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm)
+
+
+def get_impl(name: str) -> Impl:
+    """An implementation of the registry, or a fused one of any algorithm (``fast_impl``)."""
+    if name in IMPLS:
         return IMPLS[name]
-    except KeyError:
-        raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)})") from None
+    if "+" in name:
+        return fast_impl(name)
+    match = _FAST_NAME.match(name)
+    if match is None:
+        raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)}, or <algorithm>x<levels> "
+                        "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen)")
+    return fast_impl(match["algorithm"], int(match["levels"]))
 
 
 def table(m: int | None = None, n: int | None = None, k: int | None = None, dtype: str = "float32") -> list[dict]:

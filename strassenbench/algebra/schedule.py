@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .levels import level_names
 from .primitives import Primitive, primitives
 
 __all__ = ["Stage", "Schedule", "schedule"]
@@ -89,11 +90,16 @@ def _pack(order: list[int], masks: list[int], streams: int, cap: int, expand: bo
     return lanes
 
 
+# Products tried first in a stage's candidate packings: all of them for Strassen (49 at two levels), the first
+# SEEDS for the hundreds of products of larger algorithms at two levels (the cost grows with the square).
+SEEDS = 64
+
+
 def _best_stage(remaining: list[int], masks: list[int], streams: int) -> list[list[int]]:
     best, best_score = None, (-1.0, -1)
     limit = math.ceil(len(remaining) / streams)
     caps = sorted({min(limit, 2**i) for i in range(limit.bit_length() + 1)} | {limit})
-    for seed in remaining:
+    for seed in remaining[:SEEDS]:
         rest = [p for p in remaining if p != seed]
         for expand in (False, True):
             for cap in caps:
@@ -128,11 +134,13 @@ def schedule(algorithm: str, levels: int, streams: int) -> Schedule:
     best = _greedy(algorithm, levels, streams)
     if levels >= 2:
         prims = primitives(algorithm, levels)
-        inner_rank = len(primitives(algorithm, levels - 1))
+        names = level_names(algorithm, levels)
+        outer, inner = names[0], names[1] if len(set(names[1:])) == 1 else "+".join(names[1:])
+        inner_rank = len(primitives(inner, levels - 1))
         for s_outer in range(1, streams + 1):
             for s_inner in range(1, streams // s_outer + 1):
                 composed = _compose(
-                    schedule(algorithm, 1, s_outer), schedule(algorithm, levels - 1, s_inner), prims, inner_rank
+                    schedule(outer, 1, s_outer), schedule(inner, levels - 1, s_inner), prims, inner_rank
                 )
                 if composed.makespan < best.makespan:
                     best = composed

@@ -30,7 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..algebra.levels import multilevel
 from ..algebra.primitives import primitives, variants
+from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, Strategy
 from .gpus import GPUSpec
@@ -39,6 +41,8 @@ __all__ = [
     "Counts",
     "Timing",
     "MODELED_IMPLS",
+    "ModelError",
+    "modeled",
     "block_counts",
     "registers",
     "active_blocks",
@@ -60,6 +64,27 @@ MODELED_IMPLS: dict[str, tuple[int, int]] = {
     "strassen2-ref": (2, 0),
     "strassen2-hybrid": (1, 1),
 }
+
+
+class ModelError(ValueError):
+    """An implementation the model has no formula for."""
+
+
+def modeled(impl: str) -> tuple[int, int, str]:
+    """(reference levels on top, fused levels below, the fused levels' algorithm) of an implementation: the
+    paper's (MODELED_IMPLS), or a fused implementation of any algorithm (``grey322-11-50x1``, mixed specs)."""
+    if impl in MODELED_IMPLS:
+        return (*MODELED_IMPLS[impl], "strassen")
+    from ..impls import ImplError, get_impl
+
+    try:
+        chosen = get_impl(impl)
+    except ImplError as err:
+        raise ModelError(str(err)) from None
+    if chosen.kind != "fused":
+        raise ModelError(f"the model has no formula for {impl} (choose from {', '.join(MODELED_IMPLS)}, or a "
+                         "fused implementation of any algorithm such as grey322-11-50x1)")
+    return 0, chosen.levels, chosen.algorithm
 
 
 @dataclass(frozen=True)
@@ -196,7 +221,7 @@ def impl_time(
     resources: pd.DataFrame | None = None,
 ) -> Timing:
     """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes)."""
-    ref_levels, fused_levels = MODELED_IMPLS[impl]
+    ref_levels, fused_levels, algorithm = modeled(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
@@ -204,11 +229,14 @@ def impl_time(
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
         below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources)
         return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0)
+    # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
+    # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     total = ZERO
-    sm, sk, sn = _half(m, fused_levels), _half(k, fused_levels), _half(n, fused_levels)
-    for v in variants("strassen", fused_levels):
+    gm, gk, gn = multilevel(algorithm, fused_levels).dims
+    sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
+    for v in variants(algorithm, fused_levels):
         w = (v.W_A, v.W_B, v.W_C)
-        active, _ = active_blocks(spec, s, w, dtype, resources)
+        active, _ = active_blocks(spec, s, kernel_counts(w), dtype, resources)
         total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active) * v.count
     return total
 

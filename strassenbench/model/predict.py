@@ -7,7 +7,7 @@ import pandas as pd
 from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
-from .perf import MODELED_IMPLS, active_blocks, best_strategy, effective_tflops, impl_time
+from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled
 
 __all__ = ["predict", "crossover"]
 
@@ -36,7 +36,7 @@ def predict(
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
                 "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop,
-                "reference_model": "extension" if MODELED_IMPLS[impl][0] else "paper",
+                "reference_model": "extension" if modeled(impl)[0] else "paper",
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)
