@@ -170,10 +170,11 @@ def _format(x: Fraction) -> str:
 
 
 def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
-    """Name the one coefficient whose change explains every failing Brent equation.
+    """Name the coefficients whose change alone would satisfy every Brent equation.
 
     A wrong U[r, a] (by e, in numerator units) adds e V_r (x) W_r to plane a of the scaled residual and
-    nothing elsewhere, and likewise for V and W; so the entry is found from the residual's support."""
+    nothing elsewhere, and likewise for V and W; so the entry is found from the residual's support. When
+    several single entries explain it (a residual of one entry), each is named."""
     mt, kt, nt = alg.dims
     labels = {
         "U": [alg.block_name("A", a // kt, a % kt) for a in range(mt * kt)],
@@ -181,6 +182,7 @@ def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
         "W": [alg.block_name("C", c // nt, c % nt) for c in range(mt * nt)],
     }
     mats = {"U": alg.U, "V": alg.V, "W": alg.W}
+    fixes = []
     for axis, which in enumerate("UVW"):
         planes = np.flatnonzero(np.moveaxis(residual, axis, 0).reshape(residual.shape[axis], -1).any(axis=1))
         if planes.size != 1:
@@ -202,11 +204,12 @@ def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
             where = ""
             if alg.source:
                 line = alg.lines[axis][idx] if alg.lines else None
-                where = f" ({alg.source}" + (f" line {line}" if line else "") + f", column {r + 1})"
-            return (
-                f"algorithm '{alg.name}'{where} fails the Brent equations: product {alg.product_names[r]} "
-                f"has coefficient {_format(have)} on {labels[which][idx]}, expected {_format(have - error)}"
-            )
+                where = f"{alg.source}" + (f" line {line}" if line else "") + f", column {r + 1}: "
+            fixes.append(f"{where}product {alg.product_names[r]} has coefficient {_format(have)} on "
+                         f"{labels[which][idx]}, expected {_format(have - error)}")
+    if fixes:
+        shown = "; or ".join(fixes[:4]) + (f" (or {len(fixes) - 4} more single entries)" if len(fixes) > 4 else "")
+        return f"algorithm '{alg.name}' fails the Brent equations: {shown}"
     a, b, c = (int(x[0]) for x in np.nonzero(residual))
     involved = [alg.product_names[r] for r in range(alg.rank) if alg.U[r, a] and alg.V[r, b] and alg.W[r, c]]
     where = f" ({alg.source})" if alg.source else ""
