@@ -208,9 +208,13 @@ def test_column_major_operand_is_a_clear_error() -> None:
         emu(make_plan("strassen", 1, 8, 8, 8), A.T, B, C, strategy="Small")
 
 
-def test_winograd_has_no_fused_kernel() -> None:
+def test_terms_beyond_the_kernel_parameters_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A product whose terms would not fit the 4 KiB of kernel parameters is one clear error, before launch."""
+    import strassenbench.fused.launch as launch
+
     A, B, C = integer_operands(8, 8, 8, "float32")
-    with pytest.raises(FusedError, match="no fused kernel"):
+    monkeypatch.setattr(launch, "max_batch", lambda dtype, terms: 0 if terms > 3 else 1)
+    with pytest.raises(FusedError, match="exceed the 4 KiB"):
         emu(make_plan("winograd", 1, 8, 8, 8), A, B, C, strategy="Small")
 
 

@@ -13,24 +13,28 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..accuracy import growth_constants
+from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
 from ..io import write_atomic
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
+from ..impls import get_impl
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
 from ..results import ResultsError, read_results
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
-from .analysis import claims, ok_rows
-from .figures import fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square
+from .analysis import claims, ok_rows, speedups
+from .figures import fig_algorithms, fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
-REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit"]
+REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_algorithms",
+                  "fig_memlimit"]
 REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "model_bounds",
-                 "model_crossover", "kernel_resources", "memory_limits", "numerical_error", "numerical_error_checks",
+                 "model_crossover", "algorithms", "kernel_resources", "memory_limits", "numerical_error", "numerical_error_checks",
                  "claims"]
 
 
@@ -107,8 +111,47 @@ def _device(run: dict) -> str:
     return f"{gpu} ({engine} engine)" if gpu else f"CPU stand-ins ({engine} engine)"
 
 
+def _algorithm_impls(run: dict) -> list[str]:
+    """The fused implementations to compare algorithms by: 1-level Strassen, one level of every algorithm the
+    run verified, and every fused implementation it timed (mixed specs as themselves)."""
+    names = ["strassen1"]
+    verify = run.get("verify")
+    if verify is not None and not verify.empty and "algorithm" in verify:
+        names += [a if "+" in a else f"{a}x1" for a in verify["algorithm"].astype(str) if a not in ("strassen", "classical")]
+    sweeps = run["sweeps"]
+    if not sweeps.empty:
+        names += [i for i in dict.fromkeys(sweeps["impl"].astype(str)) if i not in MODELED_IMPLS
+                  and get_impl(i).kind == "fused"]
+    return list(dict.fromkeys(names))
+
+
+def _algorithm_table(run: dict, impls: list[str], model: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm: shape, rank, the stability factor (error growth per level), the largest relative error
+    of its verification runs per dtype, and the model's square crossover over the GEMM."""
+    verify = run.get("verify")
+    rows = []
+    for impl in impls:
+        chosen = get_impl(impl)
+        alg = multilevel(chosen.algorithm, chosen.levels)
+        row = {"implementation": impl, "algorithm": chosen.algorithm, "levels": chosen.levels,
+               "shape": "x".join(map(str, alg.dims)), "rank": alg.rank,
+               "stability factor e^L": str(growth_constants(chosen.algorithm, chosen.levels)[0])}
+        if verify is not None and not verify.empty:
+            mine = verify[verify["algorithm"].astype(str) == chosen.algorithm]
+            for dtype in ("float32", "float64"):
+                part = mine[mine["dtype"] == dtype]
+                row[f"max rel. error {dtype} (verify, 1-2 levels)"] = (
+                    f"{part['rel_error'].astype(float).max():.2e}" if not part.empty else "")
+        square = model[(model["sweep"] == "square") & model["impl"].isin(["gemm", impl])]
+        cross = crossover(square, impl, "gemm")
+        row["model crossover (square)"] = cross["stable"]
+        row["model max speedup"] = cross["max_speedup"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
-            sweeps_model: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
+            sweeps_model: pd.DataFrame, algorithms_model: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
     crossovers are read from it)."""
     sweeps = run["sweeps"]
@@ -174,6 +217,7 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
         "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
         "model_crossover": (model_cross, ""),
+        "algorithms": (_algorithm_table(run, _algorithm_impls(run), algorithms_model), ""),
         "numerical_error": (error, "no timed results in this run"),
         "numerical_error_checks": (checked, "no verification results in this run"),
         "claims": (claim_rows, ""),
@@ -208,6 +252,10 @@ CAPTIONS = {
                         "the Huge and Small strategies (solid; figure fig:model_square).",
     "fig_model_sweeps": "The model's predictions for the three sweeps on the paper's axes (predictions only; "
                         "the crossovers are in the model crossover table).",
+    "fig_algorithms": "Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over the "
+                      "fused GEMM, as the performance model predicts it (dashed) and, on a GPU run that timed "
+                      "its implementation, as measured (solid); above 1 the algorithm wins. The algorithms table "
+                      "has their error growth and measured errors.",
     "fig_memlimit": "The largest square problem each implementation can run in the free memory (the paper: "
                     "36,000 for 1-level Strassen vs 22,500 for the 2-level reference on a 16 GB V100); green "
                     "bars were confirmed by running at n and running out of memory at n + step.",
@@ -215,6 +263,7 @@ CAPTIONS = {
 SOURCES = {
     "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
     "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_memlimit": ["memlimit.csv"],
+    "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
 }
 
 
@@ -241,9 +290,14 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
     sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, model_sizes, "best", "float32", resources)
                               .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
     written += fig_model_sweeps(sweeps_model, figures, spec.name)
+    algorithm_impls = _algorithm_impls(run)
+    algorithms_model = pd.concat([predict(spec, ["gemm", *algorithm_impls], sweep, model_sizes, "best", "float32",
+                                          resources).assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
+    measured = None if cpu_run else speedups(sweeps[sweeps["dtype"] == "float32"], baseline="gemm")
+    written += fig_algorithms(algorithms_model, measured, figures, spec.name, device)
     written += fig_memlimit(run["memlimit"], figures, device)
     sections, contents = [], []
-    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model).items():
+    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model).items():
         markdown, table_html = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)

@@ -12,14 +12,20 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from ..impls import IMPLS  # noqa: E402
+from ..impls import IMPLS, get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 
 __all__ = ["save", "fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps",
-           "fig_memlimit", "fig_compare", "panel_labels"]
+           "fig_memlimit", "fig_compare", "fig_algorithms", "panel_labels"]
 
 ORDER = [impl.label for impl in IMPLS.values()]  # legend order: the registry's (cuBLAS, CUTLASS, ours, ...)
+
+
+def _hue(labels) -> list[str]:  # noqa: ANN001
+    """The labels present, the registry's first in its order, then other algorithms' implementations."""
+    present = list(dict.fromkeys(labels))
+    return [label for label in ORDER if label in present] + sorted(set(present) - set(ORDER))
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
 
 
@@ -93,7 +99,7 @@ def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, d
         if part.empty:
             _empty(ax, f"no {sweep} results in this run")
         else:
-            hue = [label for label in ORDER if label in set(part["label"])]
+            hue = _hue(part["label"])
             names = _stand_in(hue, cpu)
             part = part.assign(label=part["label"].map(names))
             hue = [names[h] for h in hue]
@@ -122,7 +128,7 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool 
     if s.empty:
         _empty(ax, "no square-sweep results with cuBLAS in this run")
     else:
-        hue = [label for label in ORDER if label in set(s["label"])]
+        hue = _hue(s["label"])
         names = _stand_in(hue, cpu)
         s = s.assign(label=s["label"].map(names))
         sns.lineplot(data=s, x="x", y="speedup", hue="label", hue_order=[names[h] for h in hue], marker="o", ax=ax)
@@ -152,7 +158,7 @@ def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame, out: Path, gpu
     for ax, strategy in zip(axes, ("Huge", "Small")):
         part = model[model["strategy"] == strategy]
         for impl, color in MODEL_COLORS:
-            label = IMPLS[impl].label
+            label = get_impl(impl).label
             line = part[part["impl"] == impl]
             if not line.empty:
                 ax.plot(line["x"], line["tflops"], linestyle="--", color=color, label=f"{label} (model, {gpu})")
@@ -181,7 +187,7 @@ def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
         part = model[model["sweep"] == sweep]
         for impl in dict.fromkeys(part["impl"]):
             line = part[part["impl"] == impl].sort_values("x")
-            ax.plot(line["x"], line["tflops"], linestyle="--", label=f"{IMPLS[impl].label} (model)")
+            ax.plot(line["x"], line["tflops"], linestyle="--", label=f"{get_impl(impl).label} (model)")
         panel_title, x_name = panel_labels(sweep, None)
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
@@ -190,6 +196,35 @@ def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
     _legend_below(fig, axes)
     fig.suptitle(f"Performance model, the paper's three sweeps, single precision: {gpu} (prediction, not measured)")
     return save(fig, out, "fig_model_sweeps")
+
+
+def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> list[Path]:
+    """Which algorithm wins per shape: each algorithm's speedup over the GEMM on the three sweeps, predicted by
+    the model (dashed) and measured where the run timed its implementation on a GPU (solid, markers)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
+    for ax, sweep in zip(axes, SWEEPS):
+        part = model[model["sweep"] == sweep]
+        gemm = part[part["impl"] == "gemm"].set_index("x")["time_s"]
+        for i, impl in enumerate(i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
+            line = part[part["impl"] == impl].set_index("x").sort_index()
+            color = f"C{i % 10}"
+            label = get_impl(impl).label.removesuffix(" (ours)")
+            ax.plot(line.index, gemm.reindex(line.index) / line["time_s"], linestyle="--", color=color,
+                    label=f"{label} (model)")
+            if measured is not None and not measured.empty:
+                mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)].set_index("x")["speedup"]
+                if not mine.empty:
+                    ax.plot(mine.index, mine, marker="o", color=color, label=f"{label} (measured, {device})")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        panel_title, x_name = panel_labels(sweep, None)
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_name)
+        _size_axis(ax)
+        ax.set_ylabel("speedup over the GEMM = time(GEMM) / time")
+    _legend_below(fig, axes, ncol=3)
+    fig.suptitle(f"Which algorithm wins per shape, single precision: {gpu} (dashed: prediction)")
+    return save(fig, out, "fig_algorithms")
 
 
 def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> list[Path]:

@@ -14,6 +14,8 @@ rule build:
         dtypes=" ".join(f"--dtype {d}" for d in GRID["build"]["dtypes"]),
         strategies=" ".join(f"--strategy {s}" for s in GRID["build"]["strategies"]),
         driver=f"--driver-cuda {config['driver_cuda']}" if config["driver_cuda"] else "",
+        plans=kernel_plans(),
     shell:
-        "strassenbench build {params.archs} {params.dtypes} {params.strategies} {params.driver} --out build "
+        "strassenbench build {params.archs} {params.dtypes} {params.strategies} {params.driver} {params.plans} "
+        "--out build "
         "> {log} 2>&1"

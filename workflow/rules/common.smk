@@ -96,13 +96,33 @@ if BACKEND != "cuda":
 
 
 def verify_cases():
-    """One case per (levels, dtype, shape): ALG_L{levels}_{M}x{K}x{N}_{dtype}."""
+    """One case per (algorithm, levels, dtype, shape): ALG_L{levels}_{M}x{K}x{N}_{dtype}; the algorithms list
+    at the configured levels from 1 up."""
+    cases = [(config["algorithm"], levels) for levels in GRID["verify"]["levels"]]
+    cases += [(alg, levels) for alg in config["algorithms"] for levels in GRID["verify"]["levels"] if levels]
     return [
-        f"{config['algorithm']}_L{levels}_{shape}_{dtype}"
-        for levels in GRID["verify"]["levels"]
+        f"{alg}_L{levels}_{shape}_{dtype}"
+        for alg, levels in dict.fromkeys(cases)
         for dtype in GRID["verify"]["dtypes"]
         for shape in GRID["verify"]["shapes"]
     ]
+
+
+def kernel_plans():
+    """--plan ALG:L for the kernels beyond the default build (GEMM and Strassen): the verified algorithms
+    and the fused implementations of other algorithms."""
+    from strassenbench.impls import get_impl
+
+    plans = [(alg, levels) for alg in [config["algorithm"], *config["algorithms"]]
+             for levels in GRID["verify"]["levels"] if levels]
+    plans += [(get_impl(i).algorithm, get_impl(i).levels) for i in config["impls"] if get_impl(i).kind == "fused"]
+    return " ".join(f"--plan {alg}:{levels}" for alg, levels in dict.fromkeys(plans) if alg != "strassen")
+
+
+def crossover_impls():
+    """1-level Strassen and one level of every configured algorithm, for the model's crossover table."""
+    return ",".join(dict.fromkeys(["strassen1", *(f"{alg}x1" for alg in config["algorithms"] if "+" not in alg),
+                                   *(alg for alg in config["algorithms"] if "+" in alg)]))
 
 
 def run_impls():

@@ -30,5 +30,8 @@ rule model_crossover:
         "logs/{device}/model_crossover.log",
     conda:
         "../../environment.yml"
+    params:
+        impls=crossover_impls(),
     shell:
-        "strassenbench model crossover --gpu V100 --gpu A100 --gpu H100 --out {output} > {log} 2>&1"
+        "strassenbench model crossover --gpu V100 --gpu A100 --gpu H100 --impl {params.impls} --out {output} "
+        "> {log} 2>&1"
