@@ -244,3 +244,14 @@ def test_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["model", "predict", "--gpu", "A100", "--impl", "strassen1-refx1"]) == 2
     assert main(["build", "--arch", "sm_90", "--plan", "grey322-11-50"]) == 2
     assert "ALGORITHM:LEVELS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scheme", ["streams", "atomic"])
+def test_fused_schemes_of_another_algorithm_exact(scheme: str) -> None:
+    """The paper's task-parallel schemes per variant (streams: the schedule's stages; atomic: one batched
+    atomicAdd launch per variant) on <3,2,2;11>."""
+    m, k, n = odd_shape("grey322-11-50", 1)
+    A, B, C = integer_operands(m, k, n, "float64")
+    expected = 2.0 * (A @ B) - C
+    ENGINES["emu"](make_plan("grey322-11-50", 1, m, k, n), A, B, C, 2.0, -1.0, scheme=scheme)
+    np.testing.assert_array_equal(C, expected)
