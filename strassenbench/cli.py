@@ -287,7 +287,7 @@ def _cuda_version(text: str) -> tuple[int, int]:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from .fused.build import build, check_counts, toolchain_for
-    from .fused.instances import plan_counts
+    from .fused.instances import operand_counts, plan_counts
 
     def report(what: str, rebuilt: bool | None) -> None:
         state = "" if rebuilt is None else f": {'compiled' if rebuilt else 'up to date'}"
@@ -296,9 +296,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     dtypes = tuple(args.dtype or DTYPES)
     strategies = tuple(args.strategy) if args.strategy else None
     counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
-    check_counts(counts)
-    if args.plan:
-        counts = tuple(dict.fromkeys([*(counts or ()), *(c for spec, levels in args.plan
+    check_counts(counts, dtypes)
+    if args.plan:  # the plans' kernels beside those asked for (default: the GEMM and Strassen's)
+        counts = tuple(dict.fromkeys([*(counts or operand_counts()), *(c for spec, levels in args.plan
                                                          for c in plan_counts(spec, levels))]))  # before anything is printed: a bad request is one line
     for arch in args.arch:  # so is an architecture no toolchain here builds for this driver
         toolchain_for(arch, args.driver_cuda)

@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from strassenbench.algebra.algorithm import (AlgorithmError, algorithm_names, algorithms_dir, get_algorithm,
@@ -22,6 +23,8 @@ from strassenbench.algebra.primitives import primitives, variants
 from strassenbench.algebra.schedule import schedule
 from strassenbench.cli import main
 from strassenbench.engines import ENGINES
+from strassenbench.fused import build as fused_build
+from strassenbench.fused.build import check_counts
 from strassenbench.fused.instances import kernel_counts, operand_counts, plan_counts
 from strassenbench.fused.launch import plan_launches
 from strassenbench.impls import ImplError, get_impl
@@ -169,6 +172,29 @@ def test_kernels_are_power_of_two_counts_and_strassen_keeps_its_own() -> None:
     for levels in (1, 2):
         assert {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", levels)} == set(plan_counts("strassen", levels))
     assert set(operand_counts()) == {(1, 1, 1), *plan_counts("strassen", 1), *plan_counts("strassen", 2)}
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_build_accepts_every_plans_kernels(name: str) -> None:
+    """What `build --plan` asks for is buildable: powers of two whose terms fit the kernel parameters."""
+    check_counts(tuple(c for levels in (1, 2) for c in plan_counts(name, levels)))
+
+
+def test_build_plan_adds_to_the_default_kernels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`build --plan` builds the default kernels (GEMM and Strassen) and the plan's; with --counts, those."""
+    asked = []
+    monkeypatch.setattr(fused_build, "build", lambda archs, out, **kw: asked.append(kw["counts"]) or pd.DataFrame(
+        columns=["spill_stores", "spill_loads"]))
+    monkeypatch.setattr(fused_build, "toolchain_for", lambda arch, driver: None)
+    plan = plan_counts("grey322-11-50", 1)
+    assert main(["build", "--arch", "sm_90", "--plan", "grey322-11-50:1", "--out", str(tmp_path)]) == 0
+    assert main(["build", "--arch", "sm_90", "--counts", "1x1x1", "--plan", "grey322-11-50:1",
+                 "--out", str(tmp_path)]) == 0
+    assert set(asked[0]) == {*operand_counts(), *plan} and set(asked[1]) == {(1, 1, 1), *plan}
+    with pytest.raises(fused_build.BuildError, match="= 3x3x3 .each a power of two"):
+        check_counts(((3, 3, 3),))
+    with pytest.raises(fused_build.BuildError, match="= 64x64x64 "):  # 192 terms: beyond 4 KiB of parameters
+        check_counts(((64, 64, 64),))
 
 
 def test_padded_terms_are_empty() -> None:

@@ -30,7 +30,8 @@ import pandas as pd
 from ..io import write_atomic
 from ..occupancy import ARCHS, blocks_per_sm
 from ..strategies import STRATEGIES
-from .instances import Instance, instances, kernels_dir, operand_counts, render, sources_digest
+from .instances import (PARAM_BYTES, Instance, instances, kernel_counts, kernels_dir, max_batch, operand_counts,
+                        render, sources_digest)
 from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, toolchains
 
@@ -236,12 +237,14 @@ def _arch_index(out: Path, arch: str, driver: tuple[int, int] | None) -> dict[st
     return index
 
 
-def check_counts(counts: tuple[tuple[int, int, int], ...] | None) -> None:
-    """BuildError unless every W_A x W_B x W_C asked for is the GEMM's or a fused variant's."""
-    known = operand_counts()
-    if counts is not None and (bad := [c for c in counts if c not in known]):
-        choices = ", ".join("x".join(map(str, c)) for c in known)
-        raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, bad[0]))} (choose from {choices})")
+def check_counts(counts: tuple[tuple[int, int, int], ...] | None, dtypes: tuple[str, ...] = ("float32", "float64")) -> None:
+    """BuildError unless every W_A x W_B x W_C asked for is a kernel the template instantiates: each count a
+    power of two (kernel_counts), and one product's terms within the kernel parameters in every dtype."""
+    for c in counts or ():
+        if kernel_counts(c) != tuple(c) or not all(max_batch(d, sum(c)) for d in dtypes):
+            examples = ", ".join("x".join(map(str, k)) for k in operand_counts()[:4])
+            raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, c))} (each a power of two, "
+                             f"all terms of one product within {PARAM_BYTES} bytes of parameters; e.g. {examples})")
 
 
 def build(
@@ -269,7 +272,7 @@ def build(
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
-    check_counts(counts)
+    check_counts(counts, dtypes)
     archs = list(dict.fromkeys(archs))
     chosen = {arch: toolchain_for(arch, driver) for arch in archs}  # ToolchainError before any work
     if progress:
