@@ -532,11 +532,10 @@ def _impls(text: str) -> list[str]:
 
 
 def _impl(text: str) -> str:
-    return _impl_list(text)[0] if "," not in text else _fail(f"one implementation, not a list: {text!r}")
-
-
-def _fail(message: str):  # noqa: ANN202
-    raise argparse.ArgumentTypeError(message)
+    """One implementation (`strassenbench impls`, or <algorithm>x<L>)."""
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"one implementation, not a list: {text!r}")
+    return _impl_list(text)[0]
 
 
 def _algorithm(text: str) -> str:
