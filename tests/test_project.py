@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
-from workflow_helpers import ROOT, SMOKE, copy_workflow, snakemake
+from workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, snakemake, verify_cases
 
 
 def _fenced_command(marker: str) -> str:
@@ -108,19 +108,18 @@ def test_dry_run_on_slurm_with_two_gpu_models(workdir):
     proc = _snakemake(["-n", "-p", "--profile", str(ROOT / "workflow/profiles/slurm"), "--config", "profile=paper",
                        TWO_GPUS], workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    from strassenbench.impls import IMPLS
-
+    impls = config()["impls"]
     sweeps = [job for job in _planned(proc.stdout) if job[0] == "sweep"]
-    assert len(sweeps) == 2 * 3 * len(IMPLS)
+    assert len(sweeps) == 2 * 3 * len(impls)
     for model, device in (("a100", "nvidia-a100-sxm4-80gb"), ("h100", "nvidia-h100-80gb-hbm3")):
         mine = [job for job in sweeps if f"device={device}" in job[1]]
-        assert len(mine) == 3 * len(IMPLS)
+        assert len(mine) == 3 * len(impls)
         assert all("gpu=1" in res and f"gpu_model={model}" in res and "slurm_extra=--exclusive" in res
                    and "slurm_partition=gpu" in res for _, _, res in mine)
         assert f"--expect-device {device}" in proc.stdout
     counts = _job_counts(proc.stdout)
     assert counts["compare"] == 1 and counts["sysinfo"] == 2 and counts["memlimit"] == 2
-    assert counts["verify"] == 2 * 3 * 2 * 4 and counts["build"] == 1
+    assert counts["verify"] == 2 * verify_cases("paper") and counts["build"] == 1
     assert "--arch sm_80 --arch sm_90" in proc.stdout
 
 
@@ -180,7 +179,7 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CPU run" in proc.stderr
     frame = pd.read_csv(workdir / "data/cpu/verify.csv")
-    assert len(frame) == 3 * 2 * 4
+    assert len(frame) == verify_cases("smoke") and set(frame["algorithm"]) == {"strassen", *config()["algorithms"]}
     assert (frame["status"] == "ok").all()
     assert (frame["rel_error"] <= frame["bound"]).all()
     variants = (workdir / "report/tables/variants_L2.md").read_text()
@@ -199,12 +198,13 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
         assert (workdir / f"report/tables/{table}.md").is_file(), table
     for sweep in ("square", "rankk", "panel"):
         frame = pd.read_csv(workdir / f"data/cpu/{sweep}.csv")
-        assert len(frame) == len(set(frame["x"])) * 7 and (frame["status"] == "ok").all()
+        assert len(frame) == len(set(frame["x"])) * len(cpu_impls()) and (frame["status"] == "ok").all()
     assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
     assert (workdir / "build/resources.csv").is_file()
     checked = pd.read_csv(workdir / "data/cpu/verify_impls.csv")
-    assert len(checked) == 7 * 2 and (checked["status"] == "ok").all()
-    assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid"])]["engine"]) == {"emu"}
+    assert len(checked) == len(cpu_impls()) * 2 and (checked["status"] == "ok").all()
+    assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid", "grey322-11-50x1"])]["engine"]) \
+        == {"emu"}
     checks = (workdir / "report/tables/numerical_error_checks.md").read_text()
     assert "strassen1" in checks and "| emu " in checks and "plan: strassen" in checks
     rerun = _snakemake(["--cores", "1", *SMOKE], workdir)

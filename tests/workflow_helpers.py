@@ -24,3 +24,26 @@ def copy_workflow(target: Path) -> Path:
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target / name)
     return target
+
+
+def config() -> dict:
+    """The workflow's config/config.yaml, for what a run should produce."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def verify_cases(profile: str) -> int:
+    """The verification runs of a profile: the algorithm at every configured level, the `algorithms` list at
+    the levels from 1 up, each in every dtype and shape."""
+    cfg = config()
+    grid = cfg["profiles"][profile]["verify"]
+    per_shape = len(grid["levels"]) + len(cfg["algorithms"]) * len([lv for lv in grid["levels"] if lv])
+    return per_shape * len(grid["dtypes"]) * len(grid["shapes"])
+
+
+def cpu_impls() -> list[str]:
+    """The configured implementations that run without a GPU (an engine other than cuda)."""
+    from strassenbench.impls import get_impl
+
+    return [i for i in config()["impls"] if set(get_impl(i).engines) - {"cuda"}]
