@@ -6,8 +6,8 @@ Bound (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., Thms 2
     ||C_hat - C||_M <= u ( |alpha| (e^L (k0^2 + q k0) + k) ||A||_M ||B||_M + 2 |beta| ||C0||_M )
 
 where u is the unit roundoff of the dtype, L the number of levels, k0 = ceil(k / k~^L) the inner dimension
-of a leaf product (k / (k~_1 ... k~_L) for mixed levels), q the most additions feeding one leaf result (max W_A + max W_B + the most products
-updating one block of C), and the last terms cover the scaling by alpha and beta. The float64 reference
+of a leaf product (k / (k~_1 ... k~_L) for mixed levels), q the most additions feeding one leaf result
+(max W_A + max W_B + the most products updating one block of C), and the last terms cover the scaling by alpha and beta. The float64 reference
 carries its own classical bound (L = 0, u = 2^-53), which is added. The relative Frobenius error
 ||C_hat - C||_F / ||C||_F that ``verify`` prints is compared against sqrt(mn) times that bound divided by
 ||C||_F. The bound is a worst case: measured errors are orders of magnitude below it, but a wrong

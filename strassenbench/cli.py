@@ -296,10 +296,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     dtypes = tuple(args.dtype or DTYPES)
     strategies = tuple(args.strategy) if args.strategy else None
     counts = tuple(dict.fromkeys(args.counts)) if args.counts else None
-    check_counts(counts, dtypes)
+    check_counts(counts, dtypes)  # before anything is printed: a bad request is one line
     if args.plan:  # the plans' kernels beside those asked for (default: the GEMM and Strassen's)
-        counts = tuple(dict.fromkeys([*(counts or operand_counts()), *(c for spec, levels in args.plan
-                                                         for c in plan_counts(spec, levels))]))  # before anything is printed: a bad request is one line
+        planned = [c for spec, levels in args.plan for c in plan_counts(spec, levels)]
+        counts = tuple(dict.fromkeys([*(counts or operand_counts()), *planned]))
     for arch in args.arch:  # so is an architecture no toolchain here builds for this driver
         toolchain_for(arch, args.driver_cuda)
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (minutes per arch)", file=sys.stderr)
@@ -465,14 +465,19 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def _impl_list(text: str) -> list[str]:
+def _checked_names(text: str, check: Callable[[str], object], error: type[Exception]) -> list[str]:
+    """The comma-separated names of ``text``, each accepted by ``check`` (its ``error`` is the message)."""
     names = _names(text)
     for name in names:
         try:
-            get_impl(name)
-        except ImplError as err:
+            check(name)
+        except error as err:
             raise argparse.ArgumentTypeError(str(err)) from None
     return list(dict.fromkeys(names))
+
+
+def _impl_list(text: str) -> list[str]:
+    return _checked_names(text, get_impl, ImplError)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -522,13 +527,7 @@ def _sizes(text: str) -> list[int]:
 
 def _impls(text: str) -> list[str]:
     """Implementations the model has a formula for: the paper's, and fused ones of any algorithm."""
-    names = _names(text)
-    for name in names:
-        try:
-            modeled(name)
-        except ModelError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return list(dict.fromkeys(names))
+    return _checked_names(text, modeled, ModelError)
 
 
 def _impl(text: str) -> str:

@@ -16,23 +16,22 @@ schedule on NumPy arrays. Timings of stand-ins say nothing about a GPU.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-import re
 from functools import partial
 
 import numpy as np
 
 from .algebra.algorithm import AlgorithmError, get_algorithm
 from .algebra.levels import level_names, spec_levels
-
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.launch import SCHEMES, param_bytes
 from .gemm import check_operands
 from .plan import make_plan, max_levels
 from .strategies import STRATEGIES
 
-__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "ImplError"]
+__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
 
 
 class ImplError(ValueError):
@@ -242,13 +241,20 @@ def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
     if not levels:
         raise ImplError(f"{algorithm}: give the levels, e.g. {algorithm}x1")
     try:
-        [get_algorithm(name) for name in level_names(algorithm, levels)]
+        for name in level_names(algorithm, levels):
+            get_algorithm(name)
     except AlgorithmError as err:
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"
     label = f"{algorithm} (ours)" if fixed else f"{algorithm} {levels}-level (ours)"
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
                 partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm)
+
+
+def algorithm_impl(algorithm: str) -> Impl:
+    """The implementation an algorithm is compared by: one level of a name (``grey322-11-50x1``), a mixed
+    spec at its own levels."""
+    return fast_impl(algorithm, spec_levels(algorithm) or 1)
 
 
 def get_impl(name: str) -> Impl:

@@ -14,7 +14,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from .algebra.algorithm import AlgorithmError, get_algorithm
-from .algebra.levels import multilevel, split_spec
+from .algebra.levels import multilevel, spec_levels, split_spec
 from .algebra.primitives import Primitive, primitives, variant_of
 
 __all__ = ["PlanError", "BlockView", "Step", "Plan", "make_plan", "max_levels"]
@@ -91,8 +91,7 @@ def max_levels(algorithm: str, m: int, k: int, n: int) -> int:
     With more levels every dimension would be split finer than one element and all but one product
     would multiply only padding. A mixed spec (``a+b``) allows at most its number of parts.
     """
-    parts = split_spec(algorithm)
-    cap = len(parts) if len(parts) > 1 else None
+    parts, cap = split_spec(algorithm), spec_levels(algorithm)
     levels, grid = 0, (1, 1, 1)
     while cap is None or levels < cap:
         dims = get_algorithm(parts[levels] if cap else parts[0]).dims

@@ -64,7 +64,8 @@ def test_every_catalogue_file_loads_and_has_its_shape() -> None:
     for name in FILES:
         alg = get_algorithm(name)
         assert not alg.brent_residual().any()
-        digits, rank, nonzeros = name.removeprefix("grey-").rsplit("-", 2) if name != "grey-strassen" else ("222", "7", "36")
+        digits, rank, nonzeros = (name.removeprefix("grey-").rsplit("-", 2) if name != "grey-strassen"
+                                  else ("222", "7", "36"))
         assert alg.dims == tuple(int(d) for d in digits[-3:]), name
         assert alg.rank == int(rank)
         assert np.count_nonzero(alg.U) + np.count_nonzero(alg.V) + np.count_nonzero(alg.W) == int(nonzeros)

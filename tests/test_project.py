@@ -1,7 +1,6 @@
 """The project's own promises: the README's commands, CI, and the Snakemake workflow."""
 
 import re
-from pathlib import Path
 import subprocess
 
 import pandas as pd
@@ -65,16 +64,13 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     proc = _snakemake(["-n", "-p", "--config", "profile=paper", "assume_gpu=NVIDIA H100 80GB HBM3@sm_90"], workdir)
     assert proc.returncode == 0, proc.stderr
     counts = _job_counts(proc.stdout)
-    import yaml
-
     from strassenbench.impls import get_impl
 
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    impls = config["impls"]
-    assert "grey322-11-50x1" in impls and config["algorithms"] == ["grey322-11-50"]
+    impls = config()["impls"]
+    assert "grey322-11-50x1" in impls and config()["algorithms"] == ["grey322-11-50"]
     assert counts["sweep"] == 3 * len(impls)  # one job per (sweep, implementation), cutlass included on a GPU
     # Strassen at levels 0, 1, 2 and every other algorithm at 1 and 2; 2 dtypes, 4 shapes.
-    assert counts["verify"] == (3 + 2 * len(config["algorithms"])) * 2 * 4
+    assert counts["verify"] == verify_cases("paper") == (3 + 2 * len(config()["algorithms"])) * 2 * 4
     assert counts["verify_impl"] == sum(len(get_impl(i).dtypes) for i in impls)
     assert "--plan grey322-11-50:1 --plan grey322-11-50:2" in proc.stdout  # the build has their kernels
     for rule in ("build", "strategies", "memlimit", "sysinfo", "report", "model_crossover", "collect_verify"):

@@ -42,8 +42,8 @@ def slurm() -> None:
 @pytest.fixture(scope="module")
 def cluster_run(slurm, local_smoke, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     """The smoke workflow through SLURM. To keep CI within its time, what does not depend on where it runs
-    is taken from the local run: the kernel build and the verification results (38 short jobs, each a
-    SLURM job's start-up for a second of work). The measurements, memory limits, system description, model
+    is taken from the local run: the kernel build and the verification results (dozens of short jobs,
+    each a SLURM job's start-up for a second of work). The measurements, memory limits, system description, model
     and report run as SLURM jobs."""
     workdir = copy_workflow(tmp_path_factory.mktemp("slurm-run"))
     local = local_smoke[0]

@@ -44,9 +44,6 @@ class AlgorithmError(ValueError):
     """An algorithm's coefficients are malformed or fail the Brent equations."""
 
 
-_OPERAND = {"U": "A", "V": "B", "W": "C"}
-
-
 @dataclass(frozen=True, eq=False)
 class Algorithm:
     """A bilinear matrix multiplication algorithm <m~, k~, n~; R>.
@@ -95,10 +92,13 @@ class Algorithm:
         """<m~,k~,n~;R> as the literature writes it."""
         return "<{},{},{};{}>".format(*self.dims, self.rank)
 
+    def numerators(self, which: str) -> np.ndarray:
+        """U, V or W (``which``) as integer numerators over that matrix's denominator."""
+        return {"U": self.U, "V": self.V, "W": self.W}[which]
+
     def coefficient(self, which: str, r: int, idx: int) -> Fraction:
         """The exact coefficient U[r, idx] (``which`` = "U"), V[r, idx] or W[r, idx]."""
-        numerators = {"U": self.U, "V": self.V, "W": self.W}[which]
-        return Fraction(int(numerators[r, idx]), self.denominators["UVW".index(which)])
+        return Fraction(int(self.numerators(which)[r, idx]), self.denominators["UVW".index(which)])
 
     def block_name(self, operand: str, row: int, col: int) -> str:
         """Nested name of the block at (row, col) of the flattened grid, e.g. ``A1.2`` at two levels.
@@ -181,7 +181,6 @@ def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
         "V": [alg.block_name("B", b // nt, b % nt) for b in range(kt * nt)],
         "W": [alg.block_name("C", c // nt, c % nt) for c in range(mt * nt)],
     }
-    mats = {"U": alg.U, "V": alg.V, "W": alg.W}
     fixes = []
     for axis, which in enumerate("UVW"):
         planes = np.flatnonzero(np.moveaxis(residual, axis, 0).reshape(residual.shape[axis], -1).any(axis=1))
@@ -189,7 +188,7 @@ def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
             continue
         idx = int(planes[0])
         plane = np.moveaxis(residual, axis, 0)[idx].reshape(-1)
-        others = [mats[w] for w in "UVW" if w != which]
+        others = [alg.numerators(w) for w in "UVW" if w != which]
         for r in range(alg.rank):
             outer = np.outer(others[0][r], others[1][r]).reshape(-1)
             nonzero = np.flatnonzero(outer)

@@ -73,8 +73,8 @@ class Primitive:
 
 
 def _terms(alg: Algorithm, operand: str, r: int, ncols: int) -> tuple[Term, ...]:
-    which = {"A": "U", "B": "V", "C": "W"}[operand]
-    row = {"A": alg.U, "B": alg.V, "C": alg.W}[operand][r]
+    which = "UVW"["ABC".index(operand)]
+    row = alg.numerators(which)[r]
     return tuple(
         Term(operand, int(idx) // ncols, int(idx) % ncols, alg.coefficient(which, r, int(idx)),
              alg.block_name(operand, int(idx) // ncols, int(idx) % ncols))

@@ -237,7 +237,8 @@ def _arch_index(out: Path, arch: str, driver: tuple[int, int] | None) -> dict[st
     return index
 
 
-def check_counts(counts: tuple[tuple[int, int, int], ...] | None, dtypes: tuple[str, ...] = ("float32", "float64")) -> None:
+def check_counts(counts: tuple[tuple[int, int, int], ...] | None,
+                 dtypes: tuple[str, ...] = ("float32", "float64")) -> None:
     """BuildError unless every W_A x W_B x W_C asked for is a kernel the template instantiates: each count a
     power of two (kernel_counts), and one product's terms within the kernel parameters in every dtype."""
     for c in counts or ():

@@ -1,7 +1,8 @@
 """Run launches on the CPU: the kernel sources compiled by g++ against kernels/emu/cuda_emu.hpp.
 
 Libraries are compiled on first use, one per (dtype, strategy) with the default kernels (the GEMM's and
-Strassen's) so a test pays only for what it runs, plus one per other plan's kernels, and cached under $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
+Strassen's) so a test pays only for what it runs, plus one per other plan's kernels, and cached under
+$STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
 process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how).
 """

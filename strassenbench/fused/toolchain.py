@@ -60,8 +60,9 @@ def _candidates(name: str) -> list[Path]:
 
 @lru_cache(maxsize=None)
 def find_tool(name: str) -> str:
-    for path in _candidates(name):
-        return str(path)
+    found = _candidates(name)
+    if found:
+        return str(found[0])
     raise ToolchainError(
         f"{name} not found (install it with: pip install nvidia-cuda-nvcc nvidia-cuda-cuobjdump, "
         "or put a CUDA toolkit's bin/ on PATH)"

@@ -18,24 +18,25 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
 from ..io import write_atomic
+from ..impls import algorithm_impl, get_impl
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
-from ..impls import get_impl
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
 from ..results import ResultsError, read_results
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
-from .figures import fig_algorithms, fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square
+from .figures import (fig_algorithms, fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps,
+                      fig_stra_square)
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
 REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_algorithms",
                   "fig_memlimit"]
 REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "model_bounds",
-                 "model_crossover", "algorithms", "kernel_resources", "memory_limits", "numerical_error", "numerical_error_checks",
-                 "claims"]
+                 "model_crossover", "algorithms", "kernel_resources", "memory_limits", "numerical_error",
+                 "numerical_error_checks", "claims"]
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame | None:
@@ -117,7 +118,8 @@ def _algorithm_impls(run: dict) -> list[str]:
     names = ["strassen1"]
     verify = run.get("verify")
     if verify is not None and not verify.empty and "algorithm" in verify:
-        names += [a if "+" in a else f"{a}x1" for a in verify["algorithm"].astype(str) if a not in ("strassen", "classical")]
+        names += [algorithm_impl(a).name for a in dict.fromkeys(verify["algorithm"].astype(str))
+                  if a not in ("strassen", "classical")]
     sweeps = run["sweeps"]
     if not sweeps.empty:
         names += [i for i in dict.fromkeys(sweeps["impl"].astype(str)) if i not in MODELED_IMPLS

@@ -115,14 +115,15 @@ def kernel_plans():
 
     plans = [(alg, levels) for alg in [config["algorithm"], *config["algorithms"]]
              for levels in GRID["verify"]["levels"] if levels]
-    plans += [(get_impl(i).algorithm, get_impl(i).levels) for i in config["impls"] if get_impl(i).kind == "fused"]
+    plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, config["impls"]) if impl.kind == "fused"]
     return " ".join(f"--plan {alg}:{levels}" for alg, levels in dict.fromkeys(plans) if alg != "strassen")
 
 
 def crossover_impls():
     """1-level Strassen and one level of every configured algorithm, for the model's crossover table."""
-    return ",".join(dict.fromkeys(["strassen1", *(f"{alg}x1" for alg in config["algorithms"] if "+" not in alg),
-                                   *(alg for alg in config["algorithms"] if "+" in alg)]))
+    from strassenbench.impls import algorithm_impl
+
+    return ",".join(dict.fromkeys(["strassen1", *(algorithm_impl(alg).name for alg in config["algorithms"])]))
 
 
 def run_impls():
