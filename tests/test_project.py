@@ -151,9 +151,15 @@ def test_config_file_errors_name_the_file_and_line(workdir, text, message):
 
 def test_config_errors_stop_the_run_before_any_job(workdir):
     """What the schema cannot say (a size range whose start is past its stop, a compare folder that does not
-    exist) stops the workflow before any job, naming the key."""
+    exist, an unknown algorithm or implementation) stops the workflow before any job, naming the key."""
     proc = _snakemake(["-n", "--config", "compare=[data/nothere]"], workdir)
     assert proc.returncode != 0 and "compare folder 'data/nothere' does not exist" in proc.stdout + proc.stderr
+    for key, value, message in (("algorithms", "[nope333]", "config: algorithms 'nope333': unknown algorithm"),
+                                ("impls", "[nope333x1]", "config: impls 'nope333x1': unknown algorithm"),
+                                ("algorithm", "strassen+", "config: algorithm 'strassen+': algorithm spec")):
+        proc = _snakemake(["-n", "--config", f"{key}={value}"], workdir)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and message in out and "Traceback" not in out, out[-2000:]
     config = workdir / "config/config.yaml"
     text = config.read_text()
     assert 'square: {sizes: "64,128,192"}' in text

@@ -66,7 +66,10 @@ GRID = config["profiles"][PROFILE]
 
 def _check_config():
     """What the schema cannot say, checked before any job runs: every size range of every profile parses
-    (start <= stop, step > 0) and every compare folder exists."""
+    (start <= stop, step > 0), every compare folder exists, and every algorithm and implementation is known
+    (coefficient files are loaded and Brent-checked)."""
+    from strassenbench.algebra.algorithm import AlgorithmError
+    from strassenbench.impls import ImplError, algorithm_impl, get_impl
     from strassenbench.sweeps import parse_sizes
 
     for name, grid in config["profiles"].items():
@@ -81,6 +84,14 @@ def _check_config():
     for folder in config["compare"]:
         if not os.path.isdir(folder):
             raise WorkflowError(f"config: compare folder {folder!r} does not exist")
+    checks = [("algorithm", config["algorithm"], algorithm_impl)]
+    checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
+    checks += [("impls", impl, get_impl) for impl in config["impls"]]
+    for key, value, check in checks:
+        try:
+            check(value)
+        except (AlgorithmError, ImplError) as err:
+            raise WorkflowError(f"config: {key} {value!r}: {err}") from None
 
 
 _check_config()
