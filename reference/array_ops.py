@@ -2,17 +2,18 @@
 
 Every operation works on views with any leading dimension and writes in place; no operation allocates
 device memory (the CPU one allocates a host temporary for an accumulating GEMM, which NumPy cannot do in
-place). Operand sums are one fused elementwise kernel on the GPU (cupy.ElementwiseKernel), not chains of
+place; on the GPU cuBLAS gets one fixed workspace when the operations are first made, Cublas). Operand sums are one fused elementwise kernel on the GPU (cupy.ElementwiseKernel), not chains of
 temporaries.
 """
 
 from __future__ import annotations
 
+import ctypes
 from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["NumpyOps", "CupyOps", "ops_for"]
+__all__ = ["NumpyOps", "CupyOps", "Cublas", "cublas_library", "clear_caches", "ops_for"]
 
 
 def _clip(out, term):  # noqa: ANN001, ANN202
@@ -69,7 +70,8 @@ class NumpyOps:
 
 
 class CupyOps(NumpyOps):
-    """cuBLAS GEMM on strided views (row-major as C^T = B^T A^T in column-major) and fused elementwise sums."""
+    """cuBLAS GEMM (its C API, which a CUDA graph can capture: Cublas) on strided views (row-major as
+    C^T = B^T A^T in column-major) and fused elementwise sums."""
 
     name = "cupy"
 
@@ -79,6 +81,7 @@ class CupyOps(NumpyOps):
         self.xp = cupy
         self._axpy = cupy.ElementwiseKernel("T x, T a", "T y", "y += a * x", "sb_axpy")
         self._sum2 = cupy.ElementwiseKernel("T x, T y, T a, T b", "T z", "z = a * x + b * y", "sb_sum2")
+        self._cublas = Cublas(cupy)
 
     def zeros(self, size: int, dtype: np.dtype):  # noqa: ANN201
         return self.xp.zeros(size, dtype=dtype)
@@ -95,8 +98,6 @@ class CupyOps(NumpyOps):
         self.axpy(out, y, b)
 
     def gemm(self, out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
-        from cupy_backends.cuda.libs import cublas
-
         m, k = a.shape
         n = b.shape[1]
         if m == 0 or n == 0:
@@ -109,18 +110,67 @@ class CupyOps(NumpyOps):
             if x.strides[1] != item:
                 raise ValueError(f"{name} must have unit column stride for cuBLAS")
         ld = lambda x: max(1, x.strides[0] // item)  # noqa: E731
-        scalars = np.array([alpha, beta], dtype=out.dtype)
-        fn = cublas.sgemm if out.dtype == np.float32 else cublas.dgemm
-        handle = self.xp.cuda.device.get_cublas_handle()
-        cublas.setStream(handle, self.xp.cuda.get_current_stream().ptr)
         # Row-major C (m x n) = A B  <=>  column-major C^T (n x m) = B^T A^T.
-        fn(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k, scalars.ctypes.data, b.data.ptr, ld(b),
-           a.data.ptr, ld(a), scalars.ctypes.data + item, out.data.ptr, ld(out))
+        self._cublas.gemm(out.dtype, self.xp.cuda.get_current_stream().ptr, n, m, k, alpha, b.data.ptr, ld(b),
+                          a.data.ptr, ld(a), beta, out.data.ptr, ld(out))
+
+
+class Cublas:
+    """cuBLAS through its C API: ctypes on the libcublas that CuPy loaded, on CuPy's handle.
+
+    CuPy's own wrappers refuse every call while a stream is capturing (its ``setStream`` raises, CuPy issue
+    6290), so a CUDA graph could not hold a cuBLAS call made through them. The C API can be captured when the
+    handle has a fixed workspace (cublasSetWorkspace_v2, set once here, outside any capture: cuBLAS then never
+    allocates during a call). Scalars are host pointers (the default pointer mode), read when the call is made."""
+
+    WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper (4 MiB suffices on older GPUs)
+    _INT, _PTR = ctypes.c_int, ctypes.c_void_p
+
+    def __init__(self, xp) -> None:  # noqa: ANN001 - the cupy module
+        self.handle = xp.cuda.device.get_cublas_handle()  # loads libcublas
+        self.lib = cublas_library()
+        self.workspace = xp.empty(self.WORKSPACE_BYTES, dtype=np.uint8)
+        self.lib.cublasSetStream_v2.argtypes = [self._PTR, self._PTR]
+        self.lib.cublasSetWorkspace_v2.argtypes = [self._PTR, self._PTR, ctypes.c_size_t]
+        gemm = [self._PTR, self._INT, self._INT, self._INT, self._INT, self._INT, self._PTR, self._PTR, self._INT,
+                self._PTR, self._INT, self._PTR, self._PTR, self._INT]
+        for name in ("cublasSgemm_v2", "cublasDgemm_v2"):
+            getattr(self.lib, name).argtypes = gemm
+        self._check("cublasSetWorkspace_v2", self.handle, self.workspace.data.ptr, self.WORKSPACE_BYTES)
+
+    def _check(self, name: str, *args: object) -> None:
+        status = getattr(self.lib, name)(*args)
+        if status != 0:
+            raise RuntimeError(f"{name} returned cuBLAS status {status}")
+
+    def gemm(self, dtype: np.dtype, stream: int, m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int,
+             ldb: int, beta: float, c: int, ldc: int) -> None:
+        """Column-major C (m x n) = alpha A B + beta C on ``stream`` (no transposes), float32 or float64."""
+        scalars = np.array([alpha, beta], dtype=dtype)
+        op = 0  # CUBLAS_OP_N
+        name = "cublasSgemm_v2" if dtype == np.float32 else "cublasDgemm_v2"
+        self._check("cublasSetStream_v2", self.handle, stream)
+        self._check(name, self.handle, op, op, m, n, k, scalars.ctypes.data, a, lda, b, ldb,
+                    scalars.ctypes.data + scalars.itemsize, c, ldc)
+
+
+def cublas_library() -> ctypes.CDLL:
+    """The libcublas CuPy loaded (found in this process's mappings: the same library and handle space)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "/libcublas.so" in line}
+    if not paths:
+        raise RuntimeError("libcublas is not loaded: CuPy's cuBLAS (pip install -e '.[gpu]') is needed")
+    return ctypes.CDLL(sorted(paths)[0])
 
 
 @lru_cache(maxsize=None)
 def _cupy_ops() -> CupyOps:
     return CupyOps()
+
+
+def clear_caches() -> None:
+    """Forget the CuPy operations (their cuBLAS handle and workspace): another device."""
+    _cupy_ops.cache_clear()
 
 
 def ops_for(array) -> NumpyOps:  # noqa: ANN001

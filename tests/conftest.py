@@ -36,6 +36,38 @@ def local_smoke(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     return workdir, snakemake(["--cores", "1", *SMOKE], workdir)
 
 
+@pytest.fixture(scope="session")
+def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The kernels the CPU device loads (tests/cudasim.py): a real sm_90 build, Small strategy, every default
+    kernel in both dtypes (seconds: the small tiles compile fast)."""
+    from strassenbench.fused.build import build
+
+    out = tmp_path_factory.mktemp("sim-build")
+    build(["sm_90"], out, strategies=("Small",), cutlass=False)
+    return str(out)
+
+
+@pytest.fixture
+def cpu_device(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """A CPU device behind the real CuPy for one test (random order, seed 0); ``cpu_device.install(...)``
+    puts another (order, seed, memory)."""
+    import cudasim
+
+    from strassenbench.fused import cuda
+    from strassenbench.reference import array_ops
+
+    class Installer:
+        def install(self, **options: object) -> cudasim.CpuDevice:
+            self.device = cudasim.install(monkeypatch, **options)
+            return self.device
+
+    installer = Installer()
+    installer.install()
+    yield installer
+    cuda.clear_caches()
+    array_ops.clear_caches()
+
+
 @pytest.fixture
 def _broken_gpu_setup() -> None:
     pytest.fail(f"gpu test cannot run: {gpu_available()[0]}")

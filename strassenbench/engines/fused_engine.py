@@ -7,13 +7,14 @@ differs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
-
 from ..gemm import check_operands
 from ..plan import Plan
 from ..strategies import get_strategy
 
-__all__ = ["emu_gemm", "cuda_gemm", "prepare"]
+__all__ = ["emu_gemm", "cuda_gemm", "prepare", "DEFAULT_STRATEGY"]
+
+# The emulator runs one OS thread per CUDA thread: its default is the smallest block; the GPU's is the paper's.
+DEFAULT_STRATEGY = {"emu": "Small", "cuda": "Huge"}
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -34,19 +35,17 @@ def prepare(
     from ..fused.launch import plan_launches
 
     _check(plan, A, B, C)
-    if engine == "emu":
-        from ..fused import emu
-
-        default, run = "Small", emu.run
-    elif engine == "cuda":
+    if engine not in DEFAULT_STRATEGY:
+        raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
+    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or DEFAULT_STRATEGY[engine]),
+                            scheme=scheme, streams=streams)
+    if engine == "cuda":
         from ..fused import cuda
 
-        default, run = "Huge", partial(cuda.run, build_dir=build_dir)
-    else:
-        raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
-    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or default), scheme=scheme,
-                            streams=streams)
-    return lambda: run(program)
+        return cuda.Prepared(program, build_dir, (A, B, C))
+    from ..fused import emu
+
+    return lambda: emu.run(program)
 
 
 def emu_gemm(

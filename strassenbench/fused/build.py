@@ -17,91 +17,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from ..io import write_atomic
-from ..occupancy import ARCHS, blocks_per_sm
-from ..strategies import STRATEGIES
-from .instances import (PARAM_BYTES, Instance, instances, kernel_counts, kernels_dir, max_batch, operand_counts,
-                        render, sources_digest)
-from .sass import MAINLOOP_COLUMNS, mainloop_metrics, opcode_counts, parse_sass
-from .toolchain import Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, toolchains
+from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
+                        operand_counts, render)
+from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, BuildError, Props, blocks_row,
+                      built_by, compile_module, parse_ptxas, sass_counts, toolchain_for, unit_digest, unit_fresh)
+from .sass import mainloop_metrics, opcode_counts, parse_sass
+from .toolchain import Toolchain, ToolchainError
 
-__all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "build", "check_counts", "parse_ptxas",
-           "sass_counts", "toolchain_for", "unit_fresh"]
-
-RESOURCE_COLUMNS = [
-    "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
-    "spill_stores",
-    "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-    "local_mem_ops", *MAINLOOP_COLUMNS,
-]
-# What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
-FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo | fatbin sass+ptx"
-# The columns read from the machine code; empty where the disassembler does not read the architecture (sm_70).
-SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
-SUPPORTED_ARCHS = tuple(ARCHS)
+__all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "ToolchainError", "build",
+           "built_by", "check_counts", "parse_ptxas", "sass_counts", "toolchain_for", "unit_fresh"]
 
 
-class BuildError(RuntimeError):
-    """The kernels did not compile, or a requested architecture is not supported."""
-
-
-@dataclass
-class _Props:
-    registers: int = 0
-    spill_stores: int = 0
-    spill_loads: int = 0
-    smem_bytes: int = 0
-    stack_bytes: int = 0
-
-
-def parse_ptxas(log: str) -> dict[str, _Props]:
-    """Per-function resources from ``ptxas -v`` output."""
-    props: dict[str, _Props] = {}
-    current: _Props | None = None
-    for line in log.splitlines():
-        if m := re.search(r"Function properties for (\w+)", line):
-            current = props.setdefault(m.group(1), _Props())
-        elif current is None:
-            continue
-        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
-            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
-        elif m := re.search(r"Used (\d+) registers", line):
-            current.registers = int(m.group(1))
-            smem = re.search(r"(\d+) bytes smem", line)
-            current.smem_bytes = int(smem.group(1)) if smem else 0
-    return props
-
-
-def sass_counts(sass: str) -> dict[str, Counter]:
-    """Per-function opcode classes from ``cuobjdump --dump-sass`` (see strassenbench.fused.sass.opcode_counts)."""
-    return {name: opcode_counts(code) for name, code in parse_sass(sass).items()}
-
-
-def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
-               write_mode: str, loads: str, p: _Props, ops: Counter, loop: dict) -> dict:
-    """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures."""
-    return {
-        "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
-        "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
-        "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
-        "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
-        "blocks_per_sm": blocks_per_sm(ARCHS[arch], STRATEGIES[strategy].threads, p.registers, p.smem_bytes),
-        **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
-        **loop,
-    }
-
-
-def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, _Props], sass: str | None) -> list[dict]:
+def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, Props], sass: str | None) -> list[dict]:
     """resources.csv rows; ``sass`` None: the machine code could not be read, its columns stay empty."""
     code = parse_sass(sass or "")
     rows = []
@@ -123,53 +57,6 @@ def _unit_name(arch: str, inst: Instance) -> str:
     return f"strassen_{arch}_{inst.dtype}_{inst.strategy.name.lower()}_w{a}x{b}x{c}"
 
 
-@lru_cache(maxsize=None)
-def toolchain_for(arch: str, driver: tuple[int, int] | None = None) -> Toolchain:
-    """The toolchain that builds (and, on load, checks) ``arch``: strassenbench.fused.toolchain.choose for
-    ``driver`` (default: the CUDA version this machine's driver runs, any without a driver)."""
-    return choose(arch, driver if driver is not None else driver_cuda(), toolchains())
-
-
-def _unit_digest(text: str, arch: str, toolchain: Toolchain) -> str:
-    return sources_digest(text, toolchain.name, FLAGS, arch)
-
-
-def _disassemble(cubin: Path, arch: str) -> str | None:
-    """``cuobjdump --dump-sass``; None for an architecture CUDA 13's disassembler no longer reads (sm_70)."""
-    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True,
-                          check=False)
-    if sass.returncode != 0:
-        if int(arch.removeprefix("sm_")) < 75:
-            return None
-        detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
-    return sass.stdout
-
-
-def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path,
-                   name: str) -> tuple[str, str | None]:
-    """``source`` to ``out/<name>.ptx``, ``<name>.cubin`` (ptxas) and ``<name>.fatbin`` (both, what the GPU
-    loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and raises BuildError."""
-    log = out / f"{name}.log"
-    ptx, cubin, fatbin = (out / f".{name}{ext}.tmp" for ext in (".ptx", ".cubin", ".fatbin"))
-    try:
-        toolchain.ptx(source, arch, include_dirs, ptx)
-        report = toolchain.assemble(ptx, arch, cubin)
-    except ToolchainError as err:
-        log.write_text(str(err))
-        raise BuildError(f"{toolchain.name} failed for {name}: {err} (log: {log})") from None
-    sm = arch.removeprefix("sm_")
-    packed = subprocess.run([find_tool("fatbinary"), f"--create={fatbin}", f"--image3=kind=elf,sm={sm},file={cubin}",
-                             f"--image3=kind=ptx,sm={sm},file={ptx}"], capture_output=True, text=True, check=False)
-    if packed.returncode != 0:
-        raise BuildError(f"fatbinary failed for {name}: {first_error(packed.stdout + packed.stderr)}")
-    log.unlink(missing_ok=True)  # a stale failure log goes with a successful build
-    sass = _disassemble(cubin, arch)
-    for tmp, ext in ((ptx, ".ptx"), (cubin, ".cubin"), (fatbin, ".fatbin")):
-        tmp.replace(out / f"{name}{ext}")
-    return report, sass
-
-
 def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, toolchain: Toolchain) -> list[dict]:
     """One translation unit into ``out/<name>.fatbin``; its resources rows."""
     source = out / f"{name}.cu"
@@ -177,22 +64,6 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
     report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name)
     return _rows(selected, arch, parse_ptxas(report), sass)
 
-
-def unit_fresh(out: Path, unit: str, arch: str, driver: tuple[int, int] | None = None) -> bool:
-    """The unit's files are all there and its stamp matches the sources it was built from and the present
-    kernels, the toolchain this machine uses for arch (toolchain_for), and the flags."""
-    source, table, index, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".csv", ".json", ".stamp"))
-    if not all(p.is_file() for p in (source, table, index, stamp)):
-        return False
-    if stamp.read_text() != _unit_digest(source.read_text(), arch, toolchain_for(arch, driver)):
-        return False
-    return all((out / module).is_file() for module in json.loads(index.read_text()).values())
-
-
-def built_by(out: Path, unit: str) -> str:
-    """The toolchain a unit was built with (its ``.toolchain`` file), for messages."""
-    path = out / f"{unit}.toolchain"
-    return path.read_text().strip() if path.is_file() else "an unknown toolchain"
 
 
 def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path, force: bool,
@@ -210,7 +81,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
         return False
     toolchain = toolchain_for(arch, driver)
     rows = _compile(arch, unit, selected, out, toolchain)
-    index = {inst.name: f"{unit}.fatbin" for inst in selected}
+    index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
     spilled = {r["kernel"] for r in rows if r["spill_stores"] or r["spill_loads"]}
     relaxed = tuple(replace(i, capped=False) for i in selected if i.name in spilled and i.min_blocks > 1)
     if relaxed:
@@ -223,7 +94,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     write_atomic(out / f"{unit}.csv", pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     write_atomic(out / f"{unit}.json", json.dumps(index, indent=0, sort_keys=True))
     write_atomic(out / f"{unit}.toolchain", str(toolchain))
-    write_atomic(out / f"{unit}.stamp", _unit_digest(text, arch, toolchain))
+    write_atomic(out / f"{unit}.stamp", unit_digest(text, arch, toolchain))
     return True
 
 
@@ -316,5 +187,3 @@ def build(
     write_atomic(out / "resources.csv", table.to_csv(index=False))
     return table
 
-
-__all__ += ["ToolchainError", "SUPPORTED_ARCHS"]

@@ -1,6 +1,7 @@
 """Run launches on the GPU: CuPy loads the fatbin built by `strassenbench build` (cupy.RawModule).
 
-This is the only GPU-facing code of the fused path; its tests are marked ``gpu``.
+This is the only GPU-facing code of the fused path. Without a GPU its tests (marker ``cudasim``) run it on
+strassenbench's CPU device (tests/cudasim.py): real CuPy, its launches run by the emulator.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from .arch import BUILD_FOR_MAJOR, CudaError, build_arch
 from .launch import Program
+from .modules import built_by, toolchain_for, unit_fresh
+from .toolchain import ToolchainError
 
 __all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "driver_mismatch", "runtime_mismatch",
-           "function", "module", "on_device", "run"]
-
-
-class CudaError(RuntimeError):
-    """No usable GPU, CuPy, or module."""
+           "function", "module", "on_device", "Prepared", "run", "clear_caches"]
 
 
 def _cupy():  # noqa: ANN202
@@ -38,25 +38,6 @@ def on_device(fn, A, B, C):  # noqa: ANN001, ANN201
     result = fn(cupy.asarray(A), cupy.asarray(B), dC)
     C[...] = cupy.asnumpy(dC)
     return result
-
-
-# The builds a GPU runs, by compute-capability major: machine code is compatible within a major for equal or
-# higher minors (sm_86 and sm_89 run sm_80 code, sm_75 runs sm_70 code). A newer major (sm_100, sm_120) runs
-# the newest build's PTX, which the driver compiles when the module loads (every fatbin carries it).
-BUILD_FOR_MAJOR = {7: "sm_70", 8: "sm_80", 9: "sm_90"}
-
-
-def build_arch(compute_capability: str) -> str:
-    """The build a GPU of ``compute_capability`` ("86", "90", "100", as CuPy reports it) runs: its major's
-    machine code, or for a major newer than every build the newest build's PTX."""
-    try:
-        major = int(compute_capability[:-1])
-    except ValueError:
-        raise CudaError(f"unrecognised compute capability {compute_capability!r}") from None
-    if major < min(BUILD_FOR_MAJOR):
-        raise CudaError(f"compute capability {compute_capability[:-1]}.{compute_capability[-1]} is older than "
-                        f"every build (the oldest is {BUILD_FOR_MAJOR[min(BUILD_FOR_MAJOR)]}, V100)")
-    return BUILD_FOR_MAJOR.get(major, BUILD_FOR_MAJOR[max(BUILD_FOR_MAJOR)])
 
 
 def driver_mismatch() -> str | None:
@@ -93,10 +74,7 @@ def _index(build_dir: str, arch: str) -> dict[str, str]:
 @lru_cache(maxsize=None)
 def _check_fresh(build_dir: str, arch: str, module_file: str) -> None:
     """A module built from other kernel sources, or by another toolchain than the one this machine's driver
-    needs (its stamp; strassenbench.fused.build.toolchain_for), is refused, naming the fix."""
-    from .build import built_by, toolchain_for, unit_fresh
-    from .toolchain import ToolchainError
-
+    needs (its stamp; strassenbench.fused.modules.toolchain_for), is refused, naming the fix."""
     unit = module_file.removesuffix(".fatbin").removesuffix("_uncapped")
     try:
         fresh = unit_fresh(Path(build_dir), unit, arch)
@@ -125,30 +103,53 @@ def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
     return module(build_dir, module_file).get_function(kernel)
 
 
+class Prepared:
+    """``program`` ready to enqueue again and again: its kernels resolved, their arguments marshalled and the
+    events that order its stages made once (timing disabled: they only order streams), its operands owned.
+
+    A call enqueues the program on CuPy's current stream: stage by stage, stream s of a stage on CUDA stream s,
+    every stream of a stage waiting for every stream of the stage before (events), as the paper's streaming
+    scheme does; a stage of one stream runs on the current stream itself. A CUDA graph captured from a call
+    holds the raw addresses of the operands: ``operands`` keeps the arrays alive as long as the call is."""
+
+    def __init__(self, program: Program, build_dir: str = "build", operands: tuple = ()) -> None:
+        cupy = _cupy()
+        arch = device_arch()
+        self.program, self.operands = program, operands
+        self._stages = [
+            [[(function(build_dir, arch, launch.kernel), launch.grid, launch.block, _kernel_args(launch.args))
+              for launch in lane] for lane in stage]
+            for stage in program.stages]
+        self._pool = _streams(program.num_streams) if program.num_streams > 1 else []
+        self._start = cupy.cuda.Event(disable_timing=True)
+        self._done = [[cupy.cuda.Event(disable_timing=True) for _ in stage] for stage in program.stages]
+
+    def __call__(self) -> None:
+        origin = _cupy().cuda.get_current_stream()
+        self._start.record(origin)
+        previous = [self._start]
+        for stage, done in zip(self._stages, self._done):
+            lanes = [origin] if len(stage) == 1 else self._pool[: len(stage)]
+            for lane, stream, event in zip(stage, lanes, done):
+                for before in previous:
+                    stream.wait_event(before)
+                for kernel, grid, block, args in lane:
+                    kernel(grid, block, args, stream=stream)
+                event.record(stream)
+            previous = done
+        for event in previous:
+            origin.wait_event(event)
+
+
 def run(program: Program, build_dir: str = "build") -> None:
-    """Enqueue ``program``: stage by stage, stream s of a stage on CUDA stream s, every stream of a stage
-    waiting for every stream of the stage before (events), as the paper's streaming scheme does."""
-    cupy = _cupy()
-    arch = device_arch()
-    origin = cupy.cuda.get_current_stream()
-    pool = _streams(program.num_streams)
-    previous = [origin.record()]
-    for stage in program.stages:
-        lanes = [origin] if len(stage) == 1 else pool[: len(stage)]
-        for lane, stream in zip(stage, lanes):
-            for event in previous:
-                stream.wait_event(event)
-            with stream:  # RawKernel launches on the current stream
-                for launch in lane:
-                    function(build_dir, arch, launch.kernel)(launch.grid, launch.block, _kernel_args(launch.args))
-        previous = [stream.record() for stream in lanes]
-    for event in previous:
-        origin.wait_event(event)
+    """Enqueue ``program`` once (Prepared)."""
+    Prepared(program, build_dir)()
 
 
 def _kernel_args(args: tuple) -> tuple:
-    """CuPy's launcher takes arrays and NumPy scalars; sb::Products (a NumPy structured array) goes as a
-    CPointer to its bytes, which the driver copies into the kernel's parameter space at the launch."""
+    """CuPy's launcher takes arrays and NumPy scalars (never Python numbers: an int would go as 8 bytes, a float
+    as a double); sb::Products (a NumPy structured array) goes as a CPointer to its bytes, which the driver
+    copies into the kernel's parameter space at the launch (the array lives as long as the Launch)."""
     import numpy as np
 
     from cupy.cuda.function import CPointer
@@ -160,3 +161,9 @@ def _kernel_args(args: tuple) -> tuple:
 def _streams(count: int) -> list:
     cupy = _cupy()
     return [cupy.cuda.Stream(non_blocking=True) for _ in range(count)]
+
+
+def clear_caches() -> None:
+    """Forget loaded modules, resolved kernels and streams (another device, another build)."""
+    for cached in (_index, _check_fresh, module, function, _streams):
+        cached.cache_clear()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import write_atomic
-from .build import SASS_COLUMNS, BuildError, _disassemble, blocks_row, parse_ptxas
+from .modules import SASS_COLUMNS, BuildError, blocks_row, disassemble, parse_ptxas
 from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, first_error
@@ -76,7 +76,7 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) 
             results[target] = result
             tmp.replace(target)
         log = results[cubin].stdout + results[cubin].stderr
-        sass = _disassemble(cubin, arch)
+        sass = disassemble(cubin, arch)
         code = next((c for name, c in parse_sass(sass or "").items() if "cutlass" in name), [])
         props = next((p for name, p in parse_ptxas(log).items() if "cutlass" in name), None)
         if props is None or (sass is not None and not code):

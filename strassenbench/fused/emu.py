@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from ..strategies import STRATEGIES
-from .instances import Instance, instances, kernels_dir, operand_counts, render, sources_digest
+from .instances import BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render, sources_digest
 from .launch import Program
 from .toolchain import first_error
 
-__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "library", "loaded_libraries", "run", "tracing"]
+__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run", "tracing"]
 
 CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
 _LOCK = threading.Lock()
@@ -127,7 +127,10 @@ def _ctype(arg):  # noqa: ANN001, ANN202
 
 
 def _strategy_of(kernel: str) -> tuple[str, str]:
-    """(dtype, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64."""
+    """(dtype, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64 (the blocking
+    kernel is in every library: float32 Small's)."""
+    if kernel == BLOCK_KERNEL:
+        return "float32", "Small"
     parts = kernel.split("_")
     dtype = {"f32": "float32", "f64": "float64"}[parts[1]]
     if parts[0] == "scale":
@@ -147,3 +150,16 @@ def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
         fn.argtypes = [ctypes.c_uint] * 6 + list(types)
         fn.restype = None
         fn(*launch.grid, *launch.block, *values)
+
+
+def entry(kernel: str, extra_flags: tuple[str, ...] = ()):  # noqa: ANN201 - a ctypes function
+    """The emulator's entry point ``emu_<kernel>(grid, block, kernel parameters...)`` of any kernel the build
+    names (a default kernel, another algorithm's, scale or blocking), from the library that has it; its
+    argtypes are the caller's to set (strassenbench's CPU device sets them from the kernel's PTX)."""
+    inst = parse_instance(kernel)
+    if inst is None or inst.counts in set(operand_counts()):
+        lib = library(*_strategy_of(kernel), extra_flags)
+    else:
+        lib = library(inst.dtype, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
+    lib.emu_trace_enable(int(_TRACING))
+    return getattr(lib, f"emu_{kernel}")

@@ -196,17 +196,24 @@ def toolchains() -> tuple[Toolchain, ...]:
     return tuple(found[m] for m in sorted(found, reverse=True))
 
 
-def choose(arch: str, driver: tuple[int, int] | None, available: tuple[Toolchain, ...]) -> Toolchain:
+def choose(arch: str, driver: tuple[int, int] | None, available: tuple[Toolchain, ...], jit: bool = False) -> Toolchain:
     """The newest toolchain that builds ``arch`` and whose CUDA major the driver runs (``driver``: the CUDA
-    version the driver supports, None when no driver is known: any major)."""
+    version the driver supports, None when no driver is known: any major). ``jit``: the GPU runs no machine
+    code of the build, only its PTX, which the driver compiles when loading; a driver compiles only PTX no
+    newer than itself, so then the toolchain's minor must not exceed the driver's either."""
     fits = [t for t in available if t.builds(arch)]
     if not fits:
         have = ", ".join(t.name for t in available) or "none"
         fix = "pip install -e '.[cu12]' (NVRTC 12 and ptxas 12) or put a CUDA 12 toolkit's bin/ on PATH" \
             if int(arch.removeprefix("sm_")) < MIN_ARCH[13] else "pip install nvidia-cuda-nvcc"
         raise ToolchainError(f"no CUDA toolchain here builds {arch} (found: {have}): {fix}")
-    runnable = [t for t in fits if driver is None or t.major <= driver[0]]
+    runnable = [t for t in fits if driver is None or (t.cuda <= driver if jit else t.major <= driver[0])]
     if not runnable:
+        if jit:
+            raise ToolchainError(
+                f"this GPU runs the {arch} build's PTX, which its driver (CUDA {driver[0]}.{driver[1]}) compiles "
+                f"only when the toolchain is no newer; the toolchains here are {', '.join(t.name for t in fits)}: "
+                f"pip install 'nvidia-cuda-nvcc=={driver[0]}.{driver[1]}.*', or update the driver")
         fix = "pip install -e '.[gpu-cu12]' (its NVRTC 12 builds for this driver), or update the driver" \
             if driver[0] == 12 else "update the driver (CUDA 12 or newer)"
         raise ToolchainError(

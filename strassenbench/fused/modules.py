@@ -1,0 +1,171 @@
+"""Compiled modules: how one kernel source becomes a fatbin, what the compiler reports, and whether a built
+module is still what the sources and this machine's toolchain would build (its stamp).
+
+The bottom layer of strassenbench.fused's build side: ``build`` (the fused kernels), ``cutlass`` (the CUTLASS
+baseline) and ``cuda`` (which refuses a stale module when loading) all import from here, and this imports
+neither of them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..occupancy import ARCHS, blocks_per_sm
+from ..strategies import STRATEGIES
+from .arch import build_arch, jit_only
+from .instances import sources_digest
+from .sass import MAINLOOP_COLUMNS, opcode_counts, parse_sass
+from .toolchain import Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, toolchains
+
+__all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "blocks_row", "built_by",
+           "compile_module", "disassemble", "parse_ptxas", "sass_counts", "toolchain_for", "unit_digest",
+           "unit_fresh"]
+
+RESOURCE_COLUMNS = [
+    "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
+    "spill_stores",
+    "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
+    "local_mem_ops", *MAINLOOP_COLUMNS,
+]
+# What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
+FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo | fatbin sass+ptx"
+# The columns read from the machine code; empty where the disassembler does not read the architecture (sm_70).
+SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
+SUPPORTED_ARCHS = tuple(ARCHS)
+
+
+class BuildError(RuntimeError):
+    """The kernels did not compile, or a requested architecture is not supported."""
+
+
+@dataclass
+class Props:
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    smem_bytes: int = 0
+    stack_bytes: int = 0
+
+
+def parse_ptxas(log: str) -> dict[str, Props]:
+    """Per-function resources from ``ptxas -v`` output."""
+    props: dict[str, Props] = {}
+    current: Props | None = None
+    for line in log.splitlines():
+        if m := re.search(r"Function properties for (\w+)", line):
+            current = props.setdefault(m.group(1), Props())
+        elif current is None:
+            continue
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        elif m := re.search(r"Used (\d+) registers", line):
+            current.registers = int(m.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            current.smem_bytes = int(smem.group(1)) if smem else 0
+    return props
+
+
+def sass_counts(sass: str) -> dict[str, Counter]:
+    """Per-function opcode classes from ``cuobjdump --dump-sass`` (see strassenbench.fused.sass.opcode_counts)."""
+    return {name: opcode_counts(code) for name, code in parse_sass(sass).items()}
+
+
+def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
+               write_mode: str, loads: str, p: Props, ops: Counter, loop: dict) -> dict:
+    """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures."""
+    return {
+        "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
+        "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
+        "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
+        "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
+        "blocks_per_sm": blocks_per_sm(ARCHS[arch], STRATEGIES[strategy].threads, p.registers, p.smem_bytes),
+        **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
+        **loop,
+    }
+
+
+@lru_cache(maxsize=None)
+def toolchain_for(arch: str, driver: tuple[int, int] | None = None, jit: bool | None = None) -> Toolchain:
+    """The toolchain that builds (and, on load, checks) ``arch``: strassenbench.fused.toolchain.choose for
+    ``driver`` (default: the CUDA version this machine's driver runs, any without a driver). ``jit`` (default:
+    whether this machine's GPU is newer than every build and runs ``arch``'s PTX) asks for a toolchain no newer
+    than the driver, whose JIT compiler must read the PTX."""
+    if jit is None:
+        jit = driver is None and _local_gpu_jits(arch)
+    return choose(arch, driver if driver is not None else driver_cuda(), toolchains(), jit)
+
+
+def _local_gpu_jits(arch: str) -> bool:
+    """This machine's GPU (NVML) runs ``arch``'s PTX only: its compute capability is newer than every build."""
+    from ..device import gpu_arch
+
+    local = gpu_arch()
+    if local is None:
+        return False
+    capability = local.removeprefix("sm_")
+    return jit_only(capability) and build_arch(capability) == arch
+
+
+def unit_digest(text: str, arch: str, toolchain: Toolchain) -> str:
+    return sources_digest(text, toolchain.name, FLAGS, arch)
+
+
+def disassemble(cubin: Path, arch: str) -> str | None:
+    """``cuobjdump --dump-sass``; None for an architecture CUDA 13's disassembler no longer reads (sm_70)."""
+    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True,
+                          check=False)
+    if sass.returncode != 0:
+        if int(arch.removeprefix("sm_")) < 75:
+            return None
+        detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
+    return sass.stdout
+
+
+def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path,
+                   name: str) -> tuple[str, str | None]:
+    """``source`` to ``out/<name>.ptx``, ``<name>.cubin`` (ptxas) and ``<name>.fatbin`` (both, what the GPU
+    loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and raises BuildError."""
+    log = out / f"{name}.log"
+    ptx, cubin, fatbin = (out / f".{name}{ext}.tmp" for ext in (".ptx", ".cubin", ".fatbin"))
+    try:
+        toolchain.ptx(source, arch, include_dirs, ptx)
+        report = toolchain.assemble(ptx, arch, cubin)
+    except ToolchainError as err:
+        log.write_text(str(err))
+        raise BuildError(f"{toolchain.name} failed for {name}: {err} (log: {log})") from None
+    sm = arch.removeprefix("sm_")
+    packed = subprocess.run([find_tool("fatbinary"), f"--create={fatbin}", f"--image3=kind=elf,sm={sm},file={cubin}",
+                             f"--image3=kind=ptx,sm={sm},file={ptx}"], capture_output=True, text=True, check=False)
+    if packed.returncode != 0:
+        raise BuildError(f"fatbinary failed for {name}: {first_error(packed.stdout + packed.stderr)}")
+    log.unlink(missing_ok=True)  # a stale failure log goes with a successful build
+    sass = disassemble(cubin, arch)
+    for tmp, ext in ((ptx, ".ptx"), (cubin, ".cubin"), (fatbin, ".fatbin")):
+        tmp.replace(out / f"{name}{ext}")
+    return report, sass
+
+
+
+def unit_fresh(out: Path, unit: str, arch: str, driver: tuple[int, int] | None = None) -> bool:
+    """The unit's files are all there and its stamp matches the sources it was built from and the present
+    kernels, the toolchain this machine uses for arch (toolchain_for), and the flags."""
+    source, table, index, stamp = (out / f"{unit}{ext}" for ext in (".cu", ".csv", ".json", ".stamp"))
+    if not all(p.is_file() for p in (source, table, index, stamp)):
+        return False
+    if stamp.read_text() != unit_digest(source.read_text(), arch, toolchain_for(arch, driver)):
+        return False
+    return all((out / module).is_file() for module in json.loads(index.read_text()).values())
+
+
+def built_by(out: Path, unit: str) -> str:
+    """The toolchain a unit was built with (its ``.toolchain`` file), for messages."""
+    path = out / f"{unit}.toolchain"
+    return path.read_text().strip() if path.is_file() else "an unknown toolchain"
+
