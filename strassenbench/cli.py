@@ -22,7 +22,8 @@ from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.build import SUPPORTED_ARCHS, BuildError
-from .fused.cuda import CudaError
+from .bench.timing import GPU_TIMING
+from .fused.arch import CudaError
 from .fused.emu import EmuError
 from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
@@ -350,14 +351,15 @@ def _criterion(args: argparse.Namespace):  # noqa: ANN202
                      throttle_threshold=args.throttle_threshold)
 
 
-def _backend(engine: str, expect_device: str | None = None):  # noqa: ANN202
-    """The engine's backend; with ``expect_device`` (a data/<device> folder name), refused unless it measures
-    that device: on a cluster, a job given another GPU model than its folder is for writes nothing."""
+def _backend(engine: str, expect_device: str | None = None, timing: str | None = None):  # noqa: ANN202
+    """The engine's backend (timing by ``timing``); with ``expect_device`` (a data/<device> folder name), refused
+    unless it measures that device: on a cluster, a job given another GPU model than its folder is for writes
+    nothing."""
     from .bench.backends import make_backend
     from .device import slug
 
     try:
-        backend = make_backend(engine)
+        backend = make_backend(engine, timing)
     except ValueError as err:
         raise UsageError(str(err)) from None
     measured = slug(str(backend.tags()["gpu"]))
@@ -378,11 +380,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         _check_memory(biggest.m, biggest.n, biggest.k)
         print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
               file=sys.stderr)
-    backend = _backend(args.engine, args.expect_device)
+    backend = _backend(args.engine, args.expect_device, args.timing)
     try:
+        backend.check_timing(args.build_dir)
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
                           build_dir=args.build_dir, progress=False if args.no_progress else None)
-    except ValueError as err:  # an --out that is not a results file
+    except (ValueError, CudaError) as err:  # an --out that is not a results file, or of another timing; no build
         raise UsageError(str(err)) from None
     bad = frame[frame["status"] != "ok"] if len(frame) else frame
     print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok)", file=sys.stderr)
@@ -505,7 +508,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step), and their samples files."""
-    from .results import read_results
+    from .results import read_results, timing_modes
     from .samples import collect_samples
 
     frames = [read_results(path) for path in args.inputs]  # each checked; a broken one names itself
@@ -513,7 +516,11 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     for path, frame in zip(args.inputs, frames):
         if set(frame.columns) != set(first):
             raise UsageError(f"{path} has other columns than {args.inputs[0]}; collect joins files of one kind")
-    write_atomic(args.out, pd.concat([f[first] for f in frames], ignore_index=True).to_csv(index=False))
+    joined = pd.concat([f[first] for f in frames], ignore_index=True)
+    if len(modes := timing_modes(joined)) > 1:
+        raise UsageError(f"the inputs were timed by different methods ({', '.join(sorted(modes))}): one sweep is "
+                         "timed alike")
+    write_atomic(args.out, joined.to_csv(index=False))
     collect_samples(args.inputs, args.out)  # the timed samples beside them, when the inputs have them
     return 0
 
@@ -655,7 +662,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.set_defaults(func=_cmd_impls)
 
-    p = sub.add_parser("bench", help="time implementations over a sweep (CUDA events on a GPU, host timers on numpy)")
+    p = sub.add_parser("bench", help="time implementations over a sweep (behind a blocking kernel on a GPU, "
+                                      "host timers on numpy)")
     p.add_argument("--impl", type=_impl_list, required=True, help="comma-separated, see `strassenbench impls`")
     p.add_argument("--sweep", choices=[*SWEEPS, "custom"], default="square")
     p.add_argument("--sizes", type=_sizes, default=parse_sizes("1024:4096:1024"), help="e.g. 512:20480:512")
@@ -675,6 +683,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-time", type=_seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
     p.add_argument("--throttle-threshold", type=_fraction, default=0.75,
                    help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")
+    p.add_argument("--timing", choices=GPU_TIMING,
+                   help="cuda: blocking (default: nvbench's blocking kernel holds the stream while the call is "
+                        "enqueued) or graph (every implementation captured into a CUDA graph and replayed)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)

@@ -4,8 +4,11 @@
 2. CuPy installed, built for a CUDA major the driver runs (else the gpu-cu12 extra, or a newer driver);
 3. CuPy sees the GPU, and telemetry finds the same GPU by its PCI bus id;
 4. CuPy's CUDA libraries load: NVRTC (its elementwise kernels) and cuBLAS;
-5. the build the GPU runs (its compute capability's, strassenbench.fused.cuda.build_arch) and the toolchain
-   that builds it for this driver (strassenbench.fused.build.toolchain_for).
+5. the build the GPU runs (its compute capability's, strassenbench.fused.arch.build_arch) and the toolchain
+   that builds it for this driver (strassenbench.fused.modules.toolchain_for: no newer than the driver when the
+   GPU runs only the build's PTX);
+6. the host C++ compiler nvcc needs (g++ on PATH, or $NVCC_CCBIN): the CUTLASS baseline's host code, and the
+   CPU emulator.
 
 Nothing here allocates GPU memory or launches a kernel.
 """
@@ -68,10 +71,24 @@ def _libraries() -> str:
                      "the ctk extra, pip install -e '.[gpu]' (or '.[gpu-cu12]')") from None
 
 
+def host_compiler() -> str:
+    """The host C++ compiler nvcc calls ($NVCC_CCBIN, else g++ or c++ on PATH); Failed naming the fix."""
+    import os
+    import shutil
+
+    chosen = os.environ.get("NVCC_CCBIN") or shutil.which("g++") or shutil.which("c++")
+    if not chosen or not (shutil.which(chosen) or os.access(chosen, os.X_OK)):
+        raise Failed("no host C++ compiler: nvcc needs one (g++) for the CUTLASS baseline's host code, and the "
+                     "CPU emulator compiles with it: install g++ (apt-get install g++, or conda install gxx) or "
+                     "set NVCC_CCBIN")
+    return chosen
+
+
 def diagnose() -> Iterator[tuple[str, str]]:
     """(check, finding) per passed check, in order; Failed at the first that fails."""
-    from .fused.build import toolchain_for
-    from .fused.cuda import CudaError, build_arch, runtime_mismatch
+    from .fused.arch import CudaError, build_arch, jit_only
+    from .fused.cuda import runtime_mismatch
+    from .fused.modules import toolchain_for
     from .fused.toolchain import ToolchainError
 
     name, arch, driver = _gpu()
@@ -89,9 +106,11 @@ def diagnose() -> Iterator[tuple[str, str]]:
     yield "libraries", _libraries()
     try:
         build = build_arch(capability)
-        toolchain = toolchain_for(build, driver)
+        toolchain = toolchain_for(build, driver, jit_only(capability))
     except (CudaError, ToolchainError) as err:
         raise Failed(str(err)) from None
-    runs = "its PTX, compiled by the driver" if int(capability) // 10 > int(build[3:]) // 10 else "its SASS"
+    runs = "its PTX, compiled by the driver" if jit_only(capability) else "its SASS"
     yield "toolchain", f"{toolchain.name} builds {build}; the GPU runs {runs}"
+    if toolchain.frontend == "nvcc":
+        yield "host compiler", host_compiler()
     yield "arch", build

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "read_results",
-           "kind_of"]
+           "kind_of", "timing_modes"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 BENCH_COLUMNS = [
@@ -28,14 +28,14 @@ BENCH_COLUMNS = [
     "impl", "label", "strategy", "scheme", "levels",
     "status", "message",
     "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged", "timing",
-    "host_enqueue_s", "tflops",
+    "blocking_timeouts", "host_enqueue_s", "tflops",
     "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
     "rel_error", "error_bound",
     "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
     "power_w", "throttle_reasons", "throttled_samples", "sm_clock_median_mhz",
 ]
 # Columns added after the first release: a file written before them is read with them blank.
-BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz")
+BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz", "blocking_timeouts")
 MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
                     "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
 VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
@@ -64,7 +64,7 @@ KINDS = {
     "bench": Kind("bench", tuple(BENCH_COLUMNS), ("m", "n", "k", "seed"),
                   ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
                    "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
-                   "sm_clock_median_mhz"),
+                   "sm_clock_median_mhz", "blocking_timeouts"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
                    "strategy_request", "scheme_request", "timing"), BENCH_LATER),
@@ -152,3 +152,11 @@ def read_results(path: str | Path, kind: str | None = None, *,
         if column not in frame:
             frame[column] = float("nan") if column in expected.numbers else ""
     return frame
+
+
+def timing_modes(frame: pd.DataFrame) -> set[str]:
+    """How the measured rows of bench results were timed (strassenbench.bench.timing: blocking, graph, host, or
+    an older file's events); rows without a time (failed points, files before the column) say nothing."""
+    if frame is None or frame.empty or "timing" not in frame:
+        return set()
+    return {str(t) for t in frame["timing"] if str(t) not in ("", "nan")}

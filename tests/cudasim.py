@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import operator
 import random
 import re
 import subprocess
@@ -437,7 +438,7 @@ def _host(x: object) -> object:
 
 
 def _binary(name: str, reflected: bool = False):  # noqa: ANN202
-    op = getattr(np.ndarray, name.replace("__r", "__", 1) if reflected else name)
+    op = getattr(operator, name.replace("__r", "__", 1) if reflected else name)
 
     def method(self: DeviceArray, other: object) -> DeviceArray:
         other = _host(other)
@@ -453,7 +454,7 @@ for _name in ("__radd__", "__rsub__", "__rmul__", "__rtruediv__"):
 
 
 def _inplace(name: str):  # noqa: ANN202 - an elementwise kernel on the current stream, as CuPy's x += y
-    op = getattr(np.ndarray, name)
+    op = getattr(operator, name)
 
     def method(self: DeviceArray, other: object) -> DeviceArray:
         host, value = self._h, _host(other)
@@ -478,7 +479,7 @@ def _new(host: np.ndarray) -> DeviceArray:
 def _read(compute) -> DeviceArray:  # noqa: ANN001
     """A synchronous operation: the device drains first (refused during a capture), then a new array."""
     device().synchronize()
-    return _new(np.ascontiguousarray(compute()))
+    return _new(np.asarray(compute(), order="C"))  # (ascontiguousarray would make a 0-d result 1-d)
 
 
 def _enqueue_kernel(fn, duration: float, label: str, spin: bool = False) -> None:  # noqa: ANN001
@@ -490,7 +491,7 @@ def asarray(x: object, dtype: object = None) -> DeviceArray:
     if isinstance(x, DeviceArray):
         return x if dtype is None or np.dtype(dtype) == x.dtype else x.astype(dtype)
     device().synchronize()  # cudaMemcpy from pageable host memory: synchronous
-    return _new(np.ascontiguousarray(np.asarray(x, dtype=dtype)))
+    return _new(np.asarray(x, dtype=dtype, order="C"))
 
 
 def asnumpy(x: object) -> np.ndarray:
@@ -816,7 +817,7 @@ def _gemm_op(dtype: np.dtype, transa: int, transb: int, m: int, n: int, k: int, 
         product = dtype.type(alpha) * (A @ B)
         C[...] = product if beta == 0 else product + dtype.type(beta) * C
 
-    return _Op(run, LAUNCH_S + 2.0 * m * n * k / FLOP_RATE, f"cublas {dtype.char}gemm")
+    return _Op(run, LAUNCH_S + 2.0 * m * n * k / FLOP_RATE, f"cublas {'s' if dtype == np.float32 else 'd'}gemm")
 
 
 class CublasWrapper:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from strassenbench.fused.cuda import runtime_mismatch
+from strassenbench.fused.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,9 +44,15 @@ def test_a_driver_older_than_cupys_cuda_is_one_line_naming_the_fix(driver, runti
 
 def test_cupy_finds_nvrtc_and_cublas_without_a_toolkit() -> None:
     """Where the gpu extra is installed (no GPU needed): NVRTC, which CuPy compiles its elementwise kernels
-    with, and cuBLAS load from the pip CUDA libraries. Skipped where CuPy is not installed (the test command
-    installs the test extra only)."""
+    with, and cuBLAS load from the pip CUDA libraries. Skipped where they are not installed: the test extra
+    installs CuPy alone (the cudasim tests need no CUDA library)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed (pip install -e '.[gpu]')")
+    try:
+        distribution(f"nvidia-cublas{'' if cupy.cuda.runtime.runtimeGetVersion() >= 13000 else '-cu12'}")
+    except PackageNotFoundError:
+        pytest.skip("CuPy's CUDA libraries are not installed (the gpu extra: pip install -e '.[gpu]')")
     from cupy.cuda import nvrtc
     from cupy_backends.cuda.libs import cublas
 
@@ -58,7 +65,7 @@ def test_cupy_finds_nvrtc_and_cublas_without_a_toolkit() -> None:
 def machine(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """A fake GPU machine for `doctor`: set its facts, and the doctor's probes read them."""
     from strassenbench import doctor
-    from strassenbench.fused import build as build_module
+    from strassenbench.fused import modules
     from strassenbench.fused.toolchain import Toolchain
 
     facts = {"gpu": ("NVIDIA H100 80GB HBM3", "sm_90", (13, 0)), "cupy": ("14.2.0", 13020),
@@ -68,10 +75,10 @@ def machine(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     monkeypatch.setattr(doctor, "_cupy_runtime", lambda: facts["cupy"])
     monkeypatch.setattr(doctor, "_cuda_device", lambda: facts["device"])
     monkeypatch.setattr(doctor, "_libraries", lambda: "NVRTC 13.5, cuBLAS 131000")
-    monkeypatch.setattr(build_module, "toolchains", lambda: facts["toolchains"])
-    build_module.toolchain_for.cache_clear()
+    monkeypatch.setattr(modules, "toolchains", lambda: facts["toolchains"])
+    modules.toolchain_for.cache_clear()
     yield facts
-    build_module.toolchain_for.cache_clear()
+    modules.toolchain_for.cache_clear()
 
 
 def test_doctor_passes_on_a_ready_machine(machine, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
@@ -91,10 +98,17 @@ def test_doctor_passes_on_a_ready_machine(machine, capsys: pytest.CaptureFixture
     ({"gpu": ("Tesla V100-SXM2-16GB", "sm_70", (12, 4)), "cupy": ("14.2.0", 12090), "device": ("70", "b", True),
       "toolchains": ()}, "no CUDA toolchain here builds sm_70"),
     ({"device": ("90", "0000:3B:00.0", False)}, "NVML finds no GPU at CUDA's PCI bus id"),
+    # A Blackwell runs the sm_90 PTX, which a CUDA 13.0 driver cannot JIT from nvcc 13.5's output.
+    ({"device": ("100", "0000:3B:00.0", True), "toolchains": (Toolchain((13, 5), "nvcc", "nvcc", "ptxas"),)},
+     "pip install 'nvidia-cuda-nvcc==13.0.*'"),
+    ({"NVCC_CCBIN": "/nonexistent/g++"}, "no host C++ compiler"),
 ])
-def test_doctor_stops_at_the_first_problem_naming_the_fix(machine, change, message, capsys) -> None:  # noqa: ANN001
+def test_doctor_stops_at_the_first_problem_naming_the_fix(machine, change, message, capsys, monkeypatch) -> None:  # noqa: ANN001
     from strassenbench.cli import main
 
+    change = dict(change)
+    if "NVCC_CCBIN" in change:
+        monkeypatch.setenv("NVCC_CCBIN", change.pop("NVCC_CCBIN"))
     machine.update(change)
     assert main(["doctor"]) == 2
     err = capsys.readouterr().err

@@ -113,6 +113,9 @@ def test_dry_run_on_slurm_with_two_gpu_models(workdir):
         assert all("gpu=1" in res and f"gpu_model={model}" in res and "slurm_extra=--exclusive" in res
                    and "slurm_partition=gpu" in res for _, _, res in mine)
         assert f"--expect-device {device}" in proc.stdout
+    predictions = [res for rule, _, res in _planned(proc.stdout) if rule == "model_predict"]
+    # A100 and H100 are built-in specs: their predictions query no GPU, so they go to the CPU partition.
+    assert predictions and all("slurm_partition=cpu" in res and "gpu=0" in res for res in predictions)
     counts = _job_counts(proc.stdout)
     assert counts["compare"] == 1 and counts["sysinfo"] == 2 and counts["memlimit"] == 2
     assert counts["verify"] == 2 * verify_cases("paper") and counts["build"] == 1

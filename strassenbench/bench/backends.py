@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .telemetry import Device, cuda_pci_bus_id, cuda_versions
-from .timing import CudaTimer, HostTimer
+from .timing import GPU_TIMING, CudaTimer, HostTimer
 
 __all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom"]
 
@@ -19,6 +19,7 @@ REF64_LIMIT = 8192**3  # m n k up to this: the check's reference is float64; abo
 class Backend:
     engine = "numpy"
     xp = np
+    timing = "host"  # how its samples are timed (strassenbench.bench.timing): one mode for a whole sweep
 
     def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201
         """A, B, C uniform in [-1, 1) from ``seed`` (never zeros)."""
@@ -47,8 +48,11 @@ class Backend:
         norm = self.norm(ref)
         return (diff / norm if norm > 0 else diff), norm
 
-    def timer(self) -> HostTimer:
+    def timer(self, build_dir: str = "build") -> HostTimer:
         return HostTimer()
+
+    def check_timing(self, build_dir: str = "build") -> None:
+        """Whether this backend can time as it says (the GPU's blocking kernel is in the build); before a sweep."""
 
     def measure_extra(self, fn: Callable[[], object]) -> int:
         """Peak bytes allocated during ``fn`` beyond what existed before (tracemalloc)."""
@@ -78,12 +82,15 @@ class NumpyBackend(Backend):
     pass
 
 
-class CudaBackend(Backend):  # pragma: no cover - needs a GPU
+class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/cudasim.py
     engine = "cuda"
 
-    def __init__(self, device_index: int = 0) -> None:
+    def __init__(self, device_index: int = 0, timing: str = "blocking") -> None:
         import cupy
 
+        if timing not in GPU_TIMING:
+            raise ValueError(f"the cuda engine times by {' or '.join(GPU_TIMING)}, not {timing}")
+        self.timing = timing
         self.cupy = self.xp = cupy
         self._device = Device(pci_bus_id=cuda_pci_bus_id(device_index))  # the GPU CUDA runs on, not NVML's 0
         self.l2_bytes = int(cupy.cuda.runtime.getDeviceProperties(device_index)["l2CacheSize"])
@@ -100,8 +107,17 @@ class CudaBackend(Backend):  # pragma: no cover - needs a GPU
             return ref, 2.0**-53
         return alpha * (A @ B) + beta * C0, float(np.finfo(A.dtype).eps) / 2
 
-    def timer(self) -> CudaTimer:
-        return CudaTimer(self.l2_bytes)
+    def timer(self, build_dir: str = "build") -> CudaTimer:
+        return CudaTimer(self.l2_bytes, self._block_kernel(build_dir), self.timing)
+
+    def _block_kernel(self, build_dir: str):  # noqa: ANN202
+        from ..fused.cuda import device_arch, function
+        from ..fused.instances import BLOCK_KERNEL
+
+        return function(build_dir, device_arch(), BLOCK_KERNEL)
+
+    def check_timing(self, build_dir: str = "build") -> None:
+        self._block_kernel(build_dir)  # CudaError naming the build to run when it is not there
 
     def measure_extra(self, fn: Callable[[], object]) -> int:
         """Peak device bytes requested during ``fn`` through CuPy (a counting allocator over cudaMalloc)."""
@@ -180,12 +196,17 @@ def is_oom(err: BaseException) -> bool:
     return code is not None and getattr(err, "status", None) == code
 
 
-def make_backend(engine: str) -> Backend:
+def make_backend(engine: str, timing: str | None = None) -> Backend:
+    """The backend of ``engine``, timing by ``timing`` (default: host on numpy, blocking on cuda)."""
     if engine == "numpy":
+        if timing not in (None, "host"):
+            raise ValueError(f"the numpy engine times by the host's clock, not --timing {timing}")
         return NumpyBackend()
     if engine == "cuda":
+        if timing not in (None, *GPU_TIMING):
+            raise ValueError(f"the cuda engine times by {' or '.join(GPU_TIMING)}, not --timing {timing}")
         try:
-            return CudaBackend()
+            return CudaBackend(timing=timing or "blocking")
         except ImportError:
             raise ValueError("the cuda engine needs CuPy (pip install -e '.[gpu]')") from None
         except Exception as err:  # noqa: BLE001 - no device / driver

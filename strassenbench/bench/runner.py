@@ -32,7 +32,7 @@ from ..samples import append_samples, samples_path
 from ..strategies import STRATEGIES
 from .backends import Backend, is_oom
 from .telemetry import git_commit, host_description
-from .timing import Criterion, sample
+from .timing import Criterion, TimingError, sample
 
 __all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY"]
 
@@ -118,11 +118,15 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
             # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
             call = impl.prepare(A, B, C, ALPHA, BETA, engine=engine, **options)
-            if device:
-                samples = sample(call, backend.timer(), criterion, device.probe, device.max_sm_clock_mhz())
-                end = device.snapshot()  # temperature, power and clocks as the timed loop ends, before freeing
-            else:
-                samples = sample(call, backend.timer(), criterion)
+            try:
+                if device:
+                    samples = sample(call, backend.timer(build_dir), criterion, device.probe,
+                                     device.max_sm_clock_mhz())
+                    end = device.snapshot()  # temperature, power and clocks as the timed loop ends, before freeing
+                else:
+                    samples = sample(call, backend.timer(build_dir), criterion)
+            except TimingError as err:
+                raise TimingError(f"{impl.name}: {err}") from None
             results[strategy] = (samples, err, bound, measured, options.get("scheme", ""))
             del call
         best = min(results, key=lambda s: results[s][0].summary()["time_median_s"])
@@ -219,6 +223,10 @@ def run_sweep(
 
     out = Path(out)
     frame = _load(out)
+    modes = sorted(set(frame["timing"].astype(str)) - {"", backend.timing}) if "timing" in frame else []
+    if modes:
+        raise ValueError(f"{out} holds rows timed by {', '.join(modes)}; this run times by {backend.timing}: every "
+                         f"row of a sweep is timed alike (another --out, or --timing {modes[0]})")
     rows = frame.to_dict("records")
     done = {_key_of(r) for r in rows}
     todo = [p for p in points if p.key() not in done]

@@ -43,7 +43,7 @@ def host_description() -> dict[str, object]:
             "numpy": np.__version__, "os": platform.platform()}
 
 
-def cuda_pci_bus_id(device: int = 0) -> str:  # pragma: no cover - needs a GPU
+def cuda_pci_bus_id(device: int = 0) -> str:
     """The PCI bus id of CUDA device ``device`` as CUDA numbers it (after CUDA_VISIBLE_DEVICES), e.g.
     '0000:3B:00.0'."""
     import cupy
@@ -72,6 +72,15 @@ class Device:
             self.available = True
         except Exception:  # noqa: BLE001 - no library, driver or device
             self.nvml = None
+        self._reasons = self._reasons_call()
+
+    def _reasons_call(self) -> str | None:
+        """The NVML call for the throttle (clocks event) reasons, found once: the current name, or the one
+        drivers before r535 have."""
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            if self._get(name, default=None) not in (None, ""):
+                return name
+        return None
 
     def _get(self, name: str, *args, default=""):  # noqa: ANN001, ANN002, ANN202
         if not self.available:
@@ -83,10 +92,8 @@ class Device:
             return default
 
     def throttle_reasons(self) -> int:
-        value = self._get("nvmlDeviceGetCurrentClocksEventReasons", default=None)
-        if value is None or value == "":
-            value = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", default=0)
-        return int(value or 0)
+        """One NVML call (the one _reasons_call found); 0 where neither answers."""
+        return int(self._get(self._reasons, default=0) or 0) if self._reasons else 0
 
     def throttled(self) -> bool:
         return bool(self.throttle_reasons() & THROTTLE_MASK)

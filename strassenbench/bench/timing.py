@@ -1,12 +1,19 @@
 """Sampling with a noise-based stopping rule, after nvbench's "stdrel" criterion.
 
-How a sample is timed (``Samples.timing``, the CSV's ``timing`` column):
+How a sample is timed (``Samples.timing``, the CSV's ``timing`` column; one mode for every row of a sweep):
 
-- ``graph`` (GPU): the prepared call is captured once into a CUDA graph, and each sample replays the graph
-  between two CUDA events. No Python runs inside the interval, so a Strassen call of 7 or 49 launches and
-  cuBLAS's one call are timed alike, by the GPU alone.
-- ``events`` (GPU, when the call cannot be captured): CUDA events around the Python call, launch time included.
+- ``blocking`` (GPU, the default): nvbench's cold measurement. The L2 flush, then a kernel that spins on a flag
+  in mapped host memory (kernels/blocking.cuh), then the start event, the call, the stop event, all enqueued
+  while the GPU spins; then the host releases the flag. The host's enqueue time (Python, CuPy, a library's
+  wrapper) never lands between the events, for any implementation, whatever library it calls. A wait that
+  hits the kernel's timeout is counted (``blocking_timeouts``).
+- ``graph`` (GPU, ``--timing graph``): the call is captured once into a CUDA graph, and each sample replays
+  the graph behind the same blocking kernel. An implementation that cannot be captured is an error naming
+  it (TimingError): never a silent fallback to another mode.
 - ``host`` (CPU engines): perf_counter around the call.
+
+Older result files may say ``events`` (CUDA events around the Python call, launch time included): report and
+compare refuse to set rows of different modes against each other.
 
 The host's enqueue time (the Python call without waiting for the GPU) is measured on the warm-up calls and
 kept as its own column (``host_enqueue_s``). Warm-up runs for ``warmup_time`` seconds (and at least
@@ -25,14 +32,22 @@ throttle flag, kept) is in ``Samples.records``.
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Criterion", "Samples", "Timer", "HostTimer", "CudaTimer", "sample", "TIMING_MODES"]
+__all__ = ["Criterion", "Samples", "Timer", "HostTimer", "CudaTimer", "TimingError", "sample", "TIMING_MODES",
+           "GPU_TIMING"]
 
-TIMING_MODES = ("graph", "events", "host")
+TIMING_MODES = ("blocking", "graph", "host", "events")  # events: written by earlier versions, read only
+GPU_TIMING = ("blocking", "graph")  # what `bench --timing` takes on the cuda engine
+BLOCKING_TIMEOUT_S = 10.0  # the blocking kernel gives up after this (the host never released it)
+
+
+class TimingError(RuntimeError):
+    """A timing mode that cannot be honoured for a call (graph capture of a call that cannot be captured)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,7 @@ class Samples:
     stop: str = ""  # "noise" (converged), "stable" (noise stopped falling), "max_time" or "max_samples"
     noise: list[float] = field(default_factory=list)  # the relative stdev after each kept sample
     timing: str = "host"  # TIMING_MODES
+    timeouts: int = 0  # samples whose blocking kernel gave up waiting for the host
     host_enqueue_s: float = float("nan")  # median host time of one call (without waiting), from the warm-up
     records: list[tuple[float, float | None, bool, bool]] = field(default_factory=list)  # every sample:
     # (seconds, SM clock in MHz or None, throttle reasons set, kept)
@@ -83,6 +99,7 @@ class Samples:
             "converged": self.converged,
             "throttled_samples": self.discarded,
             "timing": self.timing,
+            "blocking_timeouts": self.timeouts if self.timing in GPU_TIMING else "",
             "host_enqueue_s": self.host_enqueue_s,
             "sm_clock_median_mhz": statistics.median(self.clocks) if self.clocks else "",
         }
@@ -121,20 +138,38 @@ class HostTimer(Timer):
         self._flush.fill(1.0)
 
 
-class CudaTimer(Timer):  # pragma: no cover - needs a GPU
-    """Everything on one stream of its own: the flush (a write of 2x L2), the call or its CUDA graph, and the
-    two events that time it. ``prepare`` captures the call into a graph (``mode`` "graph"); a call that cannot
-    be captured is timed by events around the call (``mode`` "events")."""
+class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/cudasim.py
+    """Everything on one stream of its own: the L2 flush (a write of 2x L2), the blocking kernel, the two events
+    and between them the call (``blocking``) or its CUDA graph (``graph``, captured by ``prepare``).
 
-    def __init__(self, l2_bytes: int) -> None:
+    ``block_kernel`` is the build's blocking kernel (kernels/blocking.cuh, a CuPy kernel); its flag and
+    timeout word live in mapped host memory, which the GPU reads over the bus while it spins."""
+
+    def __init__(self, l2_bytes: int, block_kernel, mode: str = "blocking",  # noqa: ANN001
+                 timeout_s: float = BLOCKING_TIMEOUT_S) -> None:
         import cupy
+        import numpy as np
 
-        self.cupy = cupy
-        self.mode = "events"
+        if mode not in GPU_TIMING:
+            raise ValueError(f"unknown GPU timing '{mode}' (choose from {', '.join(GPU_TIMING)})")
+        self.cupy, self.mode, self.timeouts = cupy, mode, 0
         self._graph = None
         self._stream = cupy.cuda.Stream(non_blocking=True)  # capturable (the legacy default stream is not)
         self._flush = cupy.empty(max(2 * l2_bytes // 4, 1), dtype=cupy.float32)
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
+        runtime = cupy.cuda.runtime
+        self._host = runtime.hostAlloc(8, runtime.hostAllocMapped)  # int flag, int timed_out
+        self._words = (ctypes.c_int * 2).from_address(self._host)
+        on_device = runtime.pointerGetAttributes(self._host).devicePointer
+        self._block = block_kernel
+        # Pointers and the 64-bit timeout as 8-byte NumPy scalars: the kernel's parameters are that wide.
+        self._block_args = (np.uint64(on_device), np.uint64(on_device + 4), np.uint64(int(timeout_s * 1e9)))
+
+    def __del__(self) -> None:
+        try:
+            self.cupy.cuda.runtime.freeHost(self._host)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def flush(self) -> None:
         with self._stream:
@@ -150,30 +185,36 @@ class CudaTimer(Timer):  # pragma: no cover - needs a GPU
         return elapsed
 
     def prepare(self, fn: Callable[[], object]) -> str:
-        """Capture one call into a CUDA graph on this timer's stream; on any failure keep timing by events."""
-        self._stream.synchronize()
-        try:
-            with self._stream:
-                self._stream.begin_capture()
-                try:
-                    fn()
-                finally:
-                    graph = self._stream.end_capture()
+        """``graph``: capture one call into a CUDA graph on this timer's stream (TimingError when it cannot be
+        captured: a call that allocates, synchronizes, or calls a library that refuses capture)."""
+        if self.mode == "graph":
+            self._stream.synchronize()
+            try:
+                with self._stream:
+                    self._stream.begin_capture()
+                    try:
+                        fn()
+                    finally:
+                        graph = self._stream.end_capture()
+            except Exception as err:  # noqa: BLE001 - reported, never replaced by another mode
+                first = (str(err).splitlines() or [""])[0]
+                raise TimingError(f"the call cannot be captured into a CUDA graph ({type(err).__name__}: "
+                                  f"{first}); time it with --timing blocking") from None
             graph.launch(self._stream)  # the first replay uploads the graph: untimed
             self._stream.synchronize()
-            self._graph, self.mode = graph, "graph"
-        except Exception:  # noqa: BLE001 - a call that allocates or synchronizes cannot be captured
-            self._graph, self.mode = None, "events"
-            self._stream.synchronize()
+            self._graph = graph
         return self.mode
 
     def time(self, fn: Callable[[], object]) -> float:
         return self.batch(fn, 1)
 
     def batch(self, fn: Callable[[], object], count: int) -> float:
-        """Seconds per call of ``count`` calls (graph replays once prepared) back to back between two events,
-        with no flush between them: nvbench's "batch" time, warm caches and launches queued ahead."""
+        """Seconds per call of ``count`` calls (graph replays once prepared) back to back between two events
+        behind the blocking kernel, with no flush between them (nvbench's "batch" time when count > 1)."""
+        words = self._words
+        words[0] = words[1] = 0
         with self._stream:
+            self._block((1,), (32,), self._block_args, stream=self._stream)
             self._start.record(self._stream)
             for _ in range(count):
                 if self._graph is not None:
@@ -181,7 +222,10 @@ class CudaTimer(Timer):  # pragma: no cover - needs a GPU
                 else:
                     fn()
             self._stop.record(self._stream)
+        words[0] = 1  # release: the GPU runs the events and the call, all queued already
         self._stop.synchronize()
+        if words[1]:
+            self.timeouts += 1
         return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3 / count
 
 
@@ -203,6 +247,7 @@ def sample(
         timer.flush()
         enqueue.append(timer.enqueue(fn))
     out = Samples(timing=timer.prepare(fn), host_enqueue_s=statistics.median(enqueue) if enqueue else float("nan"))
+    timeouts_before = getattr(timer, "timeouts", 0)
     floor = criterion.throttle_threshold * max_clock_mhz if max_clock_mhz else None
     started = time.perf_counter()
     while True:
@@ -232,6 +277,7 @@ def sample(
             break
     if not out.times:  # every sample throttled: keep them all (the throttled_samples column says so)
         out.times = [seconds for seconds, *_ in out.records]
+    out.timeouts = getattr(timer, "timeouts", 0) - timeouts_before
     return out
 
 

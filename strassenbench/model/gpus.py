@@ -102,8 +102,8 @@ def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
     )
 
 
-def query_device(index: int = 0) -> GPUSpec:  # pragma: no cover - needs a GPU
-    """Query the visible GPU through CuPy and pynvml. Raises RuntimeError without one."""
+def query_device(index: int = 0) -> GPUSpec:
+    """Query CUDA device ``index`` (after CUDA_VISIBLE_DEVICES) through CuPy and pynvml. RuntimeError without one."""
     try:
         import cupy
         import pynvml
@@ -112,7 +112,8 @@ def query_device(index: int = 0) -> GPUSpec:  # pragma: no cover - needs a GPU
     try:
         props = cupy.cuda.runtime.getDeviceProperties(index)
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        # NVML ignores CUDA_VISIBLE_DEVICES: find the GPU CUDA calls ``index`` by its PCI bus id, as the telemetry does.
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(cupy.cuda.runtime.deviceGetPCIBusId(index))
         attrs = {
             "name": pynvml.nvmlDeviceGetName(handle),
             "cc_major": props["major"],

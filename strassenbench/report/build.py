@@ -23,7 +23,7 @@ from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
-from ..results import ResultsError, read_results
+from ..results import ResultsError, read_results, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
@@ -64,6 +64,10 @@ def load_run(data: Path) -> dict[str, object]:
     if not any((data / name).exists() for name in RESULT_FILES):
         raise ResultsError(f"{data}: no results ({', '.join(RESULT_FILES)})")
     sweeps = [f for f in (_read(data / f"{s}.csv", "bench") for s in SWEEPS) if f is not None]
+    modes = timing_modes(pd.concat(sweeps, ignore_index=True)) if sweeps else set()
+    if len(modes) > 1:
+        raise ResultsError(f"{data}: its sweeps were timed by different methods ({', '.join(sorted(modes))}), "
+                           "which cannot be set against each other: measure them again with one --timing")
     system = _system(data / "system.json")
     return {
         "sweeps": pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),

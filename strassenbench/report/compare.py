@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import write_atomic
+from ..results import timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import ok_rows
 from .build import gpu_name, load_run
@@ -69,6 +70,12 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
             raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
         runs.append((_name(folder, run), run, _samples(folder)))
     base_name, base, base_samples = runs[0]
+    base_modes = timing_modes(base["sweeps"])
+    for name, run, _ in runs[1:]:
+        modes = timing_modes(run["sweeps"])
+        if base_modes and modes and modes != base_modes:
+            raise ValueError(f"{name} was timed by {', '.join(sorted(modes))} and {base_name} by "
+                             f"{', '.join(sorted(base_modes))}: times of different methods are not compared")
     base_frame = ok_rows(base["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
     rows = []
     for name, run, samples in runs[1:]:

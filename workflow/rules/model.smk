@@ -13,6 +13,8 @@ rule model_predict:
     resources:
         gpu=lambda wc: GPU_JOB if model_gpu(wc) == "device" else 0,  # querying a GPU's attributes needs it
         gpu_model=gpu_model,
+        # On SLURM the GPU partition only for that (the profile's partitions are gpu and cpu, its default).
+        slurm_partition=lambda wc: "gpu" if model_gpu(wc) == "device" else "cpu",
     params:
         gpu=model_gpu,
         sizes=lambda wc: config["profiles"]["paper"]["sweeps"][wc.sweep]["sizes"],
