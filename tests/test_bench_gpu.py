@@ -30,7 +30,8 @@ def test_small_square_sweep_on_the_gpu(tmp_path, build_dir: str) -> None:  # noq
     assert (frame["gpu"] != "cpu").all() and (frame["driver"] != "").all()
     assert (frame["memory_check"] == "ok").all(), frame[["impl", "extra_bytes", "measured_extra_bytes"]]
     assert (frame["sm_clock_start_mhz"].astype(str) != "").all()
-    assert (frame["timing"] == "graph").all(), frame[["impl", "timing"]]  # every implementation timed alike
+    assert (frame["timing"] == "blocking").all(), frame[["impl", "timing"]]  # every implementation timed alike
+    assert (frame["blocking_timeouts"] == 0).all()
     assert (frame["sm_clock_median_mhz"].astype(str) != "").all() and (frame["host_enqueue_s"] > 0).all()
     assert (tmp_path / "system.json").is_file() and (tmp_path / "square.samples.jsonl").is_file()
 
@@ -43,37 +44,43 @@ def test_memlimit_confirms_under_a_budget(build_dir: str, tmp_path) -> None:  # 
     assert frame["confirmed"].all(), frame
 
 
-def test_graph_replay_removes_host_time_and_leaves_cublas_alone(build_dir: str) -> None:
-    """1-level Strassen at n = 1024 (7 launches and their parameters per call): its graph replays, back to
-    back, take no longer per call than its Python calls back to back between the same events; cuBLAS (one
-    call) times the same by graph and by events, within noise."""
+def test_blocking_time_is_free_of_host_time(build_dir: str) -> None:
+    """At n = 512 and 1,024: cuBLAS's blocking-mode time equals its graph-mode time within noise (the blocking
+    kernel leaves no host time in the interval, as a graph replay does), and the reference's blocking time is
+    below its time by events around the Python call (the old method, which counted its launches' host time)."""
     import statistics
 
     from strassenbench.bench.backends import CudaBackend
-    from strassenbench.bench.timing import CudaTimer, Criterion, sample
+    from strassenbench.bench.timing import Criterion, CudaTimer, sample
     from strassenbench.impls import get_impl
 
-    backend = CudaBackend()
-    A, B, C = backend.operands(1024, 1024, 1024, "float32", 0)
-    strassen = get_impl("strassen1").prepare(A, B, C, 1.0, 1.0, engine="cuda", build_dir=build_dir)
-    graph, events = CudaTimer(backend.l2_bytes), CudaTimer(backend.l2_bytes)
-    strassen()
-    assert graph.prepare(strassen) == "graph"
-    replayed = min(graph.batch(strassen, 100) for _ in range(5))
-    called = min(events.batch(strassen, 100) for _ in range(5))  # events stays in "events": never prepared
-    assert replayed <= called * 1.02, (replayed, called)
-
-    cublas = get_impl("cublas").prepare(A, B, C, 1.0, 1.0, engine="cuda")
     criterion = Criterion(min_samples=30, min_time=0.2, max_noise=0.01, max_time=5.0, warmup_time=0.3)
-    by_graph = sample(cublas, CudaTimer(backend.l2_bytes), criterion)
+    blocking, graph = CudaBackend(timing="blocking"), CudaBackend(timing="graph")
 
-    class EventsOnly(CudaTimer):
-        def prepare(self, fn) -> str:  # noqa: ANN001
-            return "events"
+    class EventsAroundTheCall(CudaTimer):
+        """The old method: events around the Python call, no blocking kernel."""
 
-    by_events = sample(cublas, EventsOnly(backend.l2_bytes), criterion)
-    assert by_graph.timing == "graph" and by_events.timing == "events"
-    ratio = statistics.median(by_graph.times) / statistics.median(by_events.times)
-    noise = max(by_graph.rel_stdev, by_events.rel_stdev, 0.02)
-    assert abs(ratio - 1) <= 3 * noise, (ratio, noise)
-    assert by_graph.host_enqueue_s > 0
+        def batch(self, fn, count: int) -> float:  # noqa: ANN001
+            with self._stream:
+                self._start.record(self._stream)
+                for _ in range(count):
+                    fn()
+                self._stop.record(self._stream)
+            self._stop.synchronize()
+            return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3 / count
+
+    for n in (512, 1024):
+        A, B, C = blocking.operands(n, n, n, "float32", 0)
+        cublas = get_impl("cublas").prepare(A, B, C, 1.0, 1.0, engine="cuda")
+        by_blocking = sample(cublas, blocking.timer(build_dir), criterion)
+        by_graph = sample(cublas, graph.timer(build_dir), criterion)
+        assert by_blocking.timing == "blocking" and by_graph.timing == "graph" and by_blocking.timeouts == 0
+        ratio = statistics.median(by_blocking.times) / statistics.median(by_graph.times)
+        noise = max(by_blocking.rel_stdev, by_graph.rel_stdev, 0.02)
+        assert abs(ratio - 1) <= 3 * noise, (n, ratio, noise)
+
+        reference = get_impl("strassen1-ref").prepare(A, B, C, 1.0, 1.0, engine="cuda")
+        ref_blocking = sample(reference, blocking.timer(build_dir), criterion)
+        old = EventsAroundTheCall(blocking.l2_bytes, blocking._block_kernel(build_dir))
+        ref_events = sample(reference, old, criterion)
+        assert statistics.median(ref_blocking.times) < statistics.median(ref_events.times), n

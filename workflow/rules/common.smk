@@ -173,9 +173,11 @@ def sweep_fixed(sweep):
 
 
 def timing_args():
+    """The sampling rule, and on a GPU the timing method (one for every job, so every row is timed alike)."""
     t = GRID["timing"]
     warmup = f" --warmup-time {t['warmup_time']}" if "warmup_time" in t else ""
-    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}{warmup}"
+    method = f" --timing {t.get('method', 'blocking')}" if BACKEND == "cuda" else ""
+    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}{warmup}{method}"
 
 
 def fused_args(impl):
