@@ -2,8 +2,8 @@
 
 Every operation works on views with any leading dimension and writes in place; no operation allocates
 device memory (the CPU one allocates a host temporary for an accumulating GEMM, which NumPy cannot do in
-place; on the GPU cuBLAS gets one fixed workspace when the operations are first made, Cublas). Operand sums are one fused elementwise kernel on the GPU (cupy.ElementwiseKernel), not chains of
-temporaries.
+place; on the GPU cuBLAS gets one fixed workspace when the operations are first made, Cublas). Operand sums
+are one fused elementwise kernel on the GPU (cupy.ElementwiseKernel), not chains of temporaries.
 """
 
 from __future__ import annotations

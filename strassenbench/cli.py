@@ -28,7 +28,7 @@ from .fused.emu import EmuError
 from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
-from .impls import IMPLS, ImplError, get_impl, table as impls_table
+from .impls import ImplError, get_impl, table as impls_table
 from .io import write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu

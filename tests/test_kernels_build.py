@@ -302,12 +302,14 @@ def test_build_cli_rejects_a_bad_driver_version(tmp_path, capsys) -> None:  # no
 def test_sm70_without_the_cuda12_toolchain_is_one_line(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
     """Without the cu12 extra (toolchains found: CUDA 13 only) `build --arch sm_70` says what to install,
     in one line, before writing anything."""
-    monkeypatch.setattr(build_module, "toolchains", lambda: (NVCC13,))
-    build_module.toolchain_for.cache_clear()
+    from strassenbench.fused import modules
+
+    monkeypatch.setattr(modules, "toolchains", lambda: (NVCC13,))
+    modules.toolchain_for.cache_clear()
     try:
         assert main(["build", "--arch", "sm_70", "--out", str(tmp_path / "b")]) == 2
     finally:
-        build_module.toolchain_for.cache_clear()
+        modules.toolchain_for.cache_clear()
     err = capsys.readouterr().err
     assert "builds sm_70" in err and "[cu12]" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists()

@@ -9,7 +9,6 @@ Strassen inside each of its blocks, a <6,4,4;77> algorithm. Nothing multi-level 
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np

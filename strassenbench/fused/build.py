@@ -166,7 +166,8 @@ def build(
                 progress(unit, rebuilt)
     frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
     for arch in archs:
-        write_atomic(out / f"strassen_{arch}.json", json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True))
+        index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
+        write_atomic(out / f"strassen_{arch}.json", index)
     if cutlass if cutlass is not None else ("float32" in dtypes and (strategies is None or "Huge" in strategies)):
         from . import cutlass as baseline
 

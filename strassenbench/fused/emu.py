@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..strategies import STRATEGIES
-from .instances import BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render, sources_digest
+from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render,
+                        sources_digest)
 from .launch import Program
 from .toolchain import first_error
 
