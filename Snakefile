@@ -3,12 +3,15 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-from strassenbench.configfile import ConfigFileError, check_config_file
+import yaml
+
+from strassenbench.configfile import ConfigFileError, check_config_file, check_finite, schema_error, yaml_types
 
 min_version("8.0")
 
-try:  # a missing file or a YAML error: one line naming file, line and column
-    check_config_file("config/config.yaml")
+try:  # a missing file, a YAML error or a key given twice: one line naming file, line and column
+    for path in ["config/config.yaml", *getattr(workflow, "overwrite_configfiles", [])]:
+        check_config_file(path)
 except ConfigFileError as err:
     raise WorkflowError(str(err)) from None
 
@@ -16,7 +19,18 @@ except ConfigFileError as err:
 configfile: "config/config.yaml"
 
 
-validate(config, schema="workflow/schemas/config.schema.yaml")
+SCHEMA = "workflow/schemas/config.schema.yaml"
+with open(SCHEMA) as _schema:
+    _rules = yaml.safe_load(_schema)
+config.update(yaml_types(dict(config), _rules))  # --config values with their YAML types
+_problem = schema_error(config, _rules)  # a schema violation in at most three lines, not the schema dump
+if _problem:
+    raise WorkflowError(_problem)
+try:
+    check_finite(config)
+except ConfigFileError as err:
+    raise WorkflowError(str(err)) from None
+validate(config, schema=SCHEMA)  # fills in the schema's defaults
 
 
 include: "workflow/rules/common.smk"

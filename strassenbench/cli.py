@@ -6,6 +6,7 @@ Bad input (an argument, a shape, a dtype) prints one line on stderr and exits 2,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -17,7 +18,7 @@ import pandas as pd
 
 from . import __version__
 from .algebra.algorithm import AlgorithmError, algorithm_names, get_algorithm
-from .algebra.levels import level_names, split_spec
+from .algebra.levels import level_names, spec_levels, split_spec
 from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES, FUSED_ENGINES
@@ -29,7 +30,7 @@ from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
 from .impls import ImplError, get_impl, table as impls_table
-from .io import write_atomic, write_table
+from .io import OutputError, check_replace, output_lock, write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
 from .model.perf import MODELED_IMPLS, ModelError, load_resources, modeled
@@ -37,7 +38,8 @@ from .model.predict import crossover, predict
 from .strategies import STRATEGIES
 from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
 from .plan import PlanError
-from .results import ResultsError
+from .limits import MAX_LEVELS, MAX_PATH_BYTES, MAX_SCHEDULE_PRODUCTS, MAX_STREAMS, LimitError, check_products, decimal
+from .results import ResultsError, check_folder_device
 from .verify import verify
 
 EXIT_FAIL = 1
@@ -56,9 +58,9 @@ class _Parser(argparse.ArgumentParser):
 def _integer(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+            value = decimal(text)
+        except LimitError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer (plain decimal digits, e.g. 1024)") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is below the minimum {minimum}")
         return value
@@ -126,16 +128,14 @@ def _bounded(minimum: int, maximum: int, why: str) -> Callable[[str], int]:
     return parse
 
 
-# Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
-MAX_LEVELS = 4
-# CUDA streams of a schedule: one per product of a 2-level plan is the most any schedule can use.
-MAX_STREAMS = 49
 
 
 def _check_output(path: str | Path) -> None:
     """An output file checked before any work is done: not a folder, and its folder a folder (created when
     missing) that can be written to."""
     target = Path(path)
+    if any(len(part.encode()) > MAX_PATH_BYTES for part in target.parts):
+        raise UsageError(f"output name too long (a part of more than {MAX_PATH_BYTES} bytes): {str(target)[:60]}...")
     if target.is_dir():
         raise UsageError(f"output {target} is a folder; give a file name")
     for folder in (target.parent, *target.parent.parents):
@@ -147,7 +147,21 @@ def _check_output(path: str | Path) -> None:
             break
 
 
+def _check_work(args: argparse.Namespace) -> None:
+    """The work a command asks for, bounded before it starts (strassenbench.limits): a mixed spec has as many
+    parts as levels, a plan's products and a schedule's are within their limits."""
+    levels = getattr(args, "levels", None)
+    if levels is None or not hasattr(args, "algorithm"):
+        return
+    _check_spec_levels(args.algorithm, levels)
+    if args.command == "schedule":
+        count = math.prod(get_algorithm(name).rank for name in level_names(args.algorithm, levels))
+        check_products(count, f"the schedule of {levels} levels of {args.algorithm}", MAX_SCHEDULE_PRODUCTS,
+                       "3 levels of Strassen: the scheduler's search grows with the square of the products")
+
+
 FOLDER_OUTPUTS = ("build", "report", "compare")  # commands whose --out is a folder
+_RESULT_KIND = {"memlimit": "memlimit", "verify": "verify"}  # results a command writes (bench: its own reader)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -161,6 +175,17 @@ def _check_outputs(args: argparse.Namespace) -> None:
         _check_output(Path(out) / "probe")  # its folder (or the nearest existing one) writable
     else:
         _check_output(out)
+    kind = _RESULT_KIND.get(args.command)
+    if kind and getattr(args, "format", "csv") == "csv" and Path(out).is_file():
+        from .results import kind_of
+
+        with open(out, "rb") as handle:
+            header = handle.readline(4096).decode("utf-8", errors="replace").strip().split(",")
+        found = kind_of(header)
+        if found is None or found.name != kind:
+            what = f"a {found.name} results file" if found else f"it begins {','.join(header)[:30]!r}"
+            raise UsageError(f"output {out} is not a {kind} results file ({what}): give another --out, or remove it "
+                             "first")
 
 
 def _check_memory(m: int, n: int, k: int, copies: float = 3.0) -> None:
@@ -259,7 +284,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     )
     print(" ".join(f"{key}={value}" for key, value in result.items()))
     if args.out:
-        write_atomic(args.out, pd.DataFrame([result]).to_csv(index=False))
+        text = pd.DataFrame([result]).to_csv(index=False)
+        check_replace(args.out, text.split("\n", 1)[0])
+        write_atomic(args.out, text)
     return 0 if result["status"] == "ok" else EXIT_FAIL
 
 
@@ -396,6 +423,8 @@ def _cmd_memlimit(args: argparse.Namespace) -> int:
     from .bench.memlimit import COLUMNS, memlimit
 
     backend = _backend(args.engine, args.expect_device)
+    if args.out:
+        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
     try:
         rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
     except ValueError as err:
@@ -423,7 +452,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
     from .bench.runner import system_json
 
-    text = system_json(_backend(args.engine, args.expect_device))
+    backend = _backend(args.engine, args.expect_device)
+    if args.out:
+        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
+    text = system_json(backend)
     if args.out:
         write_atomic(args.out, text)
     else:
@@ -434,16 +466,21 @@ def _cmd_sysinfo(args: argparse.Namespace) -> int:
 def _counts(text: str) -> tuple[int, int, int]:
     """W_A x W_B x W_C, e.g. 2x2x2."""
     parts = text.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if len(parts) != 3 or not all(_plain_positive(p) for p in parts):
         raise argparse.ArgumentTypeError(f"operand counts are W_AxW_BxW_C, e.g. 2x2x2: {text!r}")
     return tuple(int(p) for p in parts)  # type: ignore[return-value]
 
 
+def _plain_positive(text: str) -> bool:
+    """Plain ASCII digits of a positive integer (not ' 64', '1_024' or another script's digits)."""
+    return text.isascii() and text.isdigit() and int(text) > 0
+
+
 def _shapes(text: str) -> list[tuple[int, int, int]]:
     out = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in _names(text):
         fields = part.lower().split("x")
-        if len(fields) != 3 or not all(f.isdigit() and int(f) > 0 for f in fields):
+        if len(fields) != 3 or not all(_plain_positive(f) for f in fields):
             raise argparse.ArgumentTypeError(f"bad shape '{part}': use MxNxK with positive integers, e.g. 1024x1024x512")
         out.append(tuple(int(f) for f in fields))
     if not out:
@@ -489,16 +526,31 @@ def _cmd_report(args: argparse.Namespace) -> int:
     data = Path(args.data)
     if not data.is_dir():
         raise UsageError(f"no results folder {data}")
+    _outside_inputs(Path(args.out), [data])
+    if args.resources:
+        load_resources(args.resources, required=True)  # a named file must be a resources table: before any work
     written = build_report(data, Path(args.out), Path(args.resources) if args.resources else None)
     print(f"strassenbench: report in {written[0]} ({len(written) - 1} figures and tables)", file=sys.stderr)
     return 0
 
 
+def _outside_inputs(out: Path, inputs: list[Path]) -> None:
+    """A report or comparison is never written into (or over) one of the result folders it reads."""
+    for folder in inputs:
+        if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
+            raise UsageError(f"--out {out} is inside the results folder {folder} it reads: give another folder")
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .report.compare import compare_runs
 
+    folders = [Path(f) for f in args.folders]
+    same = [f for i, f in enumerate(folders) if any(f.resolve() == g.resolve() for g in folders[:i])]
+    if same:
+        raise UsageError(f"{same[0]} is given twice: compare sets different runs against each other")
+    _outside_inputs(Path(args.out), folders)
     try:
-        table = compare_runs([Path(f) for f in args.folders], Path(args.out))
+        table = compare_runs(folders, Path(args.out))
     except ValueError as err:
         raise UsageError(str(err)) from None
     counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
@@ -509,8 +561,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step), and their samples files."""
     from .results import read_results, timing_modes
-    from .samples import collect_samples
+    from .samples import collect_samples, merge_samples
 
+    twice = [p for i, p in enumerate(args.inputs) if any(Path(p).resolve() == Path(q).resolve()
+                                                          for q in args.inputs[:i])]
+    if twice:
+        raise UsageError(f"{twice[0]} is given twice: its rows would be counted twice")
     frames = [read_results(path) for path in args.inputs]  # each checked; a broken one names itself
     first = list(frames[0].columns)
     for path, frame in zip(args.inputs, frames):
@@ -520,9 +576,27 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     if len(modes := timing_modes(joined)) > 1:
         raise UsageError(f"the inputs were timed by different methods ({', '.join(sorted(modes))}): one sweep is "
                          "timed alike")
-    write_atomic(args.out, joined.to_csv(index=False))
-    collect_samples(args.inputs, args.out)  # the timed samples beside them, when the inputs have them
+    merged = merge_samples(args.inputs)  # every samples file checked before anything is written
+    _check_samples_match(joined, merged, args.inputs)
+    text = joined.to_csv(index=False)
+    check_replace(args.out, text.split("\n", 1)[0])
+    write_atomic(args.out, text)
+    collect_samples(args.inputs, args.out, merged)  # the timed samples beside them, when the inputs have them
     return 0
+
+
+def _check_samples_match(frame: pd.DataFrame, samples: dict, inputs: list[str]) -> None:
+    """Samples files that belong to their CSVs: every samples record is of a measured row (same key, same timing)."""
+    from .samples import KEY
+
+    if not samples or frame.empty or not set(KEY) <= set(frame.columns):
+        return
+    rows = {tuple(str(r[k]) for k in KEY): str(r.get("timing", "")) for r in frame.to_dict("records")}
+    for key, line in samples.items():
+        timing = rows.get(tuple(str(v) for v in key))
+        if timing is None or (timing and str(line.get("timing", "")) not in ("", timing)):
+            raise UsageError(f"the samples beside {', '.join(inputs)} hold a point their CSVs do not measure "
+                             f"({', '.join(map(str, key))}): samples and rows must come from the same run")
 
 
 def _sizes(text: str) -> list[int]:
@@ -557,13 +631,25 @@ def _algorithm(text: str) -> str:
 def _plan(text: str) -> tuple[str, int]:
     """SPEC:L, e.g. grey322-11-50:1 or grey322-11-50+strassen:2."""
     spec, sep, levels = text.rpartition(":")
-    if not sep or not levels.isdigit():
+    if not sep or not (levels.isascii() and levels.isdigit()):
         raise argparse.ArgumentTypeError(f"a plan is ALGORITHM:LEVELS, e.g. grey322-11-50:1: {text!r}")
+    if int(levels) > MAX_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text}: {levels} levels is above the maximum {MAX_LEVELS}")
     try:
-        level_names(_algorithm(spec), int(levels))
-    except AlgorithmError as err:
+        _check_spec_levels(_algorithm(spec), int(levels))
+    except (AlgorithmError, LimitError) as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return spec, int(levels)
+
+
+def _check_spec_levels(spec: str, levels: int) -> None:
+    """A mixed spec names every level: as many parts as levels. And the plan's products within the limit."""
+    fixed = spec_levels(spec)
+    if fixed is not None and fixed != levels:
+        raise LimitError(f"algorithm spec '{spec}' has {fixed} levels, not {levels} (give --levels {fixed}, or as "
+                         "many parts as levels)")
+    check_products(math.prod(get_algorithm(name).rank for name in level_names(spec, levels)),
+                   f"{levels} levels of {spec}")
 
 
 def _gpu(name: str) -> GPUSpec:
@@ -575,7 +661,7 @@ def _gpu(name: str) -> GPUSpec:
 
 def _cmd_model_predict(args: argparse.Namespace) -> int:
     spec = _gpu(args.gpu)
-    resources = load_resources(args.resources)
+    resources = load_resources(args.resources or DEFAULT_RESOURCES, required=args.resources is not None)
     frame = predict(spec, args.impl, args.sweep, args.sizes, args.strategy, args.dtype, resources)
     write_table(frame, "csv", args.out)
     if args.out:
@@ -600,6 +686,7 @@ def _cmd_model_crossover(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_RESOURCES = "build/resources.csv"
 EXPECT_HELP = ("refuse to run unless the GPU measured is this device (its data/<device> folder name, e.g. "
                "nvidia-h100-80gb-hbm3; cpu on numpy)")
 
@@ -757,8 +844,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", type=_any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
                    default="best")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--resources", default="build/resources.csv",
-                   help="kernel resources for occupancy (the register formula when absent)")
+    p.add_argument("--resources", metavar="FILE",
+                   help=f"kernel resources for occupancy (default {DEFAULT_RESOURCES} when it exists, else the "
+                        "register formula)")
     p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
     p.set_defaults(func=_cmd_model_predict)
 
@@ -788,17 +876,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose value may begin with '-' (-inf, -1e5): argparse would take such a value for an option.
+_SIGNED_OPTIONS = ("--alpha", "--beta")
+
+
+def _join_signed(argv: Sequence[str]) -> list[str]:
+    """``--alpha -1e5`` as ``--alpha=-1e5``, so that every number reaches its parser (and its message)."""
+    out, i = [], 0
+    while i < len(argv):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if argv[i] in _SIGNED_OPTIONS and value.startswith("-") and value not in ("-", "--"):
+            out.append(f"{argv[i]}={value}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_join_signed(sys.argv[1:] if argv is None else argv))
     except SystemExit as stop:  # usage errors, --help and --version: return their status
         return int(stop.code or 0)
     try:
+        _check_work(args)
         _check_outputs(args)
-        return args.func(args)
+        out = getattr(args, "out", None)
+        with output_lock(out) if out else contextlib.nullcontext():
+            return args.func(args)
     except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError,
-            ResultsError, AlgorithmError, ModelError) as err:
+            ResultsError, AlgorithmError, ModelError, LimitError, OutputError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

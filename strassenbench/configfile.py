@@ -1,5 +1,7 @@
-"""The workflow's config file, checked before Snakemake reads it: a missing file or a YAML error is one line
-naming the file, the line and the column (Snakemake's own message names neither)."""
+"""The workflow's config, checked where Snakemake's own messages fall short: a missing file, a YAML error or a
+key given twice is one line naming the file, the line and the column; values given with ``--config`` are read
+with their YAML types; a schema violation is at most three lines naming the key, the value and what is
+allowed (instead of the schema dump); NaN and infinities are refused."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigFileError", "check_config_file"]
+__all__ = ["ConfigFileError", "check_config_file", "yaml_types", "schema_error", "check_finite"]
 
 
 class ConfigFileError(ValueError):
@@ -23,7 +25,7 @@ def check_config_file(path: str | Path) -> None:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigFileError(f"config file {path} cannot be read: {err}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader that refuses duplicate keys
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -32,3 +34,78 @@ def check_config_file(path: str | Path) -> None:
         raise ConfigFileError(f"config file {path}: {err}") from None
     if not isinstance(data, dict):
         raise ConfigFileError(f"config file {path}: not a mapping of keys to values")
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML lets the last silently win)."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def yaml_types(value: object, schema: dict, root: dict | None = None) -> object:
+    """``value`` with every string that the schema wants as another type read as YAML (``--config
+    'streams=[2]'`` arrives as ['2']); strings that do not parse are left for the schema to refuse."""
+    root = schema if root is None else root
+    if "$ref" in schema:  # a local reference, "#/definitions/grid"
+        target = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target.get(part, {})
+        schema = target
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else (kinds or [])
+    if isinstance(value, str) and kinds and "string" not in kinds:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        return yaml_types(parsed, schema, root) if not isinstance(parsed, str) else value
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {k: yaml_types(v, properties.get(k, extra if isinstance(extra, dict) else {}), root)
+                for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [yaml_types(v, schema["items"], root) for v in value]
+    return value
+
+
+def schema_error(config: dict, schema: dict) -> str | None:
+    """The config's first schema violation in at most three lines (key, value, what is allowed), or None."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"config: unknown key {', '.join(map(repr, unknown))} in {where}\n  allowed: {allowed}"
+    value = repr(error.instance)
+    allowed = error.schema.get("description", "")
+    if "enum" in error.schema:
+        allowed = "one of " + ", ".join(map(str, error.schema["enum"]))
+    message = f"config: {where} = {value[:80]}: {error.message[:200]}"
+    return message + (f"\n  allowed: {allowed[:200]}" if allowed else "")
+
+
+def check_finite(value: object, where: str = "config") -> None:
+    """ConfigFileError for a NaN or an infinity anywhere in the config (YAML's .nan, .inf)."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigFileError(f"config: {where} = {value}: not a finite number")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_finite(item, f"{where}.{key}" if where != "config" else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_finite(item, f"{where}[{i}]")

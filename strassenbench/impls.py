@@ -16,6 +16,7 @@ schedule on NumPy arrays. Timings of stand-ins say nothing about a GPU.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .algebra.levels import level_names, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.launch import SCHEMES, param_bytes
 from .gemm import check_operands
+from .limits import MAX_LEVELS, LimitError, check_products
 from .plan import make_plan, max_levels
 from .strategies import STRATEGIES
 
@@ -240,10 +242,12 @@ def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
     levels = fixed or levels
     if not levels:
         raise ImplError(f"{algorithm}: give the levels, e.g. {algorithm}x1")
+    if levels > MAX_LEVELS:
+        raise ImplError(f"{algorithm}x{levels}: {levels} levels is above the maximum {MAX_LEVELS}")
     try:
-        for name in level_names(algorithm, levels):
-            get_algorithm(name)
-    except AlgorithmError as err:
+        ranks = [get_algorithm(name).rank for name in level_names(algorithm, levels)]
+        check_products(math.prod(ranks), f"{levels} levels of {algorithm}")
+    except (AlgorithmError, LimitError) as err:
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"
     label = f"{algorithm} (ours)" if fixed else f"{algorithm} {levels}-level (ours)"

@@ -1,14 +1,66 @@
-"""Result files: written atomically, so an interrupted run never leaves a truncated file behind."""
+"""Result files: written atomically, so an interrupted run never leaves a truncated file behind; an existing file
+of another kind is never replaced; one process at a time writes an output (``output_lock``)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["write_atomic", "render", "write_table"]
+__all__ = ["OutputError", "write_atomic", "render", "write_table", "check_replace", "output_lock"]
+
+
+class OutputError(ValueError):
+    """An output that must not be written: another kind of file is there, or another process writes it."""
+
+
+def check_replace(path: str | os.PathLike[str], first_line: str) -> None:
+    """OutputError unless ``path`` is absent or a file whose first line is ``first_line`` (the same kind of table:
+    a rerun may replace its own output, never another command's file)."""
+    target = Path(path)
+    if not target.exists():
+        return
+    if not target.is_file():
+        raise OutputError(f"output {target} is not a regular file")
+    try:
+        with target.open("rb") as handle:
+            head = handle.readline(4096).decode("utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        head = None
+    if head != first_line.rstrip("\r\n") and target.stat().st_size > 0:
+        raise OutputError(f"output {target} holds something else (it begins {head[:40]!r} and this writes "
+                          f"{first_line[:40]!r}): give another --out, or remove it first" if head is not None else
+                          f"output {target} holds something else (not text): give another --out, or remove it first")
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold ``<path>.lock`` (an advisory lock with the holder's PID) while writing ``path``; OutputError at once
+    when another process holds it: two runs on one output would lose each other's rows."""
+    target = Path(path)
+    lock = target.with_name(f".{target.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            raise OutputError(f"another strassenbench (PID {holder}) is writing {target}: wait for it to finish, or "
+                              "give another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
 
 
 def _read_umask() -> int:
@@ -44,6 +96,7 @@ def write_table(frame: pd.DataFrame, fmt: str, out: str | None, footer: str = ""
     """Print the table, or write it atomically to ``out``."""
     text = render(frame, fmt) + (f"\n{footer}\n" if footer and fmt == "markdown" else "")
     if out:
+        check_replace(out, text.split("\n", 1)[0])
         write_atomic(out, text)
     else:
         print(text, end="")

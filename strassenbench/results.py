@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "read_results",
-           "kind_of", "timing_modes"]
+           "kind_of", "timing_modes", "folder_devices", "check_folder_device"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 BENCH_COLUMNS = [
@@ -54,6 +54,7 @@ class Kind:
     numbers: tuple[str, ...]  # blank allowed (a failed point has no time)
     text: tuple[str, ...]  # read as strings, never as numbers
     later: tuple[str, ...] = ()  # in ``columns`` but not required: blank when a file predates them
+    times: tuple[str, ...] = ()  # numbers that are durations: finite and non-negative where given
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -67,7 +68,8 @@ KINDS = {
                    "sm_clock_median_mhz", "blocking_timeouts"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
-                   "strategy_request", "scheme_request", "timing"), BENCH_LATER),
+                   "strategy_request", "scheme_request", "timing"), BENCH_LATER,
+                  ("time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "host_enqueue_s")),
     "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
                      ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message")),
     "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
@@ -145,6 +147,9 @@ def read_results(path: str | Path, kind: str | None = None, *,
             frame[column] = parsed.astype("int64")
         elif column in expected.numbers:
             refuse(column, not_number, "a number")
+            if column in expected.times:  # a time is finite and non-negative: 'nan', 'inf', -1 cannot be right
+                refuse(column, (frame[column].str.strip() != "") & ~(parsed.abs() < float("inf")) | (parsed < 0),
+                       "a finite non-negative time")
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
@@ -160,3 +165,46 @@ def timing_modes(frame: pd.DataFrame) -> set[str]:
     if frame is None or frame.empty or "timing" not in frame:
         return set()
     return {str(t) for t in frame["timing"] if str(t) not in ("", "nan")}
+
+
+def _system_device(path: Path) -> str | None:
+    """The device a system.json describes: its GPU's name, 'cpu' for a CPU run; None without the file."""
+    import json
+
+    if not path.is_file():
+        return None
+    try:
+        system = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError, UnicodeDecodeError):
+        raise ResultsError(f"{path}: not a system description (JSON)") from None
+    gpu = (system.get("gpu") or {}).get("gpu") if isinstance(system, dict) else None
+    return str(gpu) if gpu else "cpu"
+
+
+def folder_devices(folder: str | Path) -> dict[str, str]:
+    """Every device a results folder speaks of, with the file that names it: system.json's, and the ``gpu``
+    column of its CSVs (a CSV that is not a results file says nothing)."""
+    folder = Path(folder)
+    found: dict[str, str] = {}
+    system = _system_device(folder / "system.json")
+    if system is not None:
+        found.setdefault(system, "system.json")
+    for path in sorted(folder.glob("*.csv")):
+        try:
+            frame = read_results(path)
+        except ResultsError:
+            continue
+        if "gpu" in frame:
+            for name in frame["gpu"].astype(str).unique():
+                if name:
+                    found.setdefault(name, path.name)
+    return found
+
+
+def check_folder_device(folder: str | Path, device: str) -> None:
+    """ResultsError unless every result in ``folder`` is of ``device`` (one device per folder): a run never
+    writes or merges its rows into another device's folder."""
+    for name, where in folder_devices(folder).items():
+        if name != device:
+            raise ResultsError(f"{Path(folder) / where} is of {name}, and this run measures {device}: one device per "
+                               "folder (give an --out in another folder)")

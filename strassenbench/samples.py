@@ -13,6 +13,7 @@ from the sweep's parts to data/.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -48,13 +49,17 @@ def append_samples(path: Path, row: dict, timing: str, records: Sequence[tuple])
         os.fsync(handle.fileno())
 
 
-def read_samples(path: str | os.PathLike[str]) -> dict[tuple, dict]:
-    """The last line of every key in ``path`` ({} when there is no such file). A broken line other than a cut
-    last one is refused (ResultsError naming the line)."""
+def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[tuple, dict]:
+    """The last line of every key in ``path`` ({} when there is no such file). A broken line, a time that is
+    not a finite non-negative number, or a last line cut short (no newline after it) is refused (ResultsError
+    naming the line); ``allow_cut`` skips a cut last line (the file a running sweep appends to)."""
     path = Path(path)
     if not path.is_file():
         return {}
-    lines = path.read_text(encoding="utf-8").split("\n")
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (UnicodeDecodeError, OSError) as err:
+        raise ResultsError(f"{path}: not a samples file ({type(err).__name__})") from None
     out: dict[tuple, dict] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -62,19 +67,34 @@ def read_samples(path: str | os.PathLike[str]) -> dict[tuple, dict]:
         try:
             line = json.loads(text)
             line["samples"] = [[float(t), c, bool(f), bool(k)] for t, c, f, k in line["samples"]]
+            _key(line)
         except (ValueError, KeyError, TypeError):
-            if number == len(lines):  # no newline after it: cut by an interruption
+            if number == len(lines) and allow_cut:
                 continue
-            raise ResultsError(f"{path}: line {number} is not a samples record") from None
+            cut = " (cut short: no newline after it)" if number == len(lines) else ""
+            raise ResultsError(f"{path}: line {number} is not a samples record{cut}") from None
+        if number == len(lines) and not allow_cut:
+            raise ResultsError(f"{path}: line {number} was cut short (no newline after it)")
+        bad = next((t for t, *_ in line["samples"] if not (math.isfinite(t) and t >= 0)), None)
+        if bad is not None:
+            raise ResultsError(f"{path}: line {number} has a sample time of {bad}: times are finite and >= 0")
         out[_key(line)] = line
     return out
 
 
-def collect_samples(inputs: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str]) -> int:
-    """The samples of every input CSV that has them, into the samples file of ``out``; how many points."""
+def merge_samples(inputs: Iterable[str | os.PathLike[str]]) -> dict[tuple, dict]:
+    """The samples of every input CSV that has them, each file checked (read_samples)."""
     merged: dict[tuple, dict] = {}
     for csv in inputs:
         merged.update(read_samples(samples_path(csv)))
+    return merged
+
+
+def collect_samples(inputs: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str],
+                    merged: dict[tuple, dict] | None = None) -> int:
+    """The samples of every input CSV that has them (or ``merged``, read before any file was written), into
+    the samples file of ``out``; how many points."""
+    merged = merge_samples(inputs) if merged is None else merged
     target = samples_path(out)
     if merged:
         write_atomic(target, "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in merged.values()))

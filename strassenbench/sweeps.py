@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from .limits import MAX_SWEEP_POINTS, LimitError, decimal
 
 __all__ = ["SWEEPS", "PAPER_FIXED", "shape", "parse_sizes", "PAPER_SIZES"]
 
@@ -26,20 +27,31 @@ def shape(sweep: str, x: int, fixed: int | None = None) -> tuple[int, int, int]:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """'1024,2048' or 'start:stop:step' (stop included), or a mix separated by commas."""
+    """'1024,2048' or 'start:stop:step' (stop included), or a mix separated by commas; plain ASCII decimals, at
+    most MAX_SWEEP_POINTS sizes (counted before any list is made)."""
     sizes: list[int] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    parts = [p.strip() for p in text.split(",")]
+    if "" in parts and any(parts):
+        raise ValueError(f"empty item in sizes {text!r} (a stray comma?)")
+    for part in filter(None, parts):
         fields = part.split(":")
         try:
-            numbers = [int(f) for f in fields]
-        except ValueError:
-            raise ValueError(f"bad size '{part}': sizes are integers, lists 'a,b' or ranges 'start:stop:step'") from None
+            numbers = [decimal(f, "size") for f in fields]
+        except LimitError:
+            raise ValueError(f"bad size '{part}': sizes are plain decimal integers, lists 'a,b' or ranges "
+                             "'start:stop:step'") from None
         if len(numbers) == 1:
             sizes.append(numbers[0])
         elif len(numbers) == 3 and numbers[2] > 0 and numbers[0] <= numbers[1]:
+            count = (numbers[1] - numbers[0]) // numbers[2] + 1
+            if len(sizes) + count > MAX_SWEEP_POINTS:
+                raise ValueError(f"sizes '{text}' has {len(sizes) + count:,} points, above the limit of "
+                                 f"{MAX_SWEEP_POINTS:,} (a larger step?)")
             sizes.extend(range(numbers[0], numbers[1] + 1, numbers[2]))
         else:
             raise ValueError(f"bad size range '{part}': use start:stop:step with start <= stop and step > 0")
+        if len(sizes) > MAX_SWEEP_POINTS:
+            raise ValueError(f"sizes '{text}' has more than {MAX_SWEEP_POINTS:,} points")
     if not sizes:
         raise ValueError("no sizes given")
     bad = [s for s in sizes if s < 1]

@@ -308,11 +308,23 @@ def _grid_from_sizes(path: str, sizes: tuple[int, int, int]) -> tuple[int, int, 
 
 def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
     """Read a coefficient file (format in algorithms/README.md) and check it; errors name the file's line."""
+    from ..limits import MAX_ALGORITHM_BYTES, MAX_ENTRY, MAX_PATH_BYTES, MAX_RANK
+
     path = Path(path)
+    if any(len(part.encode()) > MAX_PATH_BYTES for part in path.parts):
+        raise AlgorithmError(f"algorithm file name too long ({len(path.name.encode())} bytes, at most "
+                             f"{MAX_PATH_BYTES}): {str(path)[:60]}...")
     try:
+        if path.is_dir():
+            raise AlgorithmError(f"algorithm file {path} is a folder; give a coefficient file (algorithms/README.md)")
+        if path.is_file() and path.stat().st_size > MAX_ALGORITHM_BYTES:
+            raise AlgorithmError(f"algorithm file {path} is {path.stat().st_size:,} bytes, above the limit of "
+                                 f"{MAX_ALGORITHM_BYTES:,}")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as err:
         raise AlgorithmError(f"cannot read algorithm file {path}: {getattr(err, 'strerror', None) or err}") from None
+    if "\0" in text:
+        raise AlgorithmError(f"algorithm file {path} is binary, not a coefficient file (algorithms/README.md)")
     name = name or path.stem
     blocks: list[list[tuple[int, list[str]]]] = [[]]
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -326,17 +338,22 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
     if len(blocks) != 3:
         raise AlgorithmError(f"{path}: expected 3 blocks of rows (U, V, W) separated by '#' lines, found {len(blocks)}")
     rank = len(blocks[0][0][1])
+    if rank > MAX_RANK:
+        raise AlgorithmError(f"{path}: {rank:,} products, above the limit of {MAX_RANK:,} per level")
     matrices, denominators = [], []
     for block in blocks:
         rows = []
         for lineno, tokens in block:
             if len(tokens) != rank:
                 raise AlgorithmError(f"{path} line {lineno}: {len(tokens)} entries, expected {rank} (one per product)")
-            try:
-                rows.append([Fraction(tok) for tok in tokens])
-            except (ValueError, ZeroDivisionError):
-                bad = next(tok for tok in tokens if not re.fullmatch(r"[+-]?\d+(/[1-9]\d*)?", tok))
-                raise AlgorithmError(f"{path} line {lineno}: entry '{bad}' is not an integer or a fraction") from None
+            for tok in tokens:  # checked before any Fraction is made: '1e999999999' would take forever
+                entry = re.fullmatch(r"[+-]?([0-9]+)(?:/([0-9]+))?", tok)
+                if entry is None or (entry[2] is not None and int(entry[2]) == 0):
+                    raise AlgorithmError(f"{path} line {lineno}: entry '{tok[:40]}' is not an integer or a fraction")
+                if len(entry[1]) > 7 or int(entry[1]) > MAX_ENTRY or (entry[2] and int(entry[2]) > MAX_ENTRY):
+                    raise AlgorithmError(f"{path} line {lineno}: entry '{tok[:40]}' is larger than {MAX_ENTRY:,} "
+                                         "in numerator or denominator")
+            rows.append([Fraction(tok) for tok in tokens])
         denominator = math.lcm(*(x.denominator for row in rows for x in row))
         matrices.append(np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).T.copy())
         denominators.append(denominator)

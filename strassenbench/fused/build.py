@@ -29,7 +29,7 @@ from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel
 from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, BuildError, Props, blocks_row,
                       built_by, compile_module, parse_ptxas, sass_counts, toolchain_for, unit_digest, unit_fresh)
 from .sass import mainloop_metrics, opcode_counts, parse_sass
-from .toolchain import Toolchain, ToolchainError
+from .toolchain import Toolchain, ToolchainError, kill_tools
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "ToolchainError", "build",
            "built_by", "check_counts", "parse_ptxas", "sass_counts", "toolchain_for", "unit_fresh"]
@@ -158,12 +158,20 @@ def build(
         groups.setdefault((inst.dtype, inst.strategy.name, inst.counts), []).append(inst)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
         futures = [pool.submit(_build_unit, arch, unit, group, out, force, driver) for arch, unit, group in jobs]
         for (_, unit, _), future in zip(jobs, futures):
             rebuilt = future.result()
             if progress:
                 progress(unit, rebuilt)
+    except BaseException:  # Ctrl-C or a failed unit: stop the queued compiles and kill the running ones now
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_tools()
+        for tmp in out.glob(".*.tmp"):  # a killed compile's half-written output
+            tmp.unlink(missing_ok=True)
+        raise
+    pool.shutdown()
     frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
     for arch in archs:
         index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)

@@ -22,7 +22,7 @@ from ..io import write_atomic
 from .modules import SASS_COLUMNS, BuildError, blocks_row, disassemble, parse_ptxas
 from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
-from .toolchain import Toolchain, ToolchainError, first_error
+from .toolchain import Toolchain, ToolchainError, first_error, run_tool
 
 __all__ = ["KERNEL", "SOURCE", "include_dirs", "build_arch", "sgemm"]
 
@@ -50,7 +50,7 @@ def include_dirs() -> list[Path]:
 def _compile(nvcc: str, arch: str, extra: list[str], target: Path) -> subprocess.CompletedProcess:
     includes = [arg for d in include_dirs() for arg in ("-I", str(d))]
     cmd = [nvcc, *FLAGS, *extra, *includes, str(kernels_dir() / SOURCE), "-o", str(target)]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return run_tool(cmd)
 
 
 def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) -> tuple[dict, bool] | None:

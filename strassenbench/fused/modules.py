@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,7 +20,8 @@ from ..strategies import STRATEGIES
 from .arch import build_arch, jit_only
 from .instances import sources_digest
 from .sass import MAINLOOP_COLUMNS, opcode_counts, parse_sass
-from .toolchain import Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, toolchains
+from .toolchain import (Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, run_tool,
+                        toolchains)
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "blocks_row", "built_by",
            "compile_module", "disassemble", "parse_ptxas", "sass_counts", "toolchain_for", "unit_digest",
@@ -118,8 +118,7 @@ def unit_digest(text: str, arch: str, toolchain: Toolchain) -> str:
 
 def disassemble(cubin: Path, arch: str) -> str | None:
     """``cuobjdump --dump-sass``; None for an architecture CUDA 13's disassembler no longer reads (sm_70)."""
-    sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True, text=True,
-                          check=False)
+    sass = run_tool([find_tool("cuobjdump"), "--dump-sass", str(cubin)])
     if sass.returncode != 0:
         if int(arch.removeprefix("sm_")) < 75:
             return None
@@ -141,8 +140,8 @@ def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: 
         log.write_text(str(err))
         raise BuildError(f"{toolchain.name} failed for {name}: {err} (log: {log})") from None
     sm = arch.removeprefix("sm_")
-    packed = subprocess.run([find_tool("fatbinary"), f"--create={fatbin}", f"--image3=kind=elf,sm={sm},file={cubin}",
-                             f"--image3=kind=ptx,sm={sm},file={ptx}"], capture_output=True, text=True, check=False)
+    packed = run_tool([find_tool("fatbinary"), f"--create={fatbin}", f"--image3=kind=elf,sm={sm},file={cubin}",
+                       f"--image3=kind=ptx,sm={sm},file={ptx}"])
     if packed.returncode != 0:
         raise BuildError(f"fatbinary failed for {name}: {first_error(packed.stdout + packed.stderr)}")
     log.unlink(missing_ok=True)  # a stale failure log goes with a successful build

@@ -21,7 +21,9 @@ import ctypes
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -67,6 +69,36 @@ def find_tool(name: str) -> str:
         f"{name} not found (install it with: pip install nvidia-cuda-nvcc nvidia-cuda-cuobjdump, "
         "or put a CUDA toolkit's bin/ on PATH)"
     )
+
+
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def run_tool(cmd: list[str]) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd)`` with its output captured, the tool in a process group of its own and known to
+    ``kill_tools``: an interrupted build stops its compilers (and their children: nvcc runs cicc and ptxas) at
+    once instead of waiting for them."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def kill_tools() -> None:
+    """Kill every tool run_tool started that is still running, with its children."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def first_error(stderr: str) -> str:
@@ -117,7 +149,7 @@ class Toolchain:
         if self.frontend == "nvcc":
             cmd = [self.path, "-ptx", "-std=c++17", "-lineinfo", f"-arch={compute}",
                    *(a for d in includes for a in ("-I", d)), str(source), "-o", str(target)]
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            result = run_tool(cmd)
             if result.returncode != 0:
                 raise ToolchainError(first_error(result.stdout + result.stderr))
             return result.stdout + result.stderr
@@ -132,7 +164,7 @@ class Toolchain:
     def assemble(self, ptx: Path, arch: str, target: Path) -> str:
         """ptxas ``-v``: PTX to a cubin for ``arch``; ptxas's report (registers, spills, ...)."""
         cmd = [self.ptxas, "-v", "-O3", "-lineinfo", f"-arch={arch}", str(ptx), "-o", str(target)]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        result = run_tool(cmd)
         if result.returncode != 0:
             raise ToolchainError(first_error(result.stdout + result.stderr))
         return result.stdout + result.stderr

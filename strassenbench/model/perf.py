@@ -115,10 +115,30 @@ def registers(s: Strategy, w: tuple[int, int, int], footnote: bool = False) -> i
     return base + (w_a + w_b + 5 if footnote else 0)
 
 
-def load_resources(path: str | Path) -> pd.DataFrame | None:
-    """``build/resources.csv`` from the kernel build, or None when it does not exist."""
+RESOURCE_KEYS = ("kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "registers", "blocks_per_sm")
+
+
+def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | None:
+    """``build/resources.csv`` from the kernel build; None when it does not exist and is not ``required`` (a
+    path the user named is). A file that is not a resources table is refused (ModelError naming it)."""
     path = Path(path)
-    return pd.read_csv(path) if path.is_file() else None
+    if not path.exists():
+        if required:
+            raise ModelError(f"--resources {path}: no such file (`strassenbench build` writes build/resources.csv)")
+        return None
+    if not path.is_file():
+        raise ModelError(f"--resources {path} is a folder; give the build's resources.csv")
+    data = path.read_bytes()
+    if not data.strip() or b"\0" in data:
+        raise ModelError(f"--resources {path} is {'empty' if not data.strip() else 'binary'}, not a resources.csv")
+    try:
+        frame = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ModelError(f"--resources {path} is not a CSV ({str(err).splitlines()[0][:80]})") from None
+    missing = [c for c in RESOURCE_KEYS if c not in frame.columns]
+    if missing:
+        raise ModelError(f"--resources {path} is not the build's resources.csv (no column {missing[0]!r})")
+    return frame
 
 
 def active_blocks(

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +26,7 @@ from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
-from ..results import ResultsError, read_results, timing_modes
+from ..results import ResultsError, folder_devices, read_results, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
@@ -64,6 +67,10 @@ def load_run(data: Path) -> dict[str, object]:
     if not any((data / name).exists() for name in RESULT_FILES):
         raise ResultsError(f"{data}: no results ({', '.join(RESULT_FILES)})")
     sweeps = [f for f in (_read(data / f"{s}.csv", "bench") for s in SWEEPS) if f is not None]
+    devices = folder_devices(data)
+    if len(devices) > 1:
+        listed = ", ".join(f"{name} ({where})" for name, where in devices.items())
+        raise ResultsError(f"{data}: its results are of several devices ({listed}): one device per folder")
     modes = timing_modes(pd.concat(sweeps, ignore_index=True)) if sweeps else set()
     if len(modes) > 1:
         raise ResultsError(f"{data}: its sweeps were timed by different methods ({', '.join(sorted(modes))}), "
@@ -275,12 +282,31 @@ SOURCES = {
 
 def build_report(data: Path, out: Path, resources_path: Path | None = None) -> list[Path]:
     """Write ``out/index.html`` with every figure (PNG and PDF, captioned with what it shows and where its data
-    came from) and table (Markdown under ``out/tables``, each linked); return the files written."""
+    came from) and table (Markdown under ``out/tables``, each linked); return the files written.
+
+    The report is made in a folder beside ``out`` and its files are moved into ``out`` only when every one of
+    them was made: a report that fails leaves ``out`` as it was. Other files of ``out`` (its README, tables
+    other steps wrote) stay."""
+    out.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial.", dir=out.parent))
+    try:
+        written = _build_report(data, out, stage, resources_path)
+        for path in written:  # publish: each file replaced whole (os.replace within one file system)
+            target = out / path.relative_to(stage)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        return [out / path.relative_to(stage) for path in written]
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | None) -> list[Path]:
+    """The report's files, made under ``stage`` (``out``: the folder they will be published in)."""
     run = load_run(data)
     sweeps = run["sweeps"]
     spec, measured_gpu = spec_for(run["system"], sweeps)
     header, cpu_run = _header(run)
-    figures, tables = out / "figures", out / "tables"
+    figures, tables = stage / "figures", stage / "tables"
     device = _device(run)
     model_name = f"{spec.name} ({'this GPU' if measured_gpu else 'the paper'}'s model)"
     written: list[Path] = []
@@ -312,7 +338,8 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
                         f"{table_html}")
         contents.append(f"<a href='#{name}'>{name.replace('_', ' ')}</a>")
     # Tables other steps wrote beside ours (the workflow's schedule tables), linked too.
-    extra = sorted(p for p in tables.glob("*.md") if p.stem not in REPORT_TABLES) if tables.is_dir() else []
+    published = out / "tables"
+    extra = sorted(p for p in published.glob("*.md") if p.stem not in REPORT_TABLES) if published.is_dir() else []
     if extra:
         links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>" for p in extra)
         sections.append(f"<h3 id='more_tables'>more tables</h3><ul>{links}</ul>")
@@ -345,6 +372,6 @@ figcaption{{font-size:13px;margin-bottom:1.5em}} .note{{color:#666;font-style:it
 <h2>Tables</h2>{''.join(sections)}
 </body></html>
 """
-    index = out / "index.html"
+    index = stage / "index.html"
     write_atomic(index, page)
     return [index, *written]

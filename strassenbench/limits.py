@@ -1,0 +1,49 @@
+"""The bounds a command checks before it starts any work, and the one syntax of sizes and counts.
+
+Each limit says where it comes from; a request beyond one is refused in one line naming it, never started
+and left to run for minutes or to exhaust memory.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_LEVELS", "MAX_STREAMS", "MAX_PRODUCTS", "MAX_SCHEDULE_PRODUCTS", "MAX_RANK", "MAX_ALGORITHM_BYTES",
+           "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_PATH_BYTES", "LimitError", "decimal", "check_products"]
+
+# Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
+MAX_LEVELS = 4
+# CUDA streams of a schedule: one per product of a 2-level plan is the most any schedule can use.
+MAX_STREAMS = 49
+# Products of one plan (the ranks of its levels multiplied): Strassen at MAX_LEVELS levels.
+MAX_PRODUCTS = 7**MAX_LEVELS
+# The stream scheduler's greedy search grows with the square of the products: 3 levels of Strassen take ~2 s.
+MAX_SCHEDULE_PRODUCTS = 7**3
+# A one-level algorithm of a coefficient file: products, file size, and the digits of one entry (numerators
+# and denominators are int64: a product of three entries must not overflow).
+MAX_RANK = 1_000
+MAX_ALGORITHM_BYTES = 4 << 20
+MAX_ENTRY = 10**6
+# Points of one sweep (sizes x implementations x dtypes are timed one by one).
+MAX_SWEEP_POINTS = 10_000
+# A file name the operating system takes (NAME_MAX of Linux file systems).
+MAX_PATH_BYTES = 255
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
+class LimitError(ValueError):
+    """A request beyond one of the stated limits, or a number not written as a plain decimal."""
+
+
+def decimal(text: str, what: str = "number") -> int:
+    """A plain ASCII decimal integer, as the tables write them: digits 0-9 and an optional minus sign; no
+    spaces, underscores, signs other than '-', or digits of other scripts (which Python's int() takes)."""
+    if not _DECIMAL.fullmatch(text):
+        raise LimitError(f"{what} '{text}' is not a plain decimal integer (digits 0-9, e.g. 1024)")
+    return int(text)
+
+
+def check_products(products: int, what: str, limit: int = MAX_PRODUCTS, why: str = "Strassen at 4 levels") -> None:
+    if products > limit:
+        raise LimitError(f"{what} has {products:,} products, above the limit of {limit:,} ({why})")
