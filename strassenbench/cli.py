@@ -405,11 +405,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
         biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
         _check_memory(biggest.m, biggest.n, biggest.k)
-        print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
-              file=sys.stderr)
     backend = _backend(args.engine, args.expect_device, args.timing)
     try:
         backend.check_timing(args.build_dir)
+        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
+        if args.engine == "numpy":
+            print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
+                  file=sys.stderr)
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
                           build_dir=args.build_dir, progress=False if args.no_progress else None)
     except (ValueError, CudaError) as err:  # an --out that is not a results file, or of another timing; no build
