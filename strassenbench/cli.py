@@ -161,7 +161,7 @@ def _check_work(args: argparse.Namespace) -> None:
 
 
 FOLDER_OUTPUTS = ("build", "report", "compare")  # commands whose --out is a folder
-_RESULT_KIND = {"memlimit": "memlimit", "verify": "verify"}  # results a command writes (bench: its own reader)
+_RESULT_KIND = {"memlimit": "memlimit", "verify": "verify", "bench": "bench"}  # the results a command writes
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -180,10 +180,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
         from .results import kind_of
 
         with open(out, "rb") as handle:
-            header = handle.readline(4096).decode("utf-8", errors="replace").strip().split(",")
+            head = handle.readline(4096)
+        header = head.decode("utf-8", errors="replace").strip().split(",")
         found = kind_of(header)
         if found is None or found.name != kind:
             what = f"a {found.name} results file" if found else f"it begins {','.join(header)[:30]!r}"
+            if not head.strip() or b"\0" in head:
+                what = "an empty file" if not head.strip() else "not a CSV file: binary data"
             raise UsageError(f"output {out} is not a {kind} results file ({what}): give another --out, or remove it "
                              "first")
 
@@ -424,6 +427,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_memlimit(args: argparse.Namespace) -> int:
     from .bench.memlimit import COLUMNS, memlimit
 
+    for name in args.impl:  # an implementation this engine does not run is a mistake, not an empty row
+        get_impl(name).check(args.engine, None, None)
     backend = _backend(args.engine, args.expect_device)
     if args.out:
         check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))

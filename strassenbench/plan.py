@@ -121,6 +121,10 @@ def make_plan(algorithm: str, levels: int, m: int, k: int, n: int) -> Plan:
     except AlgorithmError as err:
         raise PlanError(str(err)) from None
     if levels > limit:
+        trivial = [name for name in split_spec(algorithm) if get_algorithm(name).dims == (1, 1, 1)]
+        if trivial:
+            raise PlanError(f"algorithm {trivial[0]} is 1x1x1: it splits no dimension, so no level of it applies "
+                            "(it is the plain product; use --levels 0)")
         raise PlanError(f"{levels} levels is more than the shape {m}x{k}x{n} allows (at most {limit})")
     alg = multilevel(algorithm, levels)
     gm, gk, gn = alg.dims

@@ -113,7 +113,9 @@ def test_resume_after_a_cut_row_measures_exactly_that_point(square: Path, tmp_pa
 def test_collect_keeps_integers_and_refuses_mixed_kinds(square: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "all.csv"
-    assert main(["collect", str(square), str(square), "--out", str(out)]) == 0
+    copy = tmp_path / "again.csv"  # the same rows in another file (the same file twice is refused: test_robust)
+    copy.write_bytes(square.read_bytes())
+    assert main(["collect", str(square), str(copy), "--out", str(out)]) == 0
     joined = pd.read_csv(out)
     assert len(joined) == 6 and joined["m"].dtype == "int64" and "32.0" not in out.read_text()
     assert main(["collect", str(square), str(FIXTURES / "gpu_a" / "memlimit.csv"), "--out", str(tmp_path / "x.csv")]) == 2
@@ -178,7 +180,7 @@ def test_names_in_any_case() -> None:
     assert args.strategy == "best"
 
 
-@pytest.mark.parametrize(("content", "message"), [(b"", "empty file"), (b"\x00\x01binary", "not a CSV file")])
+@pytest.mark.parametrize(("content", "message"), [(b"", "an empty file"), (b"\x00\x01binary", "not a CSV file")])
 def test_bench_resume_refuses_an_empty_or_binary_file(content: bytes, message: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "square.csv"

@@ -124,9 +124,11 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         if budget is None:
             raise ValueError("memlimit on numpy needs --memory-budget (a cap on the host, e.g. 256MiB)")
         free = budget
+    from tqdm import tqdm
+
     rows = []
     gpu = backend.tags()["gpu"]
-    for name in impls:
+    for name in tqdm(impls, desc=f"memlimit {backend.engine}", unit="impl", disable=None):  # a bar on a terminal
         impl = get_impl(name)
         n = predict_max_n(name, dtype, free, step)
         row = {"gpu": gpu, "engine": backend.engine, "impl": name, "label": impl.label,

@@ -205,7 +205,11 @@ def _load(out: Path) -> pd.DataFrame:
     def cut(line: int) -> None:
         print(f"strassenbench: {out} line {line} was cut short; that point is measured again", file=sys.stderr)
 
-    return read_results(out, "bench", on_cut=cut)  # strategy_request, scheme_request: text, "" when blank
+    frame = read_results(out, "bench", on_cut=cut)  # strategy_request, scheme_request: text, "" when blank
+    for column in ("strategy_request", "scheme_request"):  # a file written without them (a collected table)
+        if column not in frame:
+            frame[column] = ""
+    return frame
 
 
 def _key_of(row: dict | pd.Series) -> tuple:

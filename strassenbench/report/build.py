@@ -287,7 +287,7 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
     The report is made in a folder beside ``out`` and its files are moved into ``out`` only when every one of
     them was made: a report that fails leaves ``out`` as it was. Other files of ``out`` (its README, tables
     other steps wrote) stay."""
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial.", dir=out.parent))
     try:
         written = _build_report(data, out, stage, resources_path)
