@@ -55,6 +55,7 @@ class Kind:
     text: tuple[str, ...]  # read as strings, never as numbers
     later: tuple[str, ...] = ()  # in ``columns`` but not required: blank when a file predates them
     times: tuple[str, ...] = ()  # numbers that are durations: finite and non-negative where given
+    booleans: tuple[str, ...] = ()  # True/False (as pandas writes them), read as bool: never as truthy strings
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -71,7 +72,8 @@ KINDS = {
                    "strategy_request", "scheme_request", "timing"), BENCH_LATER,
                   ("time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "host_enqueue_s")),
     "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
-                     ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message")),
+                     ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message"),
+                     booleans=("confirmed",)),
     "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
                    ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme")),
 }
@@ -139,7 +141,11 @@ def read_results(path: str | Path, kind: str | None = None, *,
             line = int(bad.to_numpy().argmax()) + 2
             raise ResultsError(f"{path}: line {line}: column {column!r} is not {what}: {frame[column][bad].iloc[0]!r}")
 
-    for column in (c for c in header if c not in expected.text):
+    for column in (c for c in header if c in expected.booleans):
+        words = frame[column].str.strip().str.lower()
+        refuse(column, ~words.isin(["true", "false"]), "True or False")
+        frame[column] = words == "true"
+    for column in (c for c in header if c not in expected.text and c not in expected.booleans):
         parsed = pd.to_numeric(frame[column], errors="coerce")
         not_number = parsed.isna() & (frame[column].str.strip() != "")
         if column in expected.integers:

@@ -321,3 +321,24 @@ def test_the_workflow_says_the_config_error_in_a_few_lines_and_takes_yaml_types(
         assert len([line for line in error[1:] if line.strip() and not line.startswith("  File ")]) <= 3, error
     proc = snakemake(["-n", "--config", "streams=[2]", "profile=smoke", "backend=numpy"], workdir)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_the_claims_table_says_what_the_memory_limits_say(tmp_path: Path, confirmed: bool) -> None:
+    """`confirmed` is read as a boolean by the checked reader: the claims table and the memory-limit table
+    cannot disagree (a False written as text was once truthy)."""
+    from strassenbench.report.analysis import claims
+    from strassenbench.results import read_results
+
+    frame = pd.read_csv(FIXTURE / "memlimit.csv", dtype=str, keep_default_na=False)
+    frame["confirmed"] = str(confirmed)
+    path = tmp_path / "memlimit.csv"
+    frame.to_csv(path, index=False)
+    memlimit = read_results(path)
+    assert memlimit["confirmed"].dtype == bool and (memlimit["confirmed"] == confirmed).all()
+    verdicts = [v for v in claims(pd.DataFrame(), memlimit)["this run"] if "confirmed" in v]
+    assert verdicts and all(("not confirmed" in v) != confirmed for v in verdicts)
+    frame["confirmed"] = "maybe"
+    frame.to_csv(path, index=False)
+    with pytest.raises(Exception, match="True or False"):
+        read_results(path)

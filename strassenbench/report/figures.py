@@ -236,10 +236,10 @@ def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> list[
         _empty(ax, "no memlimit results in this run")
     else:
         rows = memlimit.iloc[::-1]
-        colors = ["tab:green" if str(c).lower() == "true" else "tab:grey" for c in rows["confirmed"]]
+        colors = ["tab:green" if bool(c) else "tab:grey" for c in rows["confirmed"]]  # typed by the reader
         ax.barh(rows["label"].astype(str), rows["predicted_n"], color=colors)
         for y, (n, confirmed) in enumerate(zip(rows["predicted_n"], rows["confirmed"])):
-            note = "confirmed by a run" if str(confirmed).lower() == "true" else "not confirmed"
+            note = "confirmed by a run" if bool(confirmed) else "not confirmed"
             ax.annotate(f" {int(n):,} ({note})", (n, y), va="center", fontsize=7)
         free = int(memlimit["free_bytes"].iloc[0])
         ax.set_title(f"Largest square problem that fits: {device}, {free / 2**30:,.2f} GiB free")
