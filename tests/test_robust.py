@@ -319,8 +319,9 @@ def test_the_workflow_says_the_config_error_in_a_few_lines_and_takes_yaml_types(
         assert proc.returncode != 0 and message in text, text[-2000:]
         error = text[text.index("WorkflowError"):].splitlines()
         assert len([line for line in error[1:] if line.strip() and not line.startswith("  File ")]) <= 3, error
-    proc = snakemake(["-n", "--config", "streams=[2]", "profile=smoke", "backend=numpy"], workdir)
+    proc = snakemake(["-n", "--config", "streams=[2]", "backend=numpy"], workdir)  # the paper profile, asked
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "profile paper replaced by smoke" in proc.stderr and "assume_gpu=" in proc.stderr  # said, not silent
 
 
 @pytest.mark.parametrize("confirmed", [True, False])

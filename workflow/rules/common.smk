@@ -104,6 +104,10 @@ if BACKEND != "cuda":
         "emulator for the implementation checks) at smoke sizes; no GPU number will be produced.",
         file=sys.stderr,
     )
+    if config["profile"] != PROFILE:  # said, not done silently
+        print(f"strassenbench: profile {config['profile']} replaced by {PROFILE}: its sizes need a GPU; to plan "
+              f"the {config['profile']} run without one: snakemake -n --config profile={config['profile']} "
+              "assume_gpu=NAME@sm_XY", file=sys.stderr)
 
 
 def verify_cases():
