@@ -83,8 +83,8 @@ def test_one_writer_per_output(bench_folder: Path, capsys) -> None:  # noqa: ANN
 
 def test_a_second_process_on_the_same_out_is_refused_and_no_row_is_lost(bench_folder: Path) -> None:
     out = bench_folder / "square.csv"
-    argv = [sys.executable, "-m", "strassenbench", "bench", "--impl", "gemm,strassen1,cublas", "--sizes", "32,48,64",
-            "--out", str(out), "--max-time", "0.4", "--warmup-time", "0", "--no-progress"]
+    argv = [sys.executable, "-m", "strassenbench", "bench", "--impl", "gemm,strassen1,cublas", "--sizes",
+            "32,48,64,80,96,112", "--out", str(out), "--max-time", "0.4", "--warmup-time", "0", "--no-progress"]
     first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not list(bench_folder.glob(".square.csv.lock")) and time.time() < deadline:
@@ -93,7 +93,7 @@ def test_a_second_process_on_the_same_out_is_refused_and_no_row_is_lost(bench_fo
     first.communicate()
     assert first.returncode == 0 and second.returncode == 2, second.stderr
     assert "another strassenbench" in second.stderr
-    assert len(pd.read_csv(out)) == 1 + 8  # the fixture's point and the first run's eight new ones
+    assert len(pd.read_csv(out)) == 1 + 17  # the fixture's point and the first run's 17 new ones
 
 
 def test_one_device_per_folder(bench_folder: Path, capsys) -> None:  # noqa: ANN001
