@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import __version__
 from .algebra.algorithm import AlgorithmError, algorithm_names, get_algorithm
-from .algebra.levels import level_names, spec_levels, split_spec
+from .algebra.levels import plan_products, spec_levels, split_spec
 from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES, FUSED_ENGINES
@@ -30,7 +30,7 @@ from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
 from .impls import ImplError, get_impl, table as impls_table
-from .io import OutputError, check_replace, output_lock, write_atomic, write_table
+from .io import OutputError, check_replace, first_line, output_lock, write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
 from .model.perf import MODELED_IMPLS, ModelError, load_resources, modeled
@@ -128,8 +128,6 @@ def _bounded(minimum: int, maximum: int, why: str) -> Callable[[str], int]:
     return parse
 
 
-
-
 def _check_output(path: str | Path) -> None:
     """An output file checked before any work is done: not a folder, and its folder a folder (created when
     missing) that can be written to."""
@@ -155,8 +153,8 @@ def _check_work(args: argparse.Namespace) -> None:
         return
     _check_spec_levels(args.algorithm, levels)
     if args.command == "schedule":
-        count = math.prod(get_algorithm(name).rank for name in level_names(args.algorithm, levels))
-        check_products(count, f"the schedule of {levels} levels of {args.algorithm}", MAX_SCHEDULE_PRODUCTS,
+        check_products(plan_products(args.algorithm, levels), f"the schedule of {levels} levels of {args.algorithm}",
+                       MAX_SCHEDULE_PRODUCTS,
                        "3 levels of Strassen: the scheduler's search grows with the square of the products")
 
 
@@ -179,8 +177,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if kind and getattr(args, "format", "csv") == "csv" and Path(out).is_file():
         from .results import kind_of
 
-        with open(out, "rb") as handle:
-            head = handle.readline(4096)
+        head = first_line(out)
         header = head.decode("utf-8", errors="replace").strip().split(",")
         found = kind_of(header)
         if found is None or found.name != kind:
@@ -381,10 +378,11 @@ def _criterion(args: argparse.Namespace):  # noqa: ANN202
                      throttle_threshold=args.throttle_threshold)
 
 
-def _backend(engine: str, expect_device: str | None = None, timing: str | None = None):  # noqa: ANN202
+def _backend(engine: str, expect_device: str | None = None, timing: str | None = None,  # noqa: ANN202
+             out: str | None = None):
     """The engine's backend (timing by ``timing``); with ``expect_device`` (a data/<device> folder name), refused
     unless it measures that device: on a cluster, a job given another GPU model than its folder is for writes
-    nothing."""
+    nothing. With ``out``, refused when its folder holds another device's results (one device per folder)."""
     from .bench.backends import make_backend
     from .device import slug
 
@@ -396,6 +394,8 @@ def _backend(engine: str, expect_device: str | None = None, timing: str | None =
     if expect_device is not None and measured != expect_device:
         raise UsageError(f"this job measures {measured}, but its results are for data/{expect_device}: "
                          "the scheduler gave it another GPU (check the gpus config and gpu_model)")
+    if out:
+        check_folder_device(Path(out).parent, str(backend.tags()["gpu"]))
     return backend
 
 
@@ -408,10 +408,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
         biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
         _check_memory(biggest.m, biggest.n, biggest.k)
-    backend = _backend(args.engine, args.expect_device, args.timing)
+    backend = _backend(args.engine, args.expect_device, args.timing, args.out)
     try:
         backend.check_timing(args.build_dir)
-        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
         if args.engine == "numpy":
             print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
                   file=sys.stderr)
@@ -429,9 +428,7 @@ def _cmd_memlimit(args: argparse.Namespace) -> int:
 
     for name in args.impl:  # an implementation this engine does not run is a mistake, not an empty row
         get_impl(name).check(args.engine, None, None)
-    backend = _backend(args.engine, args.expect_device)
-    if args.out:
-        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
+    backend = _backend(args.engine, args.expect_device, out=args.out)
     try:
         rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
     except ValueError as err:
@@ -459,10 +456,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
     from .bench.runner import system_json
 
-    backend = _backend(args.engine, args.expect_device)
-    if args.out:
-        check_folder_device(Path(args.out).parent, str(backend.tags()["gpu"]))
-    text = system_json(backend)
+    text = system_json(_backend(args.engine, args.expect_device, out=args.out))
     if args.out:
         write_atomic(args.out, text)
     else:
@@ -479,8 +473,12 @@ def _counts(text: str) -> tuple[int, int, int]:
 
 
 def _plain_positive(text: str) -> bool:
-    """Plain ASCII digits of a positive integer (not ' 64', '1_024' or another script's digits)."""
-    return text.isascii() and text.isdigit() and int(text) > 0
+    """A positive integer in plain ASCII digits (strassenbench.limits.decimal: not ' 64', '1_024' or another
+    script's digits)."""
+    try:
+        return decimal(text) > 0
+    except LimitError:
+        return False
 
 
 def _shapes(text: str) -> list[tuple[int, int, int]]:
@@ -638,7 +636,7 @@ def _algorithm(text: str) -> str:
 def _plan(text: str) -> tuple[str, int]:
     """SPEC:L, e.g. grey322-11-50:1 or grey322-11-50+strassen:2."""
     spec, sep, levels = text.rpartition(":")
-    if not sep or not (levels.isascii() and levels.isdigit()):
+    if not sep or not (_plain_positive(levels) or levels == "0"):
         raise argparse.ArgumentTypeError(f"a plan is ALGORITHM:LEVELS, e.g. grey322-11-50:1: {text!r}")
     if int(levels) > MAX_LEVELS:
         raise argparse.ArgumentTypeError(f"{text}: {levels} levels is above the maximum {MAX_LEVELS}")
@@ -655,8 +653,7 @@ def _check_spec_levels(spec: str, levels: int) -> None:
     if fixed is not None and fixed != levels:
         raise LimitError(f"algorithm spec '{spec}' has {fixed} levels, not {levels} (give --levels {fixed}, or as "
                          "many parts as levels)")
-    check_products(math.prod(get_algorithm(name).rank for name in level_names(spec, levels)),
-                   f"{levels} levels of {spec}")
+    check_products(plan_products(spec, levels), f"{levels} levels of {spec}")
 
 
 def _gpu(name: str) -> GPUSpec:

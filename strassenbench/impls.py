@@ -16,7 +16,6 @@ schedule on NumPy arrays. Timings of stand-ins say nothing about a GPU.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ from functools import partial
 
 import numpy as np
 
-from .algebra.algorithm import AlgorithmError, get_algorithm
-from .algebra.levels import level_names, spec_levels
+from .algebra.algorithm import AlgorithmError
+from .algebra.levels import plan_products, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.launch import SCHEMES, param_bytes
 from .gemm import check_operands
@@ -245,8 +244,7 @@ def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
     if levels > MAX_LEVELS:
         raise ImplError(f"{algorithm}x{levels}: {levels} levels is above the maximum {MAX_LEVELS}")
     try:
-        ranks = [get_algorithm(name).rank for name in level_names(algorithm, levels)]
-        check_products(math.prod(ranks), f"{levels} levels of {algorithm}")
+        check_products(plan_products(algorithm, levels), f"{levels} levels of {algorithm}")
     except (AlgorithmError, LimitError) as err:
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"

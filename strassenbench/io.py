@@ -12,29 +12,34 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["OutputError", "write_atomic", "render", "write_table", "check_replace", "output_lock"]
+__all__ = ["OutputError", "write_atomic", "render", "write_table", "first_line", "check_replace", "output_lock"]
 
 
 class OutputError(ValueError):
     """An output that must not be written: another kind of file is there, or another process writes it."""
 
 
-def check_replace(path: str | os.PathLike[str], first_line: str) -> None:
-    """OutputError unless ``path`` is absent or a file whose first line is ``first_line`` (the same kind of table:
-    a rerun may replace its own output, never another command's file)."""
+def first_line(path: str | os.PathLike[str]) -> bytes:
+    """The first line of a file (at most 4 KiB of it), as bytes: what tells one kind of output from another."""
+    with open(path, "rb") as handle:
+        return handle.readline(4096)
+
+
+def check_replace(path: str | os.PathLike[str], header: str) -> None:
+    """OutputError unless ``path`` is absent or a file whose first line is ``header`` (the same kind of table: a
+    rerun may replace its own output, never another command's file)."""
     target = Path(path)
     if not target.exists():
         return
     if not target.is_file():
         raise OutputError(f"output {target} is not a regular file")
     try:
-        with target.open("rb") as handle:
-            head = handle.readline(4096).decode("utf-8").rstrip("\r\n")
+        head = first_line(target).decode("utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError):
         head = None
-    if head != first_line.rstrip("\r\n") and target.stat().st_size > 0:
+    if head != header.rstrip("\r\n") and target.stat().st_size > 0:
         raise OutputError(f"output {target} holds something else (it begins {head[:40]!r} and this writes "
-                          f"{first_line[:40]!r}): give another --out, or remove it first" if head is not None else
+                          f"{header[:40]!r}): give another --out, or remove it first" if head is not None else
                           f"output {target} holds something else (not text): give another --out, or remove it first")
 
 

@@ -9,13 +9,14 @@ Strassen inside each of its blocks, a <6,4,4;77> algorithm. Nothing multi-level 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
 
 from .algorithm import Algorithm, AlgorithmError, get_algorithm
 
-__all__ = ["CHECK_ENTRIES", "multilevel", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
+__all__ = ["CHECK_ENTRIES", "multilevel", "plan_products", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
 
 # Multi-level results are checked again, so an indexing mistake cannot pass silently: by the full Brent
 # tensor while it has at most this many entries, by exact random products beyond.
@@ -46,6 +47,12 @@ def level_names(spec: str, levels: int) -> tuple[str, ...]:
     if levels > len(parts):
         raise AlgorithmError(f"algorithm spec '{spec}' has {len(parts)} levels, not {levels}")
     return parts[:levels]
+
+
+def plan_products(spec: str, levels: int) -> int:
+    """The products of ``levels`` levels of ``spec``: the ranks of its levels multiplied (7^L for Strassen),
+    known without building the Kronecker product (strassenbench.limits bounds it before any work)."""
+    return math.prod(get_algorithm(name).rank for name in level_names(spec, levels))
 
 
 def identity_algorithm(name: str) -> Algorithm:

@@ -27,7 +27,7 @@ from ..accuracy import bound_from_norms
 from ..engines import FUSED_ENGINES
 from ..impls import get_impl
 from ..io import write_atomic
-from ..results import BENCH_COLUMNS, check_folder_device, read_results
+from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import append_samples, samples_path
 from ..strategies import STRATEGIES
 from .backends import Backend, is_oom
@@ -226,9 +226,8 @@ def run_sweep(
     from tqdm import tqdm
 
     out = Path(out)
-    check_folder_device(out.parent, str(backend.tags()["gpu"]))  # before anything is written there
     frame = _load(out)
-    modes = sorted(set(frame["timing"].astype(str)) - {"", backend.timing}) if "timing" in frame else []
+    modes = sorted(timing_modes(frame) - {backend.timing})
     if modes:
         raise ValueError(f"{out} holds rows timed by {', '.join(modes)}; this run times by {backend.timing}: every "
                          f"row of a sweep is timed alike (another --out, or --timing {modes[0]})")
