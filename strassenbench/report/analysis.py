@@ -53,35 +53,75 @@ def _fmt(value: object, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def claims(frame: pd.DataFrame, memlimit: pd.DataFrame | None) -> pd.DataFrame:
-    """The paper's headline numbers beside this run's, with how each was computed."""
+def _best(frame: pd.DataFrame, impl: str, baseline: str) -> tuple[float, int] | None:
+    """(largest time(baseline) / time(impl), at which size) over the square sweep (float32), or None."""
+    s = speedups(frame, baseline)
+    s = s[(s["sweep"] == "square") & (s["dtype"] == "float32") & (s["impl"] == impl)] if not s.empty else s
+    if s.empty:
+        return None
+    row = s.loc[s["speedup"].idxmax()]
+    return float(row["speedup"]), int(row["x"])
+
+
+NOT_MEASURED = "not measured"
+
+# The paper's headline numbers (V100, Secs. s:gpu_intro and s:gpu_exp), each with the implementation and the
+# quantity it is about: (claim, paper's value, impl, baseline or memlimit).
+PAPER_CLAIMS = (
+    ("1-level (ours): break-even with cuBLAS", "1,536", "strassen1", "break-even"),
+    ("1-level (ours): best speedup over cuBLAS", "1.11x", "strassen1", "cublas"),
+    ("2-level hybrid (ours): break-even with cuBLAS", "7,680", "strassen2-hybrid", "break-even"),
+    ("2-level hybrid (ours): best speedup over cuBLAS", "1.19x", "strassen2-hybrid", "cublas"),
+    ("2-level hybrid (ours): best speedup over CUTLASS", "1.22x", "strassen2-hybrid", "cutlass"),
+    ("1-level reference: break-even with cuBLAS", "7,168", "strassen1-ref", "break-even"),
+    ("2-level reference: break-even with cuBLAS", "13,312", "strassen2-ref", "break-even"),
+    # Sec. s:gpu_exp: "our 1-level Strassen can compute [...] as large as 36,000, while the reference
+    # implementation runs out of memory after reaching 22,500", beside "the 1-level reference implementation
+    # consumes much more memory": both numbers are 1-level ones.
+    ("largest square n, 1-level (ours), 16 GB V100", "36,000", "strassen1", "memlimit"),
+    ("largest square n, 1-level reference, 16 GB V100", "22,500", "strassen1-ref", "memlimit"),
+)
+
+
+def claims(frame: pd.DataFrame, memlimit: pd.DataFrame | None, measured_on: str = "this run",
+           model: pd.DataFrame | None = None, model_gpu: str = "") -> pd.DataFrame:
+    """The paper's headline numbers beside this run's, each saying whether it was measured (and on what), is
+    the model's prediction (``model``: its square sweep, our GEMM in CUTLASS's place) or was not measured."""
     rows = []
+    measured, predicted = f"measured on {measured_on}", f"model (prediction for {model_gpu})"
 
-    def add(claim: str, paper: str, value: str, how: str) -> None:
-        rows.append({"claim": claim, "paper (V100)": paper, "this run": value, "how it is computed": how})
+    def add(claim: str, paper: str, value: str, status: str, how: str) -> None:
+        rows.append({"claim": claim, "paper (V100)": paper, "this run": value, "status": status,
+                     "how it is computed": how})
 
-    how_x = ("smallest size of the square sweep from which {impl} is faster than cuBLAS at every larger size "
-             "(float32, median times)")
-    how_s = "largest time(cuBLAS) / time({impl}) over the square sweep (float32)"
-    for impl, name, paper_x, paper_s in (
-        ("strassen1", "1-level (ours)", "1,536", "1.11x"),
-        ("strassen2-hybrid", "2-level hybrid (ours)", "7,680", "1.19x"),
-        ("strassen1-ref", "1-level reference", "7,168", ""),
-        ("strassen2-ref", "2-level reference", "13,312", ""),
-    ):
-        cross = measured_crossover(frame, impl)
-        add(f"{name}: break-even with cuBLAS", paper_x, _fmt(cross["stable"]) if cross else "no data",
-            how_x.format(impl=impl))
-        if paper_s:
-            add(f"{name}: best speedup over cuBLAS", paper_s,
-                f"{cross['max_speedup']:.2f}x at {cross['at']:,}" if cross else "no data", how_s.format(impl=impl))
-    if memlimit is not None and not memlimit.empty:
-        by = memlimit.set_index("impl")
-        for impl, paper in (("strassen1", "36,000"), ("strassen2-ref", "22,500")):
-            if impl in by.index:
-                r = by.loc[impl]
-                value = f"{int(r['predicted_n']):,} ({'confirmed' if bool(r['confirmed']) else 'not confirmed'})"
-                add(f"largest square n, {r['label']} (16 GB V100 in the paper)", paper, value,
-                    f"memlimit: largest multiple of {int(r['step'])} with 3n^2 sizeof(T) + declared extra <= "
-                    f"{int(r['free_bytes']):,} free bytes, then run at n and n + step")
+    mem = memlimit.set_index("impl") if memlimit is not None and not memlimit.empty else None
+    for claim, paper, impl, what in PAPER_CLAIMS:
+        if what == "break-even":
+            cross = measured_crossover(frame, impl)
+            add(claim, paper, _fmt(cross["stable"]) if cross else "-", measured if cross else NOT_MEASURED,
+                f"smallest size of the square sweep from which {impl} is faster than cuBLAS at every larger "
+                "size (float32, median times)")
+        elif what == "memlimit":
+            if mem is None or impl not in mem.index:
+                add(claim, paper, "-", NOT_MEASURED, f"memlimit of {impl}")
+                continue
+            r = mem.loc[impl]
+            confirmed = bool(r["confirmed"])  # a boolean column (results.read_results), never a string
+            add(claim, paper, f"{int(r['predicted_n']):,} ({'confirmed' if confirmed else 'not confirmed'})",
+                measured if confirmed else "model (memory formula; the run did not confirm it)",
+                f"memlimit: largest multiple of {int(r['step'])} with 3n^2 sizeof(T) + declared extra <= "
+                f"{int(r['free_bytes']):,} free bytes, then run at n and n + step")
+        else:
+            best = _best(frame, impl, what)
+            how = f"largest time({what}) / time({impl}) over the square sweep (float32)"
+            if best:
+                add(claim, paper, f"{best[0]:.2f}x at {best[1]:,}", measured, how)
+            elif what == "cutlass" and model is not None and not model.empty:
+                square = model[(model["sweep"] == "square") & model["impl"].isin(["gemm", impl])]
+                cross = crossover(square, impl, "gemm")
+                add(claim, paper, f"{cross['max_speedup']:.2f}x at {cross['at']:,}", predicted,
+                    f"the model's largest time(gemm) / time({impl}) over the square sweep: our GEMM's model in "
+                    "CUTLASS's place, as in the paper's Sec. s:analysis")
+            else:
+                add(claim, paper, "-", NOT_MEASURED, how)
     return pd.DataFrame(rows)

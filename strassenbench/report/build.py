@@ -24,22 +24,24 @@ from ..io import write_atomic
 from ..impls import algorithm_impl, get_impl
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
-from ..model.perf import MODELED_IMPLS, load_resources
+from ..model.perf import MODELED_IMPLS, active_blocks, load_resources
 from ..model.predict import crossover, predict
+from ..occupancy import ARCHS
 from ..results import ResultsError, folder_devices, read_results, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
-from .figures import (fig_algorithms, fig_intro_comparison, fig_memlimit, fig_model_square, fig_model_sweeps,
-                      fig_stra_square)
+from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, fig_intro_comparison, fig_memlimit,
+                      fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more, label_of)
+from .palette import PAPER_LINES
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
-REPORT_FIGURES = ["fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_algorithms",
-                  "fig_memlimit"]
-REPORT_TABLES = ["strategies", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "model_bounds",
-                 "model_crossover", "algorithms", "kernel_resources", "memory_limits", "numerical_error",
-                 "numerical_error_checks", "claims"]
+REPORT_FIGURES = ["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_model_square",
+                  "fig_model_sweeps", "fig_algorithms", "fig_memlimit"]
+REPORT_TABLES = ["block_sizes", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "occupancy",
+                 "model_bounds", "model_crossover", "algorithms", "kernel_resources", "memory_limits",
+                 "numerical_error", "numerical_error_checks", "claims"]
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame | None:
@@ -106,13 +108,28 @@ def spec_for(system: dict, sweeps: pd.DataFrame) -> tuple[GPUSpec, bool]:
     return SPECS["V100"], False
 
 
+def _cell(value: object) -> object:
+    """A table cell as a reader wants it: whole numbers with thousands separators (11,780, never 1.178e+04),
+    other numbers to four significant digits (small ones in scientific notation), text as it is."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
+        return value
+    if value != value:  # NaN
+        return ""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
 def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, str]:
-    """(markdown, html) of a table, or of a one-line note when there is nothing to show."""
+    """(markdown, html) of a table, or of a one-line note when there is nothing to show; the HTML table scrolls
+    sideways inside its own box when it is wider than the page."""
     if frame is None or frame.empty:
         return f"_{empty}_\n", f"<p class='note'>{html.escape(empty)}</p>"
-    frame = frame.astype(object).where(frame.notna(), "")
-    return frame.to_markdown(index=False) + "\n", frame.to_html(index=False, border=0, classes="table",
-                                                              float_format=lambda v: f"{v:.4g}")
+    frame = frame.astype(object).where(frame.notna(), "").map(_cell)
+    table = frame.to_html(index=False, border=0, classes="table")
+    return frame.to_markdown(index=False, disable_numparse=True) + "\n", f"<div class='scroll'>{table}</div>"
 
 
 def _device(run: dict) -> str:
@@ -163,29 +180,78 @@ def _algorithm_table(run: dict, impls: list[str], model: pd.DataFrame) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
-            sweeps_model: pd.DataFrame, algorithms_model: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
+def _notation(spec: GPUSpec) -> pd.DataFrame:
+    """Figure tab:notation, all 17 rows: the paper's value (V100) and this model GPU's where it is a number."""
+    paper = SPECS["V100"]
+    rates = (("tau_flop", "arithmetic operation throughput", spec.tau_flop(), paper.tau_flop(), "TFLOPS"),
+             ("tau_gmop", "global memory bandwidth (read-only cache included)", spec.tau_gmop, paper.tau_gmop,
+              "TMOPS (TB/s)"),
+             ("tau_smop", "shared memory bandwidth", spec.tau_smop, paper.tau_smop, "TMOPS (TB/s)"))
+    rows = [(name, text, f"{theirs / 1e12:.2f} {unit}", f"{ours / 1e12:.2f} {unit}")
+            for name, text, ours, theirs, unit in rates]
+    formulas = [
+        ("T", "total execution time (in seconds)", "max(T_flop, T_gmop, T_smop)"),
+        ("t_x t_y", "number of threads per thread block", "(m_S n_S) / (m_R n_R)"),
+        ("N_flop^x", "total flops for GEMM per thread block", "2 m_S n_S k"),
+        ("N_flop^+(A)", "extra + operations for operand A", "(W_A - 1) m_S k"),
+        ("N_flop^+(B)", "extra + operations for operand B", "(W_B - 1) n_S k"),
+        ("N_flop^+(C)", "extra + operations for operand C", "(W_C - 1) m_S n_S"),
+        ("N_flop", "total flops per thread block", "Eq. (eqn:n_flop)"),
+        ("T_flop", "time for arithmetic operations", "Eq. (eqn:t_flop)"),
+        ("N_gmop(X)", "global mops per block for operand X", "Eqs. (eqn:AB_gr_rs), (eqn:C_rg)"),
+        ("N_gmop", "global memory operations per block", "Eq. (eqn:n_gmop)"),
+        ("T_gmop", "time for global memory operations", "Eq. (eqn:t_gmop)"),
+        ("N_smop(X)", "shared mops per block for operand X", "Eqs. (eqn:AB_gr_rs), (eqn:AB_sr)"),
+        ("N_smop", "shared operations per block", "Eq. (eqn:n_smop)"),
+        ("T_smop", "time for shared memory operations", "Eq. (eqn:t_smop)"),
+    ]
+    rows += [(name, text, value, value) for name, text, value in formulas]
+    return pd.DataFrame(rows, columns=["notation", "description", f"value ({paper.name}, paper)",
+                                       f"value ({spec.name})"])
+
+
+def _block_sizes() -> pd.DataFrame:
+    """Figure tab:gpu_block_size: the six strategies, with the threads and shared memory they imply."""
+    return pd.DataFrame([{
+        "strategy": s.name, "m_S": s.m_S, "n_S": s.n_S, "k_S": s.k_S, "m_R": s.m_R, "n_R": s.n_R,
+        "m_W / m_R": s.warp_m, "n_W / n_R": s.warp_n, "threads": s.threads, "smem bytes (float32)": s.smem_bytes(4)}
+        for s in STRATEGIES.values()])
+
+
+# The paper's footnote to #blocks (Sec. s:perf_predict): active blocks per SM on a V100 for these kernels.
+OCCUPANCY_KERNELS = (("Small", "GEMM", (1, 1, 1), "24"), ("Small", "1-level Var#0", (2, 2, 2), "20"),
+                     ("Small", "2-level Var#0", (4, 4, 4), "18"), ("Huge", "GEMM", (1, 1, 1), "2"),
+                     ("Huge", "1-level Var#0", (2, 2, 2), "2"), ("Huge", "2-level Var#0", (4, 4, 4), "2"))
+
+
+def _occupancy(resources: pd.DataFrame | None) -> pd.DataFrame:
+    """The footnote's active blocks per SM beside ours on sm_70, sm_80 and sm_90: from the build's
+    resources.csv (ptxas's registers) where that architecture was built, else from the paper's register
+    formula, Eq. (constrain_reg), marked "(formula)"."""
+    rows = []
+    for strategy, kernel, w, paper in OCCUPANCY_KERNELS:
+        s = STRATEGIES[strategy]
+        row = {"strategy": strategy, "kernel": kernel, "W_A, W_B, W_C": ", ".join(map(str, w)),
+               "paper (V100)": paper}
+        for arch, limits in ARCHS.items():
+            spec = next(spec for spec in SPECS.values() if spec.arch == arch)
+            blocks, source = active_blocks(spec, s, w, "float32", resources)
+            row[arch] = f"{blocks}" if source == "resources.csv" else f"{blocks} (formula)"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_model: pd.DataFrame,
+            algorithms_model: pd.DataFrame, model_gpu: str) -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
     crossovers are read from it)."""
     sweeps = run["sweeps"]
-    strategies = pd.DataFrame([{
-        "strategy": s.name, "m_S": s.m_S, "n_S": s.n_S, "k_S": s.k_S, "m_R": s.m_R, "n_R": s.n_R, "m_W": s.m_W,
-        "n_W": s.n_W, "threads": s.threads, "smem bytes (f32)": s.smem_bytes(4)} for s in STRATEGIES.values()])
     var_tables = {}
     for levels in (1, 2):
         var_tables[f"variants_L{levels}"] = pd.DataFrame([{
             "Var#": v.number, "W_A": v.W_A, "W_B": v.W_B, "W_C": v.W_C, "Cnt#": v.count,
             "products": " ".join(p.name for p in v.products)} for v in variants("strassen", levels)])
     stages = pd.DataFrame([{**r, "product": r["product"].describe()} for r in schedule("strassen", 1, 2).rows()])
-    notation = pd.DataFrame([
-        {"symbol": "tau_flop", "meaning": "peak FP32 flops (2 x cores x SMs x clock)", "value": f"{spec.tau_flop():.4g} /s"},
-        {"symbol": "tau_gmop", "meaning": "global-memory bandwidth, read-only cache included", "value": f"{spec.tau_gmop:.4g} B/s"},
-        {"symbol": "tau_smop", "meaning": "shared-memory bandwidth", "value": f"{spec.tau_smop:.4g} B/s"},
-        {"symbol": "SMs", "meaning": "streaming multiprocessors", "value": spec.sm_count},
-        {"symbol": "clock", "meaning": "boost clock", "value": f"{spec.boost_clock_hz / 1e9:.3f} GHz"},
-        {"symbol": "arch", "meaning": "architecture (occupancy limits)", "value": spec.arch},
-        {"symbol": "source", "meaning": "where these numbers come from", "value": spec.source},
-    ])
     bounds = pd.DataFrame(bounds_rows(spec, "float32"))
     res = None
     if resources is not None and not resources.empty:
@@ -217,15 +283,13 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None,
          **crossover(sweeps_model[(sweeps_model["sweep"] == sweep) & sweeps_model["impl"].isin(["gemm", impl])],
                      impl, "gemm")}
         for sweep in SWEEPS for impl in ("strassen1", "strassen2-hybrid", "strassen2-direct")])
-    measured_on = _device(run)
-    claim_rows = claims(sweeps, run["memlimit"])
-    if not claim_rows.empty:
-        claim_rows.insert(3, "measured on", measured_on)
+    claim_rows = claims(sweeps, run["memlimit"], _device(run), sweeps_model, spec.name)
     return {
-        "strategies": (strategies, ""),
+        "block_sizes": (_block_sizes(), ""),
         **{k: (v, "") for k, v in var_tables.items()},
         "streaming_L1_S2": (stages, ""),
-        "model_notation": (notation, ""),
+        "model_notation": (_notation(spec), ""),
+        "occupancy": (_occupancy(resources), ""),
         "model_bounds": (bounds, ""),
         "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
@@ -255,29 +319,77 @@ def _header(run: dict) -> tuple[str, bool]:
     return f"<table class='header'>{body}</table>", cpu_run
 
 
-CAPTIONS = {
-    "fig_stra_square": "Effective TFLOPS (2mnk / time) of every implementation over the paper's three sweeps "
-                       "(figure fig:stra_square): square, rank-k (k fixed), panel (m = n fixed); float32, median "
-                       "time per point; the dotted line is the GPU's FP32 peak.",
-    "fig_intro_comparison": "Speedup over cuBLAS on the square sweep (figure fig:intro_comparison); a vertical "
-                            "line marks where an implementation stays faster than cuBLAS at every larger size.",
-    "fig_model_square": "The performance model (Sec. s:model; dashed, a prediction) beside measurements with "
-                        "the Huge and Small strategies (solid; figure fig:model_square).",
-    "fig_model_sweeps": "The model's predictions for the three sweeps on the paper's axes (predictions only; "
-                        "the crossovers are in the model crossover table).",
-    "fig_algorithms": "Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over the "
-                      "fused GEMM, as the performance model predicts it (dashed) and, on a GPU run that timed "
-                      "its implementation, as measured (solid); above 1 the algorithm wins. The algorithms table "
-                      "has their error growth and measured errors.",
-    "fig_memlimit": "The largest square problem each implementation can run in the free memory (the paper: "
-                    "36,000 for 1-level Strassen vs 22,500 for the 2-level reference on a 16 GB V100); green "
-                    "bars were confirmed by running at n and running out of memory at n + step.",
-}
-SOURCES = {
-    "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
+SOURCES = {  # the files of the run's folder each figure's measured lines come from
+    "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"],
+    "fig_stra_square_more": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
     "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_memlimit": ["memlimit.csv"],
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
 }
+
+
+def _listed(labels: list[str]) -> str:
+    return f" Lines: {'; '.join(labels)}." if labels else ""
+
+
+def caption(drawn: Drawn, context: dict[str, str]) -> str:
+    """A figure's caption, written from what the figure shows (``drawn``) and the run (``context``: device,
+    model, missing paper lines); check_caption holds it to the figure."""
+    stem, marks = drawn.stem, drawn.marks
+    solid = " measured (solid)" if drawn.solid else ""
+    dashed = "the model's prediction (dashed)" if drawn.dashed else ""
+    if stem == "fig_stra_square":
+        text = ("Figure fig:stra_square as the paper draws it: effective TFLOPS (2mnk / time, float32, median time "
+                "per point) of the paper's six implementations over its three sweeps: square, rank-k (k fixed), "
+                "panel (m = n fixed).")
+        if "peak" in marks:
+            text += " The dotted line is the GPU's FP32 peak."
+        if context["missing"]:
+            text += f" Not timed in this run: {context['missing']}."
+    elif stem == "fig_stra_square_more":
+        text = ("The implementations this run timed beyond the paper's figure (our GEMM, direct 2-level Strassen, "
+                "other algorithms), with cuBLAS as the yardstick, on fig:stra_square's axes.")
+        if "peak" in marks:
+            text += " The dotted line is the GPU's FP32 peak."
+    elif stem == "fig_intro_comparison":
+        text = ("Figure fig:intro_comparison: effective TFLOPS of our 1-level Strassen, of the workspace-based "
+                "1-level reference (the state of the art the paper sets it against, Lai et al.'s, re-implemented "
+                "over cuBLAS in reference/) and of cuBLAS on square problems.")
+        if "break-even" in marks:
+            text += (" Vertical marks: the break-even with cuBLAS, the smallest size from which an implementation "
+                     "is faster at every larger size (paper, V100: 1,536 ours, 7,168 the reference).")
+        else:
+            text += " Neither Strassen implementation stays faster than cuBLAS up to the largest size of this run."
+    elif stem == "fig_model_square":
+        parts = " and ".join(p for p in (solid.strip(), dashed) if p) or "nothing"
+        text = ("Figure fig:model_square: GEMM and direct 1- and 2-level Strassen (their 1, 7 or 49 products one "
+                f"after another, without task parallelism) with the Huge and Small strategies: {parts}, Sec. "
+                f"s:perf_predict, for {context['model']}. The paper draws both strategies in one plot with CUTLASS as "
+                "the GEMM; here each strategy has its panel, and CUTLASS is measured in the Huge one only: CUTLASS "
+                "4.2's SIMT GEMM does not compile for the Small strategy's 16 x 16 x 16 thread block (its epilogue "
+                "rejects the tile), so our GEMM stands for it.")
+        if not drawn.solid:
+            text += " No measurement with these strategies in this run (they are timed on GPU runs)."
+    elif stem == "fig_model_sweeps":
+        text = (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps; predictions "
+                "only, the crossovers are in the model crossover table.")
+    elif stem == "fig_algorithms":
+        text = ("Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over our fused "
+                f"GEMM, as {dashed or 'the model predicts it'}"
+                + (" and as" + solid + " on this run's GPU" if drawn.solid else "")
+                + "; above 1 the algorithm wins. The algorithms table has their error growth and measured errors.")
+    elif stem == "fig_memlimit":
+        text = ("The largest square problem each implementation can run in the free memory (the paper: 36,000 for "
+                "our 1-level Strassen, 22,500 for the 1-level reference, on a 16 GB V100).")
+        if "confirmed" in marks:
+            text += " Full bars were confirmed by running at n and running out of memory at n + step."
+        if "not confirmed" in marks:
+            text += " Hatched bars are the memory formula's, not confirmed by a run."
+    else:
+        raise KeyError(stem)
+    sources = context["sources"]
+    where = (f" Data: {', '.join(sources)} in {context['data']}, measured on {context['device']}." if sources
+             else "")
+    return text + where + _listed(drawn.lines)
 
 
 def build_report(data: Path, out: Path, resources_path: Path | None = None) -> list[Path]:
@@ -309,27 +421,30 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     figures, tables = stage / "figures", stage / "tables"
     device = _device(run)
     model_name = f"{spec.name} ({'this GPU' if measured_gpu else 'the paper'}'s model)"
-    written: list[Path] = []
     peak = spec.tau_flop() / 1e12 if measured_gpu else None
-    written += fig_stra_square(sweeps, figures, peak, device, cpu=cpu_run)
-    written += fig_intro_comparison(sweeps, figures, device, cpu=cpu_run)
+    drawn: list[Drawn] = [
+        fig_stra_square(sweeps, figures, peak, device, cpu=cpu_run),
+        fig_stra_square_more(sweeps, figures, peak, device, cpu=cpu_run),
+        fig_intro_comparison(sweeps, figures, device, cpu=cpu_run),
+    ]
     sizes = sorted(set(sweeps[sweeps["sweep"] == "square"]["x"].astype(int))) if not sweeps.empty else []
     model_sizes = sorted(set(sizes) | set(range(512, 20481, 512)))  # the paper's axis, and this run's sizes
     resources = load_resources(resources_path) if resources_path else None
-    model = pd.concat([predict(spec, ["gemm", "strassen1", "strassen2-direct"], "square", model_sizes, s, "float32",
-                               resources) for s in ("Huge", "Small")], ignore_index=True)
-    written += fig_model_square(model, run["strategies"], figures, spec.name, device)
+    model = pd.concat([predict(spec, list(MODEL_SQUARE_IMPLS), "square", model_sizes, s, "float32", resources)
+                       for s in ("Huge", "Small")], ignore_index=True)
+    drawn.append(fig_model_square(model, run["strategies"], figures, spec.name, device))
     sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, model_sizes, "best", "float32", resources)
                               .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
-    written += fig_model_sweeps(sweeps_model, figures, spec.name)
+    drawn.append(fig_model_sweeps(sweeps_model, figures, spec.name))
     algorithm_impls = _algorithm_impls(run)
     algorithms_model = pd.concat([predict(spec, ["gemm", *algorithm_impls], sweep, model_sizes, "best", "float32",
                                           resources).assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
     measured = None if cpu_run else speedups(sweeps[sweeps["dtype"] == "float32"], baseline="gemm")
-    written += fig_algorithms(algorithms_model, measured, figures, spec.name, device)
-    written += fig_memlimit(run["memlimit"], figures, device)
+    drawn.append(fig_algorithms(algorithms_model, measured, figures, spec.name, device))
+    drawn.append(fig_memlimit(run["memlimit"], figures, device))
+    written: list[Path] = [path for d in drawn for path in d.paths]
     sections, contents = [], []
-    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model).items():
+    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model, model_name).items():
         markdown, table_html = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)
@@ -341,7 +456,8 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     published = out / "tables"
     extra = sorted(p for p in published.glob("*.md") if p.stem not in REPORT_TABLES) if published.is_dir() else []
     if extra:
-        links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>" for p in extra)
+        links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>"
+                        for p in extra)
         sections.append(f"<h3 id='more_tables'>more tables</h3><ul>{links}</ul>")
         contents.append("<a href='#more_tables'>more tables</a>")
     if (out / "README.md").is_file():  # the folder's own description (report/README.md in the repository)
@@ -351,22 +467,30 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
         banner = ("<div class='banner'>CPU run: no GPU was used. Timings are of CPU stand-ins on the numpy "
                   "engine at smoke sizes and say nothing about any GPU; model curves are predictions for "
                   f"{html.escape(spec.name)}.</div>")
+    timed = set(ok_rows(sweeps)["impl"].astype(str)) if not sweeps.empty else set()
+    missing = ", ".join(label_of(i) for i in PAPER_LINES if i not in timed)
     figs = []
-    for f in REPORT_FIGURES:
-        files = ", ".join(SOURCES[f])
-        source = (f"Data: {html.escape(files)} in {html.escape(str(data))}, measured on {html.escape(device)}."
-                  if files else f"Model for {html.escape(model_name)}; no measurement.")
+    for i, d in enumerate(drawn):
+        measured_lines = d.solid or any(k in d.marks for k in ("confirmed", "not confirmed"))
+        sources = [f for f in SOURCES[d.stem] if (data / f).is_file()] if measured_lines else []
+        text = caption(d, {"device": device, "model": model_name, "data": str(data), "sources": sources,
+                           "missing": missing})
+        check_caption(text, d, sources)
+        f = d.stem
         figs.append(f"<figure id='{f}'><img src='figures/{f}.png' alt='{f}'><figcaption><b>{f}.</b> "
-                    f"{html.escape(CAPTIONS[f])} {source} (<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>")
-        contents.insert(len(figs) - 1, f"<a href='#{f}'>{f}</a>")
+                    f"{html.escape(text)} (<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>")
+        contents.insert(i, f"<a href='#{f}'>{f}</a>")
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>strassenbench report</title>
-<style>body{{font-family:sans-serif;max-width:1200px;margin:auto}} img{{max-width:100%}}
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>strassenbench report</title>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}} img{{max-width:100%}}
 .banner{{background:#fde68a;border:2px solid #b45309;padding:.8em;font-weight:bold}}
+.scroll{{max-width:100%;overflow-x:auto}}
 table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px}}
+td{{font-variant-numeric:tabular-nums}}
 figcaption{{font-size:13px;margin-bottom:1.5em}} .note{{color:#666;font-style:italic}}</style></head><body>
 <h1>strassenbench: Strassen's algorithm with fused kernels (FLAME Working Note #88)</h1>
-{banner}{header}
+{banner}<div class='scroll'>{header}</div>
 <p>Contents: {' &middot; '.join(contents)}</p>
 <h2>Figures</h2>{''.join(figs)}
 <h2>Tables</h2>{''.join(sections)}

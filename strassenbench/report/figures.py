@@ -1,7 +1,14 @@
-"""The paper's figures with seaborn/matplotlib, each saved as PNG and PDF."""
+"""The paper's figures with seaborn/matplotlib, each saved as PNG and PDF.
+
+Every figure function returns a ``Drawn``: what the saved figure holds, read back from the matplotlib objects
+(its legend's entries, whether it has solid or dashed lines, the marks tagged with a ``gid``), so that the
+report's captions are written from what was drawn and checked against it (``check_caption``).
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -12,32 +19,92 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from ..impls import IMPLS, get_impl  # noqa: E402
+from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
+from .palette import INTRO_LINES, PAPER_LINES, style  # noqa: E402
 
-__all__ = ["save", "fig_stra_square", "fig_intro_comparison", "fig_model_square", "fig_model_sweeps",
-           "fig_memlimit", "fig_compare", "fig_algorithms", "panel_labels"]
+__all__ = ["Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
+           "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit", "fig_compare",
+           "fig_algorithms", "panel_labels", "MODEL_SQUARE_IMPLS"]
 
-ORDER = [impl.label for impl in IMPLS.values()]  # legend order: the registry's (cuBLAS, CUTLASS, ours, ...)
-
-
-def _hue(labels) -> list[str]:  # noqa: ANN001
-    """The labels present, the registry's first in its order, then other algorithms' implementations."""
-    present = list(dict.fromkeys(labels))
-    return [label for label in ORDER if label in present] + sorted(set(present) - set(ORDER))
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
+PEAK = "peak"  # gid of the FP32 peak line
+BREAK_EVEN = "break-even"  # gid of a break-even marker
 
 
-def save(fig: plt.Figure, out: Path, stem: str) -> list[Path]:
+class CaptionError(ValueError):
+    """A caption that names something its figure does not show."""
+
+
+@dataclass
+class Drawn:
+    """What a saved figure shows: its files, legend entries, line styles and tagged marks (gid: text)."""
+
+    stem: str
+    paths: list[Path]
+    lines: list[str]
+    solid: bool
+    dashed: bool
+    marks: dict[str, list[str]] = field(default_factory=dict)
+    panels: list[str] = field(default_factory=list)
+
+
+def _describe(fig: plt.Figure, stem: str) -> Drawn:
+    lines = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    solid = dashed = False
+    marks: dict[str, list[str]] = {}
+    for ax in fig.axes:
+        for line in ax.lines:
+            gid = line.get_gid()
+            if gid:
+                marks.setdefault(gid, []).append(line.get_label())
+            elif line.get_linestyle() == "--":
+                dashed = True
+            elif line.get_linestyle() == "-":
+                solid = True
+        for patch in ax.patches:  # bars
+            if patch.get_gid():
+                marks.setdefault(patch.get_gid(), []).append(patch.get_label())
+    return Drawn(stem, [], lines, solid, dashed, marks, [ax.get_title() for ax in fig.axes])
+
+
+def save(fig: plt.Figure, out: Path, stem: str) -> Drawn:
+    """Save ``fig`` as ``out/stem.png`` and ``.pdf`` and say what it shows."""
+    drawn = _describe(fig, stem)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
     for ext in ("png", "pdf"):
         path = out / f"{stem}.{ext}"
         fig.savefig(path, dpi=130, bbox_inches="tight")
-        paths.append(path)
+        drawn.paths.append(path)
     plt.close(fig)
-    return paths
+    return drawn
+
+
+_FILE = re.compile(r"\b[\w.-]+\.(?:csv|json)\b")
+
+
+def check_caption(caption: str, drawn: Drawn, sources: list[str]) -> None:
+    """Refuse a caption that names a file the figure was not drawn from, a line its legend does not have
+    (the caption's ``Lines: a; b.`` list must be the legend's entries), a dotted peak line, a break-even mark
+    or dashed/solid curves that are not there."""
+    for name in _FILE.findall(caption):
+        if name not in sources:
+            raise CaptionError(f"{drawn.stem}: the caption names {name}, which the figure was not drawn from")
+    listed = re.search(r"Lines: (.*?)\.(?:\s|$)", caption)
+    if listed:
+        named = [s.strip() for s in listed.group(1).split(";")]
+        if named != drawn.lines:
+            missing = [s for s in named if s not in drawn.lines]
+            raise CaptionError(f"{drawn.stem}: the caption lists {missing or named}, the legend has {drawn.lines}")
+    elif drawn.lines:
+        raise CaptionError(f"{drawn.stem}: the caption does not list the figure's lines")
+    checks = (("dotted line", PEAK in drawn.marks, "a dotted peak line"),
+              ("break-even", BREAK_EVEN in drawn.marks, "a break-even mark"),
+              ("dashed", drawn.dashed, "dashed curves"), ("solid", drawn.solid, "solid curves"))
+    for word, present, what in checks:
+        if word in caption.lower() and not present:
+            raise CaptionError(f"{drawn.stem}: the caption mentions {what}, which the figure does not have")
 
 
 def _empty(ax: plt.Axes, text: str) -> None:
@@ -74,7 +141,7 @@ def _legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
     handles, labels = [], []
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
+            if label not in labels and not label.startswith("_"):
                 handles.append(handle)
                 labels.append(label)
         if ax.get_legend():
@@ -84,102 +151,150 @@ def _legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
                    frameon=False, fontsize=8)
 
 
-def _stand_in(labels: list[str], cpu: bool) -> dict[str, str]:
-    return {label: f"{label} [numpy stand-in]" if cpu else label for label in labels}
+def label_of(impl: str, cpu: bool = False) -> str:
+    """An implementation's legend entry: the registry's label, marked as a CPU stand-in on a CPU run."""
+    label = get_impl(impl).label
+    return f"{label} [numpy stand-in]" if cpu else label
 
 
-def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, device: str,
-                    cpu: bool = False) -> list[Path]:
-    """Figure fig:stra_square: effective TFLOPS vs size in the paper's three panels, the peak marked."""
+def _line(ax: plt.Axes, part: pd.DataFrame, impl: str, y: str, label: str, dashed: bool = False) -> None:
+    """One implementation's curve in its palette colour: solid with markers (measured) or dashed (model)."""
+    part = part.sort_values("x")
+    look = style(impl)
+    if dashed:
+        ax.plot(part["x"], part[y], linestyle="--", color=look["color"], linewidth=1.2, label=label)
+    else:
+        ax.plot(part["x"], part[y], linestyle="-", color=look["color"], marker=look["marker"], markersize=4,
+                label=label)
+
+
+def _present(frame: pd.DataFrame, impls) -> list[str]:  # noqa: ANN001
+    return [impl for impl in impls if impl in set(frame["impl"])] if not frame.empty else []
+
+
+def _peak(ax: plt.Axes, peak_tflops: float | None) -> None:
+    if peak_tflops:
+        ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1, gid=PEAK,
+                   label=f"_FP32 peak {peak_tflops:,.1f} TFLOPS")
+        ax.annotate(f"FP32 peak {peak_tflops:,.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
+                    va="bottom", fontsize=7)
+
+
+def _sweep_panels(frame: pd.DataFrame, impls: list[str], peak_tflops: float | None, cpu: bool,
+                  nothing: str) -> plt.Figure:
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
     good = ok_rows(frame)
     for ax, sweep in zip(axes, SWEEPS):
         part = good[(good["sweep"] == sweep) & (good["dtype"] == "float32")] if not good.empty else good
-        if part.empty:
-            _empty(ax, f"no {sweep} results in this run")
-        else:
-            hue = _hue(part["label"])
-            names = _stand_in(hue, cpu)
-            part = part.assign(label=part["label"].map(names))
-            hue = [names[h] for h in hue]
-            sns.lineplot(data=part, x="x", y="tflops", hue="label", hue_order=hue, style="label", style_order=hue,
-                         markers=True, dashes=False, ax=ax)
-        if peak_tflops:
-            ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1)
-            ax.annotate(f"FP32 peak {peak_tflops:.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
-                        va="bottom", fontsize=7)
+        present = _present(part, impls)
+        if not present:
+            _empty(ax, nothing.format(sweep=sweep))
+        for impl in present:
+            _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+        _peak(ax, peak_tflops)
+        ax.set_ylim(bottom=0)
         panel_title, x_name = panel_labels(sweep, _fixed(part, sweep))
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
         _size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
     _legend_below(fig, axes)
+    return fig
+
+
+def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, device: str,
+                    cpu: bool = False) -> Drawn:
+    """Figure fig:stra_square as the paper drew it: effective TFLOPS of its six lines (CUTLASS, cuBLAS, 1-level
+    ours and reference, 2-level hybrid and reference) over its three sweeps, the FP32 peak dotted when known."""
+    fig = _sweep_panels(frame, list(PAPER_LINES), peak_tflops, cpu, "none of the paper's lines in the {sweep} sweep")
     fig.suptitle(f"Performance of Strassen implementations, single precision: {device}")
     return save(fig, out, "fig_stra_square")
 
 
-def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> list[Path]:
-    """Figure fig:intro_comparison: speedup over cuBLAS on the square sweep, break-even points annotated."""
+def more_impls(frame: pd.DataFrame) -> list[str]:
+    """The implementations a run timed beyond the paper's six lines (our GEMM, 2-level direct, other
+    algorithms), in the order they were run."""
+    good = ok_rows(frame)
+    return [] if good.empty else [i for i in dict.fromkeys(good["impl"].astype(str)) if i not in PAPER_LINES]
+
+
+def fig_stra_square_more(frame: pd.DataFrame, out: Path, peak_tflops: float | None, device: str,
+                         cpu: bool = False) -> Drawn:
+    """The same panels for the implementations beyond the paper's figure, with cuBLAS as the yardstick."""
+    extra = more_impls(frame)
+    fig = _sweep_panels(frame, ["cublas", *extra] if extra else [], peak_tflops, cpu,
+                        "no implementation beyond the paper's in the {sweep} sweep")
+    fig.suptitle(f"Beyond the paper's figure, single precision: {device}")
+    return save(fig, out, "fig_stra_square_more")
+
+
+def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:
+    """Figure fig:intro_comparison: effective TFLOPS of our 1-level Strassen, the state of the art it is set
+    against (the 1-level reference) and cuBLAS on square problems, each break-even with cuBLAS marked."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    s = speedups(frame)
-    s = s[(s["sweep"] == "square") & (s["dtype"] == "float32")] if not s.empty else s
-    if s.empty:
-        _empty(ax, "no square-sweep results with cuBLAS in this run")
-    else:
-        hue = _hue(s["label"])
-        names = _stand_in(hue, cpu)
-        s = s.assign(label=s["label"].map(names))
-        sns.lineplot(data=s, x="x", y="speedup", hue="label", hue_order=[names[h] for h in hue], marker="o", ax=ax)
-        ax.axhline(1.0, color="black", linewidth=1)
-        for impl in ("strassen1", "strassen2-hybrid", "strassen1-ref", "strassen2-ref"):
-            cross = measured_crossover(frame, impl)
-            if cross and cross["stable"]:
-                ax.axvline(cross["stable"], color="grey", linestyle=":", linewidth=0.8)
-                ax.annotate(f"{impl}: {cross['stable']:,}", (cross["stable"], 1.0), rotation=90, fontsize=7,
-                            va="bottom", ha="right")
+    good = ok_rows(frame)
+    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
+    present = _present(part, INTRO_LINES)
+    if not present:
+        _empty(ax, "no square-sweep results of cuBLAS or 1-level Strassen in this run")
+    for impl in present:
+        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+    at: dict[int, list[str]] = {}  # break-even size -> the implementations that reach it there
+    for impl in ("strassen1", "strassen1-ref"):
+        cross = measured_crossover(frame, impl)
+        if cross and cross["stable"]:
+            ax.axvline(cross["stable"], color=style(impl)["color"], linestyle=":", linewidth=1, gid=BREAK_EVEN,
+                       label=f"_{impl}: {cross['stable']:,}")
+            at.setdefault(cross["stable"], []).append(label_of(impl, cpu))
+    for x, names in at.items():
+        ax.annotate(f"break-even {', '.join(names)}: {x:,}", (x, 0.02), xycoords=("data", "axes fraction"),
+                    rotation=90, fontsize=7, va="bottom", ha="right")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("m = k = n")
     _size_axis(ax)
-    ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
+    ax.set_ylabel(Y_TFLOPS)
     _legend_below(fig, [ax], ncol=3)
-    ax.set_title(f"Speedup over cuBLAS, square problems, single precision: {device}")
+    ax.set_title(f"Break-even with cuBLAS, square problems, single precision: {device}")
     return save(fig, out, "fig_intro_comparison")
 
 
-MODEL_COLORS = (("gemm", "tab:blue"), ("strassen1", "tab:red"), ("strassen2-direct", "tab:green"))
+# Figure fig:model_square's implementations: GEMM and direct 1- and 2-level Strassen, their products one after
+# another (scheme sequential); CUTLASS measured beside them where its kernel exists (Huge).
+MODEL_SQUARE_IMPLS = ("gemm", "strassen1", "strassen2-direct")
 
 
-def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame, out: Path, gpu: str, device: str) -> list[Path]:
-    """Figure fig:model_square: modeled (dashed) vs measured (solid) for the Huge and Small strategies."""
+def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> Drawn:
+    """Figure fig:model_square: measured (solid) and modeled (dashed, a prediction) effective TFLOPS of GEMM
+    and direct 1- and 2-level Strassen with the Huge and Small strategies, CUTLASS measured with Huge."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     good = ok_rows(measured) if measured is not None else pd.DataFrame()
     for ax, strategy in zip(axes, ("Huge", "Small")):
-        part = model[model["strategy"] == strategy]
-        for impl, color in MODEL_COLORS:
-            label = get_impl(impl).label
-            line = part[part["impl"] == impl]
+        mine = good[good["strategy"] == strategy] if not good.empty else good
+        if strategy == "Huge" and not good.empty:  # CUTLASS's kernel is the Huge strategy's (128 x 128 x 8)
+            mine = pd.concat([good[good["impl"] == "cutlass"], mine])
+        for impl in ("cutlass", *MODEL_SQUARE_IMPLS):
+            meas = mine[mine["impl"] == impl] if not mine.empty else mine
+            if not meas.empty:
+                _line(ax, meas, impl, "tflops", f"{label_of(impl)} (measured)")
+            line = model[(model["strategy"] == strategy) & (model["impl"] == impl)]
             if not line.empty:
-                ax.plot(line["x"], line["tflops"], linestyle="--", color=color, label=f"{label} (model, {gpu})")
-            if not good.empty:
-                meas = good[(good["impl"] == impl) & (good["strategy"] == strategy)].sort_values("x")
-                if not meas.empty:
-                    ax.plot(meas["x"], meas["tflops"], linestyle="-", marker="o", color=color,
-                            label=f"{label} (measured, {device})")
-        if good.empty:
+                _line(ax, line, impl, "tflops", f"{label_of(impl)} (model)", dashed=True)
+        if mine.empty:
             ax.text(0.02, 0.02, "no measurement with this strategy in this run (model only)",
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(f"{strategy} strategy")
         ax.set_xlabel("m = k = n")
         _size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, axes, ncol=3)
-    fig.suptitle(f"Performance model (prediction, dashed) vs measurement (solid), single precision: {gpu}")
+    _legend_below(fig, axes, ncol=4)
+    fig.suptitle(f"Measured (solid, {device}) and modeled (dashed, prediction for {gpu}), single precision")
     return save(fig, out, "fig_model_square")
 
 
-def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
+def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> Drawn:
     """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
@@ -187,7 +302,9 @@ def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
         part = model[model["sweep"] == sweep]
         for impl in dict.fromkeys(part["impl"]):
             line = part[part["impl"] == impl].sort_values("x")
-            ax.plot(line["x"], line["tflops"], linestyle="--", label=f"{get_impl(impl).label} (model)")
+            look = style(impl)
+            ax.plot(line["x"], line["tflops"], linestyle="--", color=look["color"], marker=look["marker"],
+                    markersize=3, markevery=max(1, len(line) // 8), label=f"{label_of(impl)} (model)")
         panel_title, x_name = panel_labels(sweep, None)
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
@@ -198,7 +315,7 @@ def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> list[Path]:
     return save(fig, out, "fig_model_sweeps")
 
 
-def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> list[Path]:
+def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> Drawn:
     """Which algorithm wins per shape: each algorithm's speedup over the GEMM on the three sweeps, predicted by
     the model (dashed) and measured where the run timed its implementation on a GPU (solid, markers)."""
     sns.set_theme(style="whitegrid", context="paper")
@@ -206,17 +323,16 @@ def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path
     for ax, sweep in zip(axes, SWEEPS):
         part = model[model["sweep"] == sweep]
         gemm = part[part["impl"] == "gemm"].set_index("x")["time_s"]
-        for i, impl in enumerate(i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
+        for impl in (i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
             line = part[part["impl"] == impl].set_index("x").sort_index()
-            color = f"C{i % 10}"
-            label = get_impl(impl).label.removesuffix(" (ours)")
-            ax.plot(line.index, gemm.reindex(line.index) / line["time_s"], linestyle="--", color=color,
-                    label=f"{label} (model)")
+            label = label_of(impl).removesuffix(" (ours)")
+            curve = pd.DataFrame({"x": line.index, "speedup": (gemm.reindex(line.index) / line["time_s"]).values})
+            _line(ax, curve, impl, "speedup", f"{label} (model)", dashed=True)
             if measured is not None and not measured.empty:
-                mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)].set_index("x")["speedup"]
+                mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)]
                 if not mine.empty:
-                    ax.plot(mine.index, mine, marker="o", color=color, label=f"{label} (measured, {device})")
-        ax.axhline(1.0, color="black", linewidth=0.8)
+                    _line(ax, mine, impl, "speedup", f"{label} (measured, {device})")
+        ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
         panel_title, x_name = panel_labels(sweep, None)
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
@@ -227,29 +343,34 @@ def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path
     return save(fig, out, "fig_algorithms")
 
 
-def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> list[Path]:
+def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> Drawn:
     """The largest square problem each implementation can run in the memory there is (paper: 36,000 for 1-level
-    Strassen vs 22,500 for the 2-level reference on a 16 GB V100)."""
+    Strassen vs 22,500 for the 1-level reference on a 16 GB V100), each bar in its implementation's colour,
+    hatched where no run confirmed it."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     if memlimit is None or memlimit.empty:
         _empty(ax, "no memlimit results in this run")
     else:
         rows = memlimit.iloc[::-1]
-        colors = ["tab:green" if bool(c) else "tab:grey" for c in rows["confirmed"]]  # typed by the reader
-        ax.barh(rows["label"].astype(str), rows["predicted_n"], color=colors)
-        for y, (n, confirmed) in enumerate(zip(rows["predicted_n"], rows["confirmed"])):
-            note = "confirmed by a run" if bool(confirmed) else "not confirmed"
-            ax.annotate(f" {int(n):,} ({note})", (n, y), va="center", fontsize=7)
+        for y, r in enumerate(rows.itertuples()):
+            confirmed = bool(r.confirmed)  # typed by the checked reader
+            ax.barh(y, r.predicted_n, color=style(str(r.impl))["color"], hatch="" if confirmed else "//",
+                    alpha=1.0 if confirmed else 0.45, gid="confirmed" if confirmed else "not confirmed")
+            note = "confirmed by a run" if confirmed else "not confirmed"
+            ax.annotate(f" {int(r.predicted_n):,} ({note})", (r.predicted_n, y), va="center", fontsize=7)
+        ax.set_yticks(range(len(rows)), [str(label) for label in rows["label"]])
         free = int(memlimit["free_bytes"].iloc[0])
         ax.set_title(f"Largest square problem that fits: {device}, {free / 2**30:,.2f} GiB free")
         ax.set_xlim(0, rows["predicted_n"].max() * 1.45)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     ax.set_xlabel("largest n (m = k = n), float32")
     return save(fig, out, "fig_memlimit")
 
 
-def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> list[Path]:
-    """Speedup over cuBLAS on the square sweep, one line per GPU and implementation."""
+def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> Drawn:
+    """Speedup over cuBLAS on the square sweep, one line per GPU and implementation (colour: implementation,
+    as in the report; line style: GPU)."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     parts = []
@@ -260,12 +381,14 @@ def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> list[Path]:
             parts.append(s.assign(gpu=gpu))
     if parts:
         data = pd.concat(parts)
-        sns.lineplot(data=data, x="x", y="speedup", hue="label", style="gpu", markers=True, ax=ax)
-        ax.axhline(1.0, color="black", linewidth=1)
+        palette = {label: style(impl)["color"] for impl, label in zip(data["impl"], data["label"])}
+        sns.lineplot(data=data, x="x", y="speedup", hue="label", style="gpu", markers=True, palette=palette, ax=ax)
+        ax.axhline(1.0, color="black", linewidth=1, gid="parity", label="_parity")
         _legend_below(fig, [ax], ncol=3)
     else:
         _empty(ax, "no square-sweep results with cuBLAS to compare")
     ax.set_xlabel("m = k = n")
+    _size_axis(ax)
     ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
     ax.set_title("Speedup over cuBLAS per GPU, square problems, single precision")
     return save(fig, out, "fig_compare_speedup")

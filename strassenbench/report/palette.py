@@ -1,0 +1,39 @@
+"""One colour and one marker per implementation, the same in every figure of the report and of `compare`; a
+model's dashed line takes the colour of its implementation's measured line."""
+
+from __future__ import annotations
+
+import zlib
+
+__all__ = ["PAPER_LINES", "INTRO_LINES", "style"]
+
+# The six lines of the paper's figure fig:stra_square, in its legend's order.
+PAPER_LINES = ("cutlass", "cublas", "strassen1", "strassen1-ref", "strassen2-hybrid", "strassen2-ref")
+# Figure fig:intro_comparison: our 1-level Strassen, the state of the art it is set against (Lai et al.'s
+# workspace-based Strassen over cuBLAS, which reference/ re-implements) and cuBLAS.
+INTRO_LINES = ("cublas", "strassen1", "strassen1-ref")
+
+_FIXED = {
+    "cutlass": ("#1f77b4", "s"),
+    "cublas": ("#ff7f0e", "o"),
+    "strassen1": ("#d62728", "^"),
+    "strassen1-ref": ("#9467bd", "v"),
+    "strassen2-hybrid": ("#2ca02c", "D"),
+    "strassen2-ref": ("#8c564b", "P"),
+    "gemm": ("#17becf", "X"),
+    "strassen2-direct": ("#bcbd22", "*"),
+}
+# Implementations of other algorithms (grey322-11-50x1, mixed specs): a colour and marker chosen from their
+# name, so that a name keeps them from run to run and figure to figure.
+_MORE_COLOURS = ("#e377c2", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")
+_MORE_MARKERS = ("p", "h", "<", ">", "d", "8", "H", "o")
+
+
+def style(impl: str) -> dict[str, str]:
+    """matplotlib's ``color`` and ``marker`` of an implementation."""
+    if impl in _FIXED:
+        color, marker = _FIXED[impl]
+    else:
+        h = zlib.crc32(impl.encode())
+        color, marker = _MORE_COLOURS[h % len(_MORE_COLOURS)], _MORE_MARKERS[(h // 8) % len(_MORE_MARKERS)]
+    return {"color": color, "marker": marker}
