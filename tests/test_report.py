@@ -42,7 +42,7 @@ def test_claims_and_crossover_from_results() -> None:
     run = load_run(FIXTURES / "gpu_a")
     sweeps = run["sweeps"]
     s = speedups(sweeps)
-    assert set(s["impl"]) == {"gemm", "strassen1", "strassen1-ref", "strassen2-ref", "strassen2-hybrid",
+    assert set(s["impl"]) == {"cutlass", "gemm", "strassen1", "strassen1-ref", "strassen2-ref", "strassen2-hybrid",
                               "strassen2-direct"}
     cross = measured_crossover(sweeps, "strassen1")
     square = sweeps[(sweeps["sweep"] == "square")].pivot_table(index="x", columns="impl", values="time_median_s")
@@ -50,9 +50,21 @@ def test_claims_and_crossover_from_results() -> None:
     assert cross["max_speedup"] == pytest.approx(ratio.max(), rel=1e-3)
     if cross["stable"] is not None:
         assert (ratio[ratio.index >= cross["stable"]] > 1).all()
-    table = claims(sweeps, run["memlimit"])
-    assert list(table.columns) == ["claim", "paper (V100)", "this run", "how it is computed"]
-    assert len(table) == 8
+    table = claims(sweeps, run["memlimit"], "the fixture")
+    assert list(table.columns) == ["claim", "paper (V100)", "this run", "status", "how it is computed"]
+    assert list(table["paper (V100)"]) == ["1,536", "1.11x", "7,680", "1.19x", "1.22x", "7,168", "13,312", "36,000",
+                                           "22,500"]
+    assert set(table["status"]) == {"measured on the fixture"}
+    over_cutlass = table[table["paper (V100)"] == "1.22x"]["this run"].item()
+    ratio = square["cutlass"] / square["strassen2-hybrid"]
+    assert over_cutlass == f"{ratio.max():.2f}x at {int(ratio.idxmax()):,}"
+    # Sec. s:gpu_exp sets 22,500 beside "the 1-level reference implementation consumes much more memory"
+    assert "1-level reference" in table[table["paper (V100)"] == "22,500"]["claim"].item()
+    memlimit = run["memlimit"].assign(predicted_n=[20480 + 512 * i for i in range(len(run["memlimit"]))])
+    by_impl = memlimit.set_index("impl")["predicted_n"]
+    table = claims(sweeps, memlimit, "the fixture").set_index("paper (V100)")["this run"]
+    assert table["36,000"] == f"{by_impl['strassen1']:,} (confirmed)"
+    assert table["22,500"] == f"{by_impl['strassen1-ref']:,} (confirmed)"
 
 
 def test_cpu_report_has_the_banner(tmp_path) -> None:  # noqa: ANN001
@@ -76,7 +88,7 @@ def test_verdict_needs_a_difference_beyond_both_noises() -> None:
 
 def test_compare_fixtures(tmp_path) -> None:  # noqa: ANN001
     table = compare_runs([FIXTURES / "gpu_a", FIXTURES / "gpu_b"], tmp_path / "cmp")
-    assert len(table) == 3 * 4 * 7  # sweeps x sizes x implementations
+    assert len(table) == 3 * 4 * 8  # sweeps x sizes x implementations
     assert set(table["verdict"]) <= {"FAST", "SLOW", "SAME"}
     assert (table["verdict"] == "FAST").any()  # the H100-like fixture is faster on the large sizes
     for r in table.itertuples():

@@ -68,7 +68,7 @@ def bounds_rows(spec: GPUSpec, dtype: str = "float32") -> list[dict[str, object]
             "GB/s", "global + texture throughput to stay compute bound", "Eq. constrain_glb, Sec. s:perf_discuss")
     for s in STRATEGIES.values():
         smem = s.smem_bytes(size)
-        add("shared memory", s.name, smem, "bytes", f"A and B tiles; capacity {spec.limits.max_smem_per_sm} per SM",
+        add("shared memory", s.name, smem, "bytes", f"A and B tiles; capacity {spec.limits.max_smem_per_sm:,} per SM",
             "Eq. constrain_sha_size", "yes" if smem < spec.limits.max_smem_per_sm else "no")
         # When k_S exceeds m_S / m_R, one prefetch register set cannot cover the tile and each thread
         # loads ceil(m_S k_S / (m_R t)) sub-columns per tile (CUTLASS's Small strategy does this).

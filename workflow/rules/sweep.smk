@@ -49,7 +49,9 @@ rule collect_sweep:
 
 
 rule strategies:
-    """GEMM and 1-level Strassen with the Huge and Small strategies, for figure fig:model_square (GPU runs)."""
+    """Figure fig:model_square (GPU runs): GEMM and direct 1- and 2-level Strassen with the Huge and Small
+    strategies, their 1/7/49 products one after another (scheme sequential, as the paper ran them), and CUTLASS
+    (its kernel is the Huge strategy's) when the configured implementations include it."""
     input:
         "build/resources.csv",
     output:
@@ -67,12 +69,16 @@ rule strategies:
         sizes=GRID["model_strategies"]["sizes"],
         timing=timing_args(),
         partial="results/{device}/strategies",
-        scheme=config["scheme"],
+        cutlass=lambda wc: "cutlass" if "cutlass" in config["impls"] else "",
     shell:
-        "(for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
-        "--sweep square --sizes {params.sizes} --strategy $s --scheme {params.scheme} {params.timing} {params.expect} "
+        "(parts=; if [ -n '{params.cutlass}' ]; then strassenbench bench --engine cuda --impl cutlass --sweep square "
+        "--sizes {params.sizes} {params.timing} {params.expect} --no-progress --out {params.partial}/CUTLASS.csv "
+        "|| exit 1; parts={params.partial}/CUTLASS.csv; fi; "
+        "for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
+        "--sweep square --sizes {params.sizes} --strategy $s --scheme sequential {params.timing} {params.expect} "
         "--no-progress --out {params.partial}/$s.csv || exit 1; done; "
-        "strassenbench collect {params.partial}/Huge.csv {params.partial}/Small.csv --out {output}) > {log} 2>&1"
+        "strassenbench collect $parts {params.partial}/Huge.csv {params.partial}/Small.csv --out {output}) "
+        "> {log} 2>&1"
 
 
 rule sysinfo:
