@@ -26,6 +26,11 @@ __device__ __forceinline__ void static_for(F&& f) {
   static_for_impl(f, stdx::make_integer_sequence<int, N>{});
 }
 
+// The value of an int or of a compile-time constant (stdx::integral_constant).
+__device__ __forceinline__ int int_value(int x) { return x; }
+template <int V>
+__device__ __forceinline__ constexpr int int_value(stdx::integral_constant<int, V>) { return V; }
+
 // The A and B tiles of both stages. One object, aligned to 128 bytes, so that its bank layout is the same on
 // the GPU and in the emulator.
 template <class T, int M_S, int N_S, int K_S, int PAD_A>
@@ -74,12 +79,23 @@ struct WarpTile {
   }
 };
 
-// Group g of G over the W_A + W_B terms: A's terms [a0, a1) and B's [b0, b1).
-template <int g, int G, int W_A, int W_B>
+// Group g of G over the W_A + W_B terms: A's terms [a0, a1) and B's [b0, b1). With BY_OPERAND (two groups,
+// each operand's raw data within the registers in flight) the groups are A's terms and B's, so that no partial
+// sum is held while the other group is in flight; otherwise the terms are split evenly.
+template <int g, int G, int W_A, int W_B, bool BY_OPERAND>
 struct GroupRange {
-  static constexpr int begin = g * (W_A + W_B) / G, end = (g + 1) * (W_A + W_B) / G;
+  static constexpr int split(int i) {
+    return BY_OPERAND ? (i == 0 ? 0 : i == 1 ? W_A : W_A + W_B) : i * (W_A + W_B) / G;
+  }
+  static constexpr int begin = split(g), end = split(g + 1);
   static constexpr int a0 = cmin(begin, W_A), a1 = cmin(end, W_A);
   static constexpr int b0 = begin > W_A ? begin - W_A : 0, b1 = end > W_A ? end - W_A : 0;
+};
+
+// Group g of NG groups of terms (GroupRange), as a type.
+template <int G_, int NG_>
+struct Group {
+  static constexpr int g = G_, n = NG_;
 };
 
 // acc += (sum_i u_i A_i)(sum_j v_j B_j) over the bk columns of the A terms (rows of the B terms) for the
@@ -99,6 +115,8 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   constexpr int kFlightRegisters = (kPipelined ? 16 : 4) * static_cast<int>(sizeof(T)) / 4;
   constexpr int W = W_A + W_B;
   constexpr int G = cmin(cmin(W, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
+  constexpr bool kByOperand =
+      G == 2 && LoaderA::kRegisters <= kFlightRegisters && LoaderB::kRegisters <= kFlightRegisters;
   // The scalar fallback (terms not aligned to 128 bits: odd shapes, unaligned views) has an address and a
   // predicate per element; it loads, sums and stores the next slice at the end of the current one instead,
   // so that it needs no registers beyond the accumulator and the fragments.
@@ -107,17 +125,19 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   LoaderB load_b;
   TermsA ta = terms_a;
   TermsB tb = terms_b;
-  // Group g holds the terms [g W / G, (g + 1) W / G) of A's terms followed by B's: A's [a0, a1), B's [b0, b1).
-  auto issue = [&](auto g, int k) {
-    using R = GroupRange<decltype(g)::value, G, W_A, W_B>;
+  // Group g of n holds A's terms [a0, a1) and B's [b0, b1) (GroupRange).
+  auto issue = [&](auto group, int k) {
+    using X = decltype(group);
+    using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
     load_a.template issue<R::a0, R::a1>(ta, lda, row0, k);
     load_b.template issue<R::b0, R::b1>(tb, ldb, k, col0);
   };
   // Sum group g. Pipelined, an operand whose last term is in group g is stored to `stage` at once, which frees
   // its registers for the next group (the stage not being read is free for the whole slice); the scalar
   // path stores both operands after its last group (store_sums), which keeps its addresses out of the loop.
-  auto accumulate = [&](auto g, int stage) {
-    using R = GroupRange<decltype(g)::value, G, W_A, W_B>;
+  auto accumulate = [&](auto group, int stage) {
+    using X = decltype(group);
+    using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
     load_a.template accumulate<R::a0, R::a1>(ta);
     load_b.template accumulate<R::b0, R::b1>(tb);
     if constexpr (kPipelined && R::a0 < R::a1 && R::a1 == W_A) load_a.store(smem.a[stage]);
@@ -130,9 +150,16 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     }
   };
 
-  // Prologue: slice 0 into stage 0 and its first fragments.
-  static_for<G>([&](auto g) { issue(g, 0); });
-  static_for<G>([&](auto g) { accumulate(g, 0); });
+  // The predicated loop (edge tiles, the last slices) loads the next slice after the current one's FFMAs, one
+  // term at a time: it needs few registers, which leaves the interior loop the registers it needs at the
+  // 128-register cap.
+  constexpr int GS = kPipelined ? W : G;
+
+  // Prologue: slice 0 into stage 0, a group at a time, and its first fragments.
+  static_for<GS>([&](auto g) {
+    issue(Group<decltype(g)::value, GS>{}, 0);
+    accumulate(Group<decltype(g)::value, GS>{}, 0);
+  });
   store_sums(0);
   __syncthreads();
 
@@ -140,46 +167,107 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   alignas(16) T frag_b[2][N_R];
   warp_tile.load(frag_a[0], frag_b[0], smem.a[0], smem.b[0], 0);
 
-  const int slices = cdiv(bk, K_S);
-  int stage = 0;
-  for (int s = 0; s < slices; ++s) {
-    const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
-    ta = terms_a.reread();
-    tb = terms_b.reread();
+  // One k_S slice: the FFMAs on `stage` while issue_next(g) puts the next slice's loads in flight. Group g
+  // is issued before k-step kIssue(g), once group g - 1 is summed into the other stage; the last group is
+  // summed before the last k-step. With at most K_S / 2 groups, group g goes at g K_S / G, so that every group
+  // but the last has K_S / G k-steps of FFMAs to arrive and the last K_S / G - 1; with more, the K_S - 1
+  // k-steps before the last are shared out evenly. `stage` is a compile-time constant on the interior path
+  // (its shared-memory addresses are then immediates).
+  auto slice = [&](auto stage_, auto groups, auto overlap, auto issue_next) {
+    const int stage = int_value(stage_);
+    constexpr int NG = decltype(groups)::value;
+    constexpr bool kOverlap = decltype(overlap)::value;
     static_for<K_S>([&](auto p_) {
       constexpr int p = decltype(p_)::value;
-      // Group g of the next slice is issued at k-step g (K_S - 1) / G, once group g - 1 is summed: the last
-      // group is summed before the last k-step, so the K_S - 1 k-steps before it are shared out evenly.
-      static_for<G>([&](auto g_) {
+      static_for<NG>([&](auto g_) {
         constexpr int g = decltype(g_)::value;
-        if constexpr (kPipelined && p == g * (K_S - 1) / G) {
-          if constexpr (g > 0) accumulate(stdx::integral_constant<int, g - 1>{}, stage ^ 1);
-          issue(g_, next);
+        constexpr int kIssue = 2 * NG <= K_S ? g * K_S / NG : g * (K_S - 1) / NG;
+        if constexpr (kOverlap && p == kIssue) {
+          if constexpr (g > 0) accumulate(Group<g - 1, NG>{}, stage ^ 1);
+          issue_next(Group<g, NG>{});
         }
       });
+      // This k-step's FFMAs on rows [i0, i1) of the accumulator.
+      auto ffma = [&](auto i0, auto i1) {
+#pragma unroll
+        for (int i = decltype(i0)::value; i < decltype(i1)::value; ++i)
+#pragma unroll
+          for (int j = 0; j < N_R; ++j) acc[i][j] += frag_a[p & 1][i] * frag_b[p & 1][j];
+      };
       if constexpr (p == K_S - 1) {
-        // Store the next slice to the other stage, one barrier, then its first fragments; this k-step's
-        // FFMAs hide the fragment loads' latency.
-        if constexpr (kPipelined) {
-          accumulate(stdx::integral_constant<int, G - 1>{}, stage ^ 1);
+        // Half of this k-step's FFMAs (more time for the last group's loads to arrive), the next slice's sums
+        // stored to the other stage, one barrier, its first fragments, then the other half of the FFMAs,
+        // which hides the fragment loads' latency.
+        constexpr int kHalf = kOverlap ? M_R / 2 : 0;
+        ffma(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, kHalf>{});
+        if constexpr (kOverlap) {
+          accumulate(Group<NG - 1, NG>{}, stage ^ 1);
         } else {
-          static_for<G>([&](auto g) {  // one group in flight at a time
-            issue(g, next);
-            accumulate(g, stage ^ 1);
+          static_for<NG>([&](auto g) {  // one group in flight at a time
+            issue_next(Group<decltype(g)::value, NG>{});
+            accumulate(Group<decltype(g)::value, NG>{}, stage ^ 1);
           });
           store_sums(stage ^ 1);
         }
         __syncthreads();
-        stage ^= 1;
-        warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage], smem.b[stage], 0);
+        warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage ^ 1], smem.b[stage ^ 1], 0);
+        ffma(stdx::integral_constant<int, kHalf>{}, stdx::integral_constant<int, M_R>{});
       } else {
         warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage], smem.b[stage], p + 1);
+        ffma(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, M_R>{});
       }
-#pragma unroll
-      for (int i = 0; i < M_R; ++i)
-#pragma unroll
-        for (int j = 0; j < N_R; ++j) acc[i][j] += frag_a[p & 1][i] * frag_b[p & 1][j];
     });
+  };
+
+  const int slices = cdiv(bk, K_S);
+  int stage = 0, s = 0;
+  if constexpr (kPipelined) {
+    // Interior tiles: while the slice in flight lies inside every term (the block's rows of every A term, its
+    // columns of every B term, and k below every term's extent), its loads need no bounds and no address
+    // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
+    // constants. The rest (edge tiles, the last slices) takes the predicated loop below.
+    bool inside = true;
+    int kfull = bk;
+#pragma unroll
+    for (int t = 0; t < W_A; ++t) {
+      inside = inside && row0 + M_S <= terms_a.rows(t);
+      kfull = terms_a.cols(t) < kfull ? terms_a.cols(t) : kfull;
+    }
+#pragma unroll
+    for (int t = 0; t < W_B; ++t) {
+      inside = inside && col0 + N_S <= terms_b.cols(t);
+      kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
+    }
+    const int fast = inside ? kfull / K_S - 1 : 0;  // slices s < fast issue a whole interior slice s + 1
+    long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
+    const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
+    const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(T));
+    auto issue_at = [&](auto group) {
+      using X = decltype(group);
+      using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
+      load_a.template issue_at<R::a0, R::a1>(terms_a, off_a, step_a);
+      load_b.template issue_at<R::b0, R::b1>(terms_b, off_b, step_b);
+    };
+    for (; s + 1 < fast; s += 2) {
+      slice(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      off_a += K_S * static_cast<long long>(sizeof(T));
+      off_b += next_b;
+      slice(stdx::integral_constant<int, 1>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      off_a += K_S * static_cast<long long>(sizeof(T));
+      off_b += next_b;
+    }
+    if (s < fast) {
+      slice(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      ++s;
+      stage = 1;
+    }
+  }
+  for (; s < slices; ++s) {
+    const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
+    ta = terms_a.reread();
+    tb = terms_b.reread();
+    slice(stage, stdx::integral_constant<int, GS>{}, stdx::false_type{}, [&](auto group) { issue(group, next); });
+    stage ^= 1;
   }
 }
 

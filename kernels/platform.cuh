@@ -107,4 +107,28 @@ __device__ __forceinline__ Vec<T, N> ldg(const T* p, bool guard) {
   return x;
 }
 
+// An unpredicated global load of one 32/64/128-bit vector at byte offset `offset` from `base`: the loads of
+// interior tiles, whose every element is inside its term (mainloop.cuh). `base` is block-uniform (a kernel
+// parameter) and `offset` the thread's, so the GPU compiler can address it as [R.64 + UR] with no
+// arithmetic per term.
+template <class T, int N>
+__device__ __forceinline__ Vec<T, N> ldg_at(const T* base, long long offset) {
+  const Vec<T, N>* p = reinterpret_cast<const Vec<T, N>*>(reinterpret_cast<const char*>(base) + offset);
+#if defined(__CUDACC__)
+  Vec<T, N> x;
+  unsigned* w = reinterpret_cast<unsigned*>(&x);
+  if constexpr (sizeof(x) == 16) {
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+  } else if constexpr (sizeof(x) == 8) {
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+  } else {
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+  }
+  return x;
+#else
+  return *p;
+#endif
+}
+
 }  // namespace sb

@@ -91,31 +91,48 @@ struct TileLoader {
     }
   }
 
-  // sum (+)= coeff_t raw_t for t in [BEGIN, END); BEGIN = 0 starts the sum. A single term is not scaled:
-  // its coefficient is folded into the epilogue's (see fold_scale).
+  // The same loads inside an interior tile (every element of every term inside its extent): no bounds, the
+  // thread's first chunk at byte offset `offset` of every term block, chunk c `c * step` bytes further.
+  template <int BEGIN, int END, class Terms>
+  __device__ __forceinline__ void issue_at(const Terms& terms, long long offset, long long step) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int t = BEGIN; t < END; ++t) raw[t][c] = ldg_at<T, V>(terms.ptr(t), offset + c * step);
+  }
+
+  // Byte offset of the thread's first chunk in the tile whose top-left corner is (row0, col0) of a term
+  // block, and the step between its chunks.
+  __device__ __forceinline__ static long long offset(int ld, int row0, int col0) {
+    return (static_cast<long long>(row0 + row()) * ld + col0 + col()) * static_cast<long long>(sizeof(T));
+  }
+  __device__ __forceinline__ static long long step(int ld) {
+    return static_cast<long long>(kRowStep) * ld * static_cast<long long>(sizeof(T));
+  }
+
+  // sum (+)= coeff_t raw_t for t in [BEGIN, END); BEGIN = 0 starts the sum with the first term unscaled: the
+  // coefficients are normalised (strassenbench.fused.launch.normalised), coeff_t = u_t / u_0 for t > 0, and
+  // u_0 joins the epilogue's scale (fold_scale), so each extra term costs one FFMA per element.
   template <int BEGIN, int END, class Terms>
   __device__ __forceinline__ void accumulate(const Terms& terms) {
 #pragma unroll
     for (int t = BEGIN; t < END; ++t) {
-      const T u = terms.coeff(t);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          if (W == 1)
+          if (t == 0)
             sum[c].v[j] = raw[t][c].v[j];
-          else if (t == 0)
-            sum[c].v[j] = u * raw[t][c].v[j];
           else
-            sum[c].v[j] += u * raw[t][c].v[j];
+            sum[c].v[j] += terms.coeff(t) * raw[t][c].v[j];
         }
     }
   }
 
-  // The factor this operand contributes to the epilogue's scale: the coefficient of a single term.
+  // The factor this operand contributes to the epilogue's scale: its first coefficient u_0.
   template <class Terms>
   __device__ __forceinline__ static T fold_scale(const Terms& terms) {
-    return W == 1 ? terms.coeff(0) : T(1);
+    return terms.coeff(0);
   }
 
   template <int LD>

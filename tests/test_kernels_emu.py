@@ -17,7 +17,7 @@ import pytest
 from strassenbench.algebra.primitives import variants
 from strassenbench.engines import ENGINES
 from strassenbench.fused.instances import Instance, operand_counts
-from strassenbench.fused.launch import SCHEMES, FusedError, param_bytes, plan_launches
+from strassenbench.fused.launch import SCHEMES, FusedError, normalised, param_bytes, plan_launches
 from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES
 from strassenbench.verify import verify
@@ -127,8 +127,12 @@ def test_products_parameter_holds_every_term_and_no_device_memory() -> None:
         assert len(launch.products) <= products["address"].shape[0] and launch.grid[2] == len(launch.products)
         for z, name in enumerate(launch.products):
             step, t = steps[name], 0
-            for views, X in ((step.a, A), (step.b, B), (step.c, C)):
-                for view, coeff in views:
+            for side, (views, X) in enumerate(((step.a, A), (step.b, B), (step.c, C))):
+                coeffs = [c for _, c in views]
+                if side < 2:  # the operand sums' coefficients normalised: u_0, then u_t / u_0
+                    assert normalised(coeffs) == [coeffs[0], *(c / coeffs[0] for c in coeffs[1:])]
+                    coeffs = normalised(coeffs)
+                for (view, _), coeff in zip(views, coeffs):
                     expected = X.ctypes.data + (0 if view.empty else (view.row * X.shape[1] + view.col) * 4)
                     assert products["address"][z, t] == expected
                     assert (products["rows"][z, t], products["cols"][z, t]) == (view.rows, view.cols)

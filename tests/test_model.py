@@ -237,3 +237,70 @@ def test_cli_model_bad_input(capsys, argv, fragment):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert fragment in err and len(err.strip().splitlines()) == 1
+
+
+# --- issue slots (strassenbench.model.issue): this project's extension of the paper's model -------------------
+
+def test_issue_fraction_is_the_ffma_share_on_32_lanes_and_free_shadow_slots_on_16():
+    from strassenbench.model.issue import lanes, peak_fraction, slice_clocks
+
+    assert lanes(SPECS["H100"].fp32_cores_per_sm) == 32 and lanes(V100.fp32_cores_per_sm) == 16
+    assert lanes(SPECS["A100"].fp32_cores_per_sm) == 16
+    # H100: every instruction takes an FFMA's slot
+    assert peak_fraction(560, 512, 512, 32) == pytest.approx(512 / 560)
+    # V100/A100: an FFMA holds the pipe two clocks, one other instruction per FFMA issues in its shadow
+    assert slice_clocks(560, 512, 16) == 1024 and peak_fraction(560, 512, 512, 16) == 1.0
+    assert slice_clocks(1100, 512, 16) == 1100 and peak_fraction(1100, 512, 512, 16) == pytest.approx(1024 / 1100)
+
+
+def test_default_slice_counts_count_the_loop_the_kernel_runs():
+    """The per-kernel default (no machine code read): math FFMA, sums, fragment loads, global loads and their
+    address adds, stores, pointer steps, barrier and loop control, per thread and k_S slice."""
+    from strassenbench.model.issue import default_slice_counts
+
+    assert default_slice_counts(HUGE, (1, 1, 1), "float32") == (563.0, 512.0)
+    # one level more per operand: 4 FFMA (one per element and term), one LDG.128 and its 64-bit address add
+    assert default_slice_counts(HUGE, (2, 2, 2), "float32") == (563.0 + 2 * (4 + 1 + 2), 520.0)
+    assert default_slice_counts(HUGE, (4, 4, 4), "float32") == (563.0 + 6 * (4 + 1 + 2), 536.0)
+
+
+def test_predict_has_t_issue_and_h100_strassen_speedup_uses_it():
+    sizes = [8192, 16384]
+    h100 = predict(SPECS["H100"], ["gemm", "strassen1"], "square", sizes, "Huge")
+    assert "t_issue_s" in h100 and (h100["t_issue_s"] > 0).all()
+    assert (h100["limiter"] == "issue").all()  # H100: the loop's issue slots, not the FP32 pipe, bound it
+    assert (h100["time_s"] == h100["t_issue_s"]).all()
+    t = h100.set_index(["impl", "x"])["time_s"]
+    speedup = t["gemm"] / t["strassen1"]
+    flop = h100.set_index(["impl", "x"])["t_flop_s"]
+    assert (speedup < flop["gemm"] / flop["strassen1"]).all()  # the sums' and loads' slots eat into 8/7
+
+
+def test_v100_predictions_change_by_at_most_two_percent(monkeypatch):
+    """Issue slots are not a V100's limit: with the term switched off the predictions move by <= 2%."""
+    from strassenbench.model import issue
+
+    sizes = parse_sizes("512:20480:512")
+    frames = {}
+    for on in (True, False):
+        if not on:
+            monkeypatch.setattr(issue, "slice_clocks", lambda *args: 0.0)
+        frames[on] = pd.concat([predict(V100, list(MODELED_IMPLS), sweep, sizes, strategy)
+                                for sweep in ("square", "rankk", "panel") for strategy in ("best", "Huge", "Small")])
+    change = frames[True]["time_s"].to_numpy() / frames[False]["time_s"].to_numpy() - 1
+    assert change.min() >= 0 and change.max() <= 0.02
+    assert (frames[False]["t_issue_s"] == 0).all() and (frames[True]["t_issue_s"] > 0).all()
+
+
+def test_issue_counts_come_from_the_build_when_it_read_them():
+    from strassenbench.model.issue import slice_counts
+
+    resources = pd.DataFrame([{"kernel": "k", "arch": "sm_90", "source": "strassenbench", "strategy": "Huge",
+                               "dtype": "float32", "W_A": 1, "W_B": 1, "W_C": 1, "write_mode": "plain",
+                               "loads": "vector", "registers": 128, "blocks_per_sm": 2, "loop_instructions": 600.0,
+                               "loop_ffma_share": 0.85, "loop_fp32": 512.0}])
+    assert slice_counts("sm_90", HUGE, (1, 1, 1), "float32", resources) == ((600.0, 512.0), "resources.csv")
+    assert slice_counts("sm_80", HUGE, (1, 1, 1), "float32", resources)[1] == "default"
+    slower = impl_time(SPECS["H100"], "gemm", HUGE, 16384, 16384, 16384, "float32", resources)
+    faster = impl_time(SPECS["H100"], "gemm", HUGE, 16384, 16384, 16384, "float32")
+    assert slower.t_issue == pytest.approx(faster.t_issue * 600 / 563)

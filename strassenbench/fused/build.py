@@ -57,12 +57,27 @@ def _unit_name(arch: str, inst: Instance) -> str:
     return f"strassen_{arch}_{inst.dtype}_{inst.strategy.name.lower()}_w{a}x{b}x{c}"
 
 
-def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, toolchain: Toolchain) -> list[dict]:
+def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, toolchain: Toolchain,
+             ptxas_options: tuple[str, ...] = ()) -> list[dict]:
     """One translation unit into ``out/<name>.fatbin``; its resources rows."""
     source = out / f"{name}.cu"
     write_atomic(source, render(selected))
-    report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name)
+    report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name, ptxas_options)
     return _rows(selected, arch, parse_ptxas(report), sass)
+
+
+# ptxas's --register-usage-level (default 5) tried, in this order, for a register-capped kernel that spills:
+# lower levels keep fewer values live (4 first, the closest to the default; 0 the most conservative).
+REGISTER_USAGE_LEVELS = (4, 0)
+
+
+def _spills(row: dict) -> bool:
+    return bool(row["spill_stores"] or row["spill_loads"])
+
+
+def _drop_module(out: Path, name: str) -> None:
+    for ext in (".cu", ".ptx", ".cubin", ".fatbin"):
+        (out / f"{name}{ext}").unlink(missing_ok=True)
 
 
 
@@ -72,9 +87,10 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
     compiled.
 
-    Register-capped kernels that spill under the cap (ptxas's report) are compiled again without it, into
-    ``<unit>_uncapped.fatbin``: they get the registers they need (one block per SM fewer) rather than spill.
-    ``<unit>.json`` maps each kernel to its module."""
+    Register-capped kernels that spill under the cap (ptxas's report) are compiled again under the cap with a
+    lower ptxas register-usage level (REGISTER_USAGE_LEVELS, into ``<unit>_rul<level>.fatbin``); those that
+    still spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need
+    (one block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
     text = render(selected)
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch, driver):
@@ -82,15 +98,30 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     toolchain = toolchain_for(arch, driver)
     rows = _compile(arch, unit, selected, out, toolchain)
     index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
-    spilled = {r["kernel"] for r in rows if r["spill_stores"] or r["spill_loads"]}
-    relaxed = tuple(replace(i, capped=False) for i in selected if i.name in spilled and i.min_blocks > 1)
+    spilled = {r["kernel"] for r in rows if _spills(r)}
+    capped = tuple(i for i in selected if i.name in spilled and i.min_blocks > 1)
+    for level in REGISTER_USAGE_LEVELS:
+        name = f"{unit}_rul{level}"
+        fixed = {}
+        if capped:
+            try:
+                again = _compile(arch, name, capped, out, toolchain, (f"--register-usage-level={level}",))
+            except BuildError:  # a ptxas without the option: the uncapped build below
+                again = []
+            fixed = {r["kernel"]: r for r in again if not _spills(r)}
+        if fixed:
+            rows = [fixed.get(r["kernel"], r) for r in rows]
+            index.update({kernel: f"{name}.fatbin" for kernel in fixed})
+            capped = tuple(i for i in capped if i.name not in fixed)
+        else:
+            _drop_module(out, name)
+    relaxed = tuple(replace(i, capped=False) for i in capped)
     if relaxed:
         again = {r["kernel"]: r for r in _compile(arch, f"{unit}_uncapped", relaxed, out, toolchain)}
         rows = [again.get(r["kernel"], r) for r in rows]
         index.update({inst.name: f"{unit}_uncapped.fatbin" for inst in relaxed})
     else:
-        for ext in (".ptx", ".cubin", ".fatbin"):
-            (out / f"{unit}_uncapped{ext}").unlink(missing_ok=True)
+        _drop_module(out, f"{unit}_uncapped")
     write_atomic(out / f"{unit}.csv", pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     write_atomic(out / f"{unit}.json", json.dumps(index, indent=0, sort_keys=True))
     write_atomic(out / f"{unit}.toolchain", str(toolchain))

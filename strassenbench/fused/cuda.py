@@ -7,6 +7,7 @@ strassenbench's CPU device (tests/cudasim.py): real CuPy, its launches run by th
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def _index(build_dir: str, arch: str) -> dict[str, str]:
 def _check_fresh(build_dir: str, arch: str, module_file: str) -> None:
     """A module built from other kernel sources, or by another toolchain than the one this machine's driver
     needs (its stamp; strassenbench.fused.modules.toolchain_for), is refused, naming the fix."""
-    unit = module_file.removesuffix(".fatbin").removesuffix("_uncapped")
+    unit = re.sub(r"_(uncapped|rul\d+)$", "", module_file.removesuffix(".fatbin"))  # build._build_unit's modules
     try:
         fresh = unit_fresh(Path(build_dir), unit, arch)
         wanted = toolchain_for(arch).name

@@ -21,6 +21,7 @@ beta is applied once: folded into the GEMM's epilogue, otherwise by a scale laun
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -101,18 +102,29 @@ def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, in
 
     Each operand has the kernel's count of terms (instances.kernel_counts); the ones beyond the step's are
     empty (the first term's address, so as aligned as it; zero extent; coefficient 0), so the kernel
-    predicates them off."""
+    predicates them off.
+
+    The A and B sums are normalised (``normalised``): the kernel forms x_0 + sum_t (u_t / u_0) x_t, one FFMA
+    per element and extra term, and multiplies the product by u_0 with the output coefficients."""
     buf = np.zeros((), dtype=products_dtype(str(dtype), sum(inst.counts), inst.batch))
     for z, step in enumerate(group):
         first = 0
-        for side, base, ld, width in zip((step.a, step.b, step.c), bases, lds, inst.counts):
+        for i, (side, base, ld, width) in enumerate(zip((step.a, step.b, step.c), bases, lds, inst.counts)):
             buf["address"][z, first: first + width] = _term_address(side[0][0], base, ld, dtype.itemsize)
-            for t, (view, coeff) in enumerate(side, start=first):
+            coeffs = normalised([c for _, c in side]) if i < 2 else [c for _, c in side]
+            for t, ((view, _), coeff) in enumerate(zip(side, coeffs), start=first):
                 buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
                 buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
                 buf["coeff"][z, t] = float(coeff)  # exact in the dtype for the catalogue's 1/2, +-1, +-2
             first += width
     return buf
+
+
+def normalised(coeffs: list) -> list:
+    """An operand sum's coefficients as the kernel takes them: the first u_0 (the factor the kernel moves to the
+    write-back, tile_loader.cuh fold_scale), the others u_t / u_0 (the first term then enters the sum
+    unscaled). Exact: the catalogue's coefficients are powers of two up to sign."""
+    return [coeffs[0], *(Fraction(c) / Fraction(coeffs[0]) for c in coeffs[1:])]
 
 
 def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..model.issue import peak_fraction
 from ..occupancy import ARCHS, blocks_per_sm
 from ..strategies import STRATEGIES
 from .arch import build_arch, jit_only
@@ -31,12 +32,15 @@ RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
     "spill_stores",
     "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-    "local_mem_ops", *MAINLOOP_COLUMNS,
+    "local_mem_ops", *MAINLOOP_COLUMNS, "issue_fraction_fp32x16", "issue_fraction_fp32x32",
 ]
+# The issue-limited fraction of the FP32 peak of a float32 kernel's main loop (strassenbench.model.issue) on
+# the two families of sub-partitions: 16 FP32 lanes (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
+ISSUE_COLUMNS = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
-FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo | fatbin sass+ptx"
+FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 on spills | fatbin sass+ptx"
 # The columns read from the machine code; empty where the disassembler does not read the architecture (sm_70).
-SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
+SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS, *ISSUE_COLUMNS]
 SUPPORTED_ARCHS = tuple(ARCHS)
 
 
@@ -78,7 +82,13 @@ def sass_counts(sass: str) -> dict[str, Counter]:
 
 def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
                write_mode: str, loads: str, p: Props, ops: Counter, loop: dict) -> dict:
-    """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures."""
+    """One resources.csv row: ptxas's figures, occupancy, opcode classes, the main loop's figures and, for
+    float32, its issue-limited fraction of the FP32 peak per family of sub-partitions."""
+    s = STRATEGIES[strategy]
+    fractions = dict.fromkeys(ISSUE_COLUMNS)
+    if dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
+        fractions = {col: round(peak_fraction(loop["loop_instructions"], loop["loop_fp32"], s.m_R * s.n_R * s.k_S,
+                                              width), 4) for col, width in ISSUE_COLUMNS.items()}
     return {
         "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
         "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
@@ -86,7 +96,7 @@ def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, c
         "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
         "blocks_per_sm": blocks_per_sm(ARCHS[arch], STRATEGIES[strategy].threads, p.registers, p.smem_bytes),
         **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
-        **loop,
+        **loop, **fractions,
     }
 
 
@@ -128,14 +138,15 @@ def disassemble(cubin: Path, arch: str) -> str | None:
 
 
 def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path,
-                   name: str) -> tuple[str, str | None]:
-    """``source`` to ``out/<name>.ptx``, ``<name>.cubin`` (ptxas) and ``<name>.fatbin`` (both, what the GPU
-    loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and raises BuildError."""
+                   name: str, ptxas_options: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    """``source`` to ``out/<name>.ptx``, ``<name>.cubin`` (ptxas, with ``ptxas_options``) and ``<name>.fatbin``
+    (both, what the GPU loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and
+    raises BuildError."""
     log = out / f"{name}.log"
     ptx, cubin, fatbin = (out / f".{name}{ext}.tmp" for ext in (".ptx", ".cubin", ".fatbin"))
     try:
         toolchain.ptx(source, arch, include_dirs, ptx)
-        report = toolchain.assemble(ptx, arch, cubin)
+        report = toolchain.assemble(ptx, arch, cubin, ptxas_options)
     except ToolchainError as err:
         log.write_text(str(err))
         raise BuildError(f"{toolchain.name} failed for {name}: {err} (log: {log})") from None
@@ -160,6 +171,9 @@ def unit_fresh(out: Path, unit: str, arch: str, driver: tuple[int, int] | None =
         return False
     if stamp.read_text() != unit_digest(source.read_text(), arch, toolchain_for(arch, driver)):
         return False
+    with table.open(encoding="utf-8") as rows:  # a table of an older layout is made again
+        if rows.readline().strip().split(",") != RESOURCE_COLUMNS:
+            return False
     return all((out / module).is_file() for module in json.loads(index.read_text()).values())
 
 

@@ -32,9 +32,12 @@ _HI = re.compile(r"^\s*/\*\s*0x(?P<hi>[0-9a-f]{16})\s*\*/\s*$")
 _BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 
 MAINLOOP_COLUMNS = [
-    "loop_instructions", "loop_ffma_share", "loop_global_loads", "loop_generic_loads", "load_use_distance",
-    "loop_barriers",
+    "loop_instructions", "loop_ffma_share", "loop_fp32", "loop_global_loads", "loop_generic_loads",
+    "load_use_distance", "loop_barriers",
 ]
+# Instructions that use the floating-point pipe of their dtype (the products' FFMA, the operand sums'); the
+# issue-slot model (strassenbench.model.issue) charges each r = 32 / lanes clocks of that pipe.
+FP_PIPE = ("FFMA", "FMUL", "FADD", "DFMA", "DMUL", "DADD")
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     return {
         "loop_instructions": round(len(body) / slices, 1),
         "loop_ffma_share": round(ffma / len(body), 4),
+        "loop_fp32": round(sum(ins.base in FP_PIPE for ins in body) / slices, 1),
         "loop_global_loads": round(len(loads) / slices, 1),
         "loop_generic_loads": round(sum(ins.base == "LD" for ins in loads) / slices, 1),
         "load_use_distance": _load_use_distance(body),

@@ -161,9 +161,10 @@ class Toolchain:
         target.write_bytes(ptx)
         return log
 
-    def assemble(self, ptx: Path, arch: str, target: Path) -> str:
-        """ptxas ``-v``: PTX to a cubin for ``arch``; ptxas's report (registers, spills, ...)."""
-        cmd = [self.ptxas, "-v", "-O3", "-lineinfo", f"-arch={arch}", str(ptx), "-o", str(target)]
+    def assemble(self, ptx: Path, arch: str, target: Path, options: tuple[str, ...] = ()) -> str:
+        """ptxas ``-v``: PTX to a cubin for ``arch`` (with ptxas ``options``); ptxas's report (registers,
+        spills, ...)."""
+        cmd = [self.ptxas, "-v", "-O3", "-lineinfo", *options, f"-arch={arch}", str(ptx), "-o", str(target)]
         result = run_tool(cmd)
         if result.returncode != 0:
             raise ToolchainError(first_error(result.stdout + result.stderr))

@@ -35,6 +35,7 @@ from ..algebra.primitives import primitives, variants
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, Strategy
+from . import issue
 from .gpus import GPUSpec
 
 __all__ = [
@@ -175,6 +176,7 @@ class Timing:
     t_flop: float
     t_gmop: float
     t_smop: float
+    t_issue: float = 0.0  # issue slots (strassenbench.model.issue): this project's term, not the paper's
 
     def __add__(self, other: "Timing") -> "Timing":
         return Timing(*(a + b for a, b in zip(self.astuple(), other.astuple())))
@@ -182,25 +184,28 @@ class Timing:
     def __mul__(self, times: int) -> "Timing":
         return Timing(*(a * times for a in self.astuple()))
 
-    def astuple(self) -> tuple[float, float, float, float]:
-        return self.seconds, self.t_flop, self.t_gmop, self.t_smop
+    def astuple(self) -> tuple[float, float, float, float, float]:
+        return self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue
 
     @property
     def limiter(self) -> str:
-        """Which resource dominates: flop, gmop or smop."""
-        parts = {"flop": self.t_flop, "gmop": self.t_gmop, "smop": self.t_smop}
+        """Which resource dominates: flop, gmop, smop or issue."""
+        parts = {"flop": self.t_flop, "gmop": self.t_gmop, "smop": self.t_smop, "issue": self.t_issue}
         return max(parts, key=parts.__getitem__)
 
 
-ZERO = Timing(0.0, 0.0, 0.0, 0.0)
+ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def kernel_time(
-    spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int
+    spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
+    slice_counts: tuple[float, float] | None = None,
 ) -> Timing:
-    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem."""
+    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem: the largest of the
+    paper's T_flop, T_gmop, T_smop and the issue slots' T_issue (``slice_counts``: the main loop's
+    instructions and FP-pipe instructions per thread and k_S slice; default: issue.default_slice_counts)."""
     if active < 1:
-        return Timing(math.inf, math.inf, math.inf, math.inf)
+        return Timing(math.inf, math.inf, math.inf, math.inf, math.inf)
     size = ITEMSIZE[dtype]
     c = block_counts(s, w, k)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
@@ -209,7 +214,12 @@ def kernel_time(
     t_flop = waves * blocks * c.n_flop / spec.tau_flop(dtype)
     t_gmop = tiles * size * c.n_gmop / spec.tau_gmop
     t_smop = waves * size * blocks * c.n_smop / spec.tau_smop
-    return Timing(max(t_flop, t_gmop, t_smop), t_flop, t_gmop, t_smop)
+    instructions, fp_ops = slice_counts or issue.default_slice_counts(s, w, dtype)
+    cores = spec.fp32_cores_per_sm if dtype == "float32" else spec.fp64_cores_per_sm
+    clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
+    warp_clocks = (s.threads // 32) * math.ceil(k / s.k_S) * clocks  # per block
+    t_issue = waves * blocks * warp_clocks / (issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
+    return Timing(max(t_flop, t_gmop, t_smop, t_issue), t_flop, t_gmop, t_smop, t_issue)
 
 
 def _half(d: int, levels: int) -> int:
@@ -248,7 +258,7 @@ def impl_time(
         words_a, words_b, words_c = _reference_words()
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
         below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources)
-        return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0)
+        return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0)
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     total = ZERO
@@ -256,8 +266,10 @@ def impl_time(
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
     for v in variants(algorithm, fused_levels):
         w = (v.W_A, v.W_B, v.W_C)
-        active, _ = active_blocks(spec, s, kernel_counts(w), dtype, resources)
-        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active) * v.count
+        kernel = kernel_counts(w)
+        active, _ = active_blocks(spec, s, kernel, dtype, resources)
+        counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
+        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts) * v.count
     return total
 
 

@@ -35,7 +35,7 @@ def predict(
                 "gpu": spec.name, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
                 "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
-                "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop,
+                "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
                 "occupancy": occupancy_source,
             })

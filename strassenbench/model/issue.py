@@ -1,0 +1,97 @@
+"""Issue slots: the instruction-issue limit of the main loop (this project's extension of the paper's model).
+
+Each SM has four sub-partitions; each issues one warp instruction per clock. A sub-partition's FP32 pipe has
+``lanes`` = FP32 cores per SM / 4 lanes: 16 on sm_70 and GA100 (an FFMA holds it for 32 / 16 = 2 clocks, so
+one other instruction per FFMA issues in its shadow for free), 32 on sm_86, sm_89 and sm_90 (an FFMA takes one
+clock, and every other instruction takes an FFMA's issue slot). A warp's k_S slice of the main loop then holds
+its sub-partition for
+
+    clocks = max(r F, I),   r = 32 / lanes,
+
+where I is the slice's instructions and F those that use the FP32 pipe (the products' FFMA and the operand
+sums'). The fraction of the FP32 peak the loop can reach is r M / clocks, with M = m_R n_R k_S math FFMA per
+thread and slice; and over a kernel (as T_flop, Eq. eqn:t_flop, shares the peak among the active blocks)
+
+    T_issue = waves #blocks warps slices clocks / (4 #SM clock rate).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..strategies import Strategy
+
+__all__ = ["SUB_PARTITIONS", "lanes", "slice_clocks", "peak_fraction", "default_slice_counts", "slice_counts"]
+
+SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
+ITEMSIZE = {"float32": 4, "float64": 8}
+
+
+def lanes(cores_per_sm: int) -> int:
+    """Lanes of one sub-partition's pipe for a dtype: its cores per SM over the four sub-partitions."""
+    return max(1, cores_per_sm // SUB_PARTITIONS)
+
+
+def slice_clocks(instructions: float, fp_ops: float, pipe_lanes: int) -> float:
+    """Clocks a warp's slice holds its sub-partition: max(r F, I), r = 32 / lanes."""
+    return max(fp_ops * 32 / pipe_lanes, instructions)
+
+
+def peak_fraction(instructions: float, fp_ops: float, math_ops: float, pipe_lanes: int) -> float:
+    """The fraction of the pipe's peak the loop can reach by issue slots: r M / max(r F, I)."""
+    clocks = slice_clocks(instructions, fp_ops, pipe_lanes)
+    return math_ops * 32 / pipe_lanes / clocks if clocks > 0 else math.nan
+
+
+def _vec(itemsize: int, n: int) -> int:
+    """The widest vector (at most 128 bits) of elements that divides n (kernels/platform.cuh vec_width)."""
+    w = 16 // itemsize
+    while w > 1 and n % w:
+        w //= 2
+    return w
+
+
+def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tuple[float, float]:
+    """(instructions, FP32-pipe instructions) per thread and k_S slice of the interior main loop, counted from
+    what the kernel's loop does (kernels/mainloop.cuh), for kernels whose machine code was not read: the math
+    FFMA, one FFMA per element and extra operand term, the fragment loads, one global load per term and vector
+    with its 64-bit address add, the stores to shared memory (A's transposed, element by element), two pointer
+    steps, the barrier and the loop's count, compare and branch."""
+    size = ITEMSIZE[dtype]
+    w_a, w_b, _ = w
+    a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
+    v_a, v_b = _vec(size, min(a_elems, s.k_S)), _vec(size, min(b_elems, s.n_S))
+    a_vec, b_vec = max(1, a_elems // v_a), max(1, b_elems // v_b)
+    math_ops = s.m_R * s.n_R * s.k_S
+    sums = (w_a - 1) * a_elems + (w_b - 1) * b_elems
+    lds = s.k_S * (s.m_R // _vec(size, s.m_R) + s.n_R // _vec(size, s.n_R))
+    ldg = w_a * a_vec + w_b * b_vec
+    sts = a_elems + b_vec
+    overhead = 2 * ldg + 4 + 4  # address adds; two 64-bit pointer steps; barrier, count, compare, branch
+    fp_ops = math_ops + sums
+    return float(fp_ops + lds + ldg + sts + overhead), float(fp_ops)
+
+
+def slice_counts(arch: str, s: Strategy, w: tuple[int, int, int], dtype: str,
+                 resources: pd.DataFrame | None = None) -> tuple[tuple[float, float], str]:
+    """((instructions, FP32-pipe instructions) per slice, where from): the build's machine code for this arch
+    (resources.csv, plain write-back, vector loads) where it was read, else default_slice_counts."""
+    if resources is not None and "loop_instructions" in resources:
+        rows = resources[(resources["arch"] == arch) & (resources["strategy"] == s.name)
+                         & (resources["dtype"] == dtype) & (resources["W_A"] == w[0]) & (resources["W_B"] == w[1])
+                         & (resources["W_C"] == w[2])]
+        for column, value in (("write_mode", "plain"), ("loads", "vector"), ("source", "strassenbench")):
+            if column in rows:
+                rows = rows[rows[column] == value]
+        rows = rows[pd.to_numeric(rows["loop_instructions"], errors="coerce").notna()]
+        if len(rows):
+            r = rows.iloc[0]
+            instructions = float(r["loop_instructions"])
+            if "loop_fp32" in rows and pd.notna(r["loop_fp32"]):
+                fp_ops = float(r["loop_fp32"])
+            else:  # a resources.csv of an older build: its FFMA share of the loop
+                fp_ops = instructions * float(r["loop_ffma_share"])
+            return (instructions, fp_ops), "resources.csv"
+    return default_slice_counts(s, w, dtype), "default"
