@@ -194,3 +194,22 @@ def test_smoke_shaped_report_says_numpy_stand_in(tmp_path: Path) -> None:
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Not timed in this run: CUTLASS, 1-level reference, 2-level hybrid (ours), 2-level reference." in page
     assert "dotted line" not in page  # no GPU, no peak line
+
+
+def test_issue_bounds_beside_the_papers_model(report) -> None:  # noqa: ANN001
+    """Per GPU model, the speedup over GEMM by the paper's model and by issue slots: on an H100 the issue slots
+    lower 1-level Strassen's bound; on a V100 they move the prediction by at most 2%."""
+    from strassenbench.report.build import issue_bounds
+
+    bounds = issue_bounds(None).set_index(["gpu", "impl"])
+    assert set(bounds.index.get_level_values("gpu")) == {"V100", "A100", "H100"}
+    h100 = bounds.loc[("H100", "strassen1")]
+    assert h100["issue_slots"] < h100["paper_model"] and h100["with_issue_slots"] < h100["paper_model"]
+    v100 = bounds.xs("V100", level="gpu")
+    assert ((v100["with_issue_slots"] / v100["paper_model"] - 1).abs() <= 0.02).all()
+    figs, _ = report
+    fig = figs["fig_issue_bounds"]
+    legend = _legend(fig)
+    assert "1-level (ours): paper's model" in legend and "1-level (ours): issue slots" in legend
+    bars = [p for p in fig.axes[0].patches]
+    assert len(bars) == 3 * 3 * 2  # GPUs x implementations x (model, issue slots)

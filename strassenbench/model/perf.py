@@ -199,11 +199,12 @@ ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
 
 def kernel_time(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
-    slice_counts: tuple[float, float] | None = None,
+    slice_counts: tuple[float, float] | None = None, issue_slots: bool = True,
 ) -> Timing:
     """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem: the largest of the
     paper's T_flop, T_gmop, T_smop and the issue slots' T_issue (``slice_counts``: the main loop's
-    instructions and FP-pipe instructions per thread and k_S slice; default: issue.default_slice_counts)."""
+    instructions and FP-pipe instructions per thread and k_S slice; default: issue.default_slice_counts).
+    ``issue_slots=False``: the paper's model alone (T_issue still reported, not in the maximum)."""
     if active < 1:
         return Timing(math.inf, math.inf, math.inf, math.inf, math.inf)
     size = ITEMSIZE[dtype]
@@ -219,7 +220,8 @@ def kernel_time(
     clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
     warp_clocks = (s.threads // 32) * math.ceil(k / s.k_S) * clocks  # per block
     t_issue = waves * blocks * warp_clocks / (issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
-    return Timing(max(t_flop, t_gmop, t_smop, t_issue), t_flop, t_gmop, t_smop, t_issue)
+    bound = max(t_flop, t_gmop, t_smop, t_issue if issue_slots else 0.0)
+    return Timing(bound, t_flop, t_gmop, t_smop, t_issue)
 
 
 def _half(d: int, levels: int) -> int:
@@ -249,15 +251,17 @@ def impl_time(
     n: int,
     dtype: str,
     resources: pd.DataFrame | None = None,
+    issue_slots: bool = True,
 ) -> Timing:
-    """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes)."""
+    """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes);
+    ``issue_slots=False``: by the paper's model alone."""
     ref_levels, fused_levels, algorithm = modeled(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
         words_a, words_b, words_c = _reference_words()
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
-        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources)
+        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, issue_slots)
         return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0)
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
@@ -269,7 +273,7 @@ def impl_time(
         kernel = kernel_counts(w)
         active, _ = active_blocks(spec, s, kernel, dtype, resources)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
-        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts) * v.count
+        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, issue_slots) * v.count
     return total
 
 

@@ -24,23 +24,24 @@ from ..io import write_atomic
 from ..impls import algorithm_impl, get_impl
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
-from ..model.perf import MODELED_IMPLS, active_blocks, load_resources
+from ..model.perf import MODELED_IMPLS, active_blocks, impl_time, load_resources
 from ..model.predict import crossover, predict
 from ..occupancy import ARCHS
 from ..results import ResultsError, folder_devices, read_results, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
-from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, fig_intro_comparison, fig_memlimit,
-                      fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more, label_of)
+from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, fig_intro_comparison, fig_issue_bounds,
+                      fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more,
+                      label_of)
 from .palette import PAPER_LINES
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
 REPORT_FIGURES = ["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_model_square",
-                  "fig_model_sweeps", "fig_algorithms", "fig_memlimit"]
+                  "fig_model_sweeps", "fig_issue_bounds", "fig_algorithms", "fig_memlimit"]
 REPORT_TABLES = ["block_sizes", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "occupancy",
-                 "model_bounds", "model_crossover", "algorithms", "kernel_resources", "memory_limits",
+                 "model_bounds", "issue_bounds", "model_crossover", "algorithms", "kernel_resources", "memory_limits",
                  "numerical_error", "numerical_error_checks", "claims"]
 
 
@@ -241,6 +242,29 @@ def _occupancy(resources: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ISSUE_BOUND_IMPLS = ("strassen1", "strassen2-direct", "strassen2-hybrid")
+
+
+def issue_bounds(resources: pd.DataFrame | None, n: int = 20480) -> pd.DataFrame:
+    """Per built-in GPU model, each Strassen implementation's speedup over our GEMM at m = k = n (Huge, float32):
+    by the paper's model alone (T_flop, T_gmop, T_smop) and by issue slots alone (T_issue,
+    strassenbench.model.issue), the main loops' instructions from ``resources`` where the build read them for
+    the GPU's architecture. Predictions."""
+    huge = STRATEGIES["Huge"]
+    rows = []
+    for key, spec in SPECS.items():
+        gemm = impl_time(spec, "gemm", huge, n, n, n, "float32", resources)
+        gemm_paper = impl_time(spec, "gemm", huge, n, n, n, "float32", resources, issue_slots=False)
+        for impl in ISSUE_BOUND_IMPLS:
+            t = impl_time(spec, impl, huge, n, n, n, "float32", resources)
+            paper = impl_time(spec, impl, huge, n, n, n, "float32", resources, issue_slots=False)
+            rows.append({"gpu": key, "arch": spec.arch, "impl": impl, "n": n,
+                         "paper_model": round(gemm_paper.seconds / paper.seconds, 4),
+                         "issue_slots": round(gemm.t_issue / t.t_issue, 4),
+                         "with_issue_slots": round(gemm.seconds / t.seconds, 4), "source": "model (prediction)"})
+    return pd.DataFrame(rows)
+
+
 def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_model: pd.DataFrame,
             algorithms_model: pd.DataFrame, model_gpu: str) -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
@@ -291,6 +315,7 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_mod
         "model_notation": (_notation(spec), ""),
         "occupancy": (_occupancy(resources), ""),
         "model_bounds": (bounds, ""),
+        "issue_bounds": (issue_bounds(resources), ""),
         "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
         "model_crossover": (model_cross, ""),
@@ -322,7 +347,8 @@ def _header(run: dict) -> tuple[str, bool]:
 SOURCES = {  # the files of the run's folder each figure's measured lines come from
     "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"],
     "fig_stra_square_more": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
-    "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_memlimit": ["memlimit.csv"],
+    "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_issue_bounds": [],
+    "fig_memlimit": ["memlimit.csv"],
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
 }
 
@@ -372,6 +398,13 @@ def caption(drawn: Drawn, context: dict[str, str]) -> str:
     elif stem == "fig_model_sweeps":
         text = (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps; predictions "
                 "only, the crossovers are in the model crossover table.")
+    elif stem == "fig_issue_bounds":
+        text = ("Per GPU model, each Strassen implementation's speedup over our GEMM at the largest square size "
+                "(Huge, float32), predicted by the paper's model (T_flop, T_gmop, T_smop: plain bars) and by issue "
+                "slots alone (T_issue, hatched): on an H100 every instruction of the main loop that is not an "
+                "FFMA takes an FFMA's slot, on V100 and A100 one per FFMA issues free. The main loops' "
+                "instructions come from the kernel build's resource table where it read that architecture's machine "
+                "code, else from counting the loop's work (sm_70). Dotted: the ideal 8/7 and (8/7)^2.")
     elif stem == "fig_algorithms":
         text = ("Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over our fused "
                 f"GEMM, as {dashed or 'the model predicts it'}"
@@ -436,6 +469,7 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, model_sizes, "best", "float32", resources)
                               .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
     drawn.append(fig_model_sweeps(sweeps_model, figures, spec.name))
+    drawn.append(fig_issue_bounds(issue_bounds(resources), figures))
     algorithm_impls = _algorithm_impls(run)
     algorithms_model = pd.concat([predict(spec, ["gemm", *algorithm_impls], sweep, model_sizes, "best", "float32",
                                           resources).assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)

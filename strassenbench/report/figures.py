@@ -24,7 +24,7 @@ from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 from .palette import INTRO_LINES, PAPER_LINES, style  # noqa: E402
 
-__all__ = ["Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
+__all__ = ["fig_issue_bounds", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
            "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit", "fig_compare",
            "fig_algorithms", "panel_labels", "MODEL_SQUARE_IMPLS"]
 
@@ -392,3 +392,32 @@ def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> Drawn:
     ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
     ax.set_title("Speedup over cuBLAS per GPU, square problems, single precision")
     return save(fig, out, "fig_compare_speedup")
+
+
+def fig_issue_bounds(bounds: pd.DataFrame, out: Path) -> Drawn:
+    """Per GPU model, each implementation's speedup over our GEMM at the largest square size: by the paper's
+    model (T_flop, T_gmop, T_smop) and by issue slots alone (T_issue), both predictions; the ideal 8/7 and
+    (8/7)^2 dotted."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    gpus = list(dict.fromkeys(bounds["gpu"]))
+    impls = list(dict.fromkeys(bounds["impl"]))
+    width = 0.8 / (2 * len(impls))
+    for i, impl in enumerate(impls):
+        mine = bounds[bounds["impl"] == impl].set_index("gpu").reindex(gpus)
+        for j, (column, what, hatch) in enumerate((("paper_model", "paper's model", ""),
+                                                    ("issue_slots", "issue slots", "//"))):
+            x = [g + (2 * i + j - len(impls) + 0.5) * width for g in range(len(gpus))]
+            ax.bar(x, mine[column], width, color=style(impl)["color"], hatch=hatch, edgecolor="white",
+                   label=f"{label_of(impl)}: {what}")
+    for ideal in (8 / 7, (8 / 7) ** 2):
+        ax.axhline(ideal, color="black", linestyle=":", linewidth=0.8, gid="ideal", label="_ideal")
+    ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
+    ax.set_xticks(range(len(gpus)), gpus)
+    ax.set_xlabel("GPU model (its specification, not a measurement)")
+    ax.set_ylim(0.8, 1.4)
+    ax.set_ylabel("speedup over our GEMM (prediction)")
+    n = int(bounds["n"].iloc[0]) if not bounds.empty else 0
+    ax.set_title(f"Speedup bounds at m = k = n = {n:,}, Huge, float32: paper's model vs issue slots")
+    _legend_below(fig, [ax], ncol=2)
+    return save(fig, out, "fig_issue_bounds")

@@ -6,7 +6,7 @@ rule report:
         **report_inputs(),
     output:
         "report/index.html",
-        expand("report/figures/{fig}.{ext}", fig=["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison",
+        expand("report/figures/{fig}.{ext}", fig=["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_issue_bounds",
                                                   "fig_model_square",
                                                   "fig_algorithms"],
                ext=["png", "pdf"]),
