@@ -150,10 +150,12 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     }
   };
 
-  // The predicated loop (edge tiles, the last slices) loads the next slice after the current one's FFMAs, one
-  // term at a time: it needs few registers, which leaves the interior loop the registers it needs at the
-  // 128-register cap.
-  constexpr int GS = kPipelined ? W : G;
+  // float32 vector kernels run interior tiles in a loop of their own (below). Their predicated loop (edge
+  // tiles, the last slices) then loads the next slice after the current one's FFMAs, one term at a time: it
+  // needs few registers, which leaves the interior loop the registers it needs at the 128-register cap. The
+  // float64 kernels (bound by their FP64 pipe, whose DFMA leave issue slots free) keep the one pipelined loop.
+  constexpr bool kInterior = kPipelined && sizeof(T) == 4;
+  constexpr int GS = kInterior ? W : G;
 
   // Prologue: slice 0 into stage 0, a group at a time, and its first fragments.
   static_for<GS>([&](auto g) {
@@ -221,7 +223,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
 
   const int slices = cdiv(bk, K_S);
   int stage = 0, s = 0;
-  if constexpr (kPipelined) {
+  if constexpr (kInterior) {
     // Interior tiles: while the slice in flight lies inside every term (the block's rows of every A term, its
     // columns of every B term, and k below every term's extent), its loads need no bounds and no address
     // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
@@ -266,7 +268,8 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
     ta = terms_a.reread();
     tb = terms_b.reread();
-    slice(stage, stdx::integral_constant<int, GS>{}, stdx::false_type{}, [&](auto group) { issue(group, next); });
+    slice(stage, stdx::integral_constant<int, GS>{}, stdx::bool_constant<kPipelined && !kInterior>{},
+          [&](auto group) { issue(group, next); });
     stage ^= 1;
   }
 }

@@ -66,8 +66,9 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
     return _rows(selected, arch, parse_ptxas(report), sass)
 
 
-# ptxas's --register-usage-level (default 5) tried, in this order, for a register-capped kernel that spills:
-# lower levels keep fewer values live (4 first, the closest to the default; 0 the most conservative).
+# ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills (under the
+# 128-register cap, or at the 255 of the architecture): lower levels keep fewer values live (4 first, the
+# closest to the default; 0 the most conservative).
 REGISTER_USAGE_LEVELS = (4, 0)
 
 
@@ -87,10 +88,10 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
     compiled.
 
-    Register-capped kernels that spill under the cap (ptxas's report) are compiled again under the cap with a
-    lower ptxas register-usage level (REGISTER_USAGE_LEVELS, into ``<unit>_rul<level>.fatbin``); those that
-    still spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need
-    (one block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
+    Kernels that spill (ptxas's report) are compiled again with a lower ptxas register-usage level
+    (REGISTER_USAGE_LEVELS, into ``<unit>_rul<level>.fatbin``); register-capped ones that still spill are
+    compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one block per
+    SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
     text = render(selected)
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch, driver):
@@ -99,23 +100,23 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     rows = _compile(arch, unit, selected, out, toolchain)
     index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
     spilled = {r["kernel"] for r in rows if _spills(r)}
-    capped = tuple(i for i in selected if i.name in spilled and i.min_blocks > 1)
+    spilling = tuple(i for i in selected if i.name in spilled)
     for level in REGISTER_USAGE_LEVELS:
         name = f"{unit}_rul{level}"
         fixed = {}
-        if capped:
+        if spilling:
             try:
-                again = _compile(arch, name, capped, out, toolchain, (f"--register-usage-level={level}",))
+                again = _compile(arch, name, spilling, out, toolchain, (f"--register-usage-level={level}",))
             except BuildError:  # a ptxas without the option: the uncapped build below
                 again = []
             fixed = {r["kernel"]: r for r in again if not _spills(r)}
         if fixed:
             rows = [fixed.get(r["kernel"], r) for r in rows]
             index.update({kernel: f"{name}.fatbin" for kernel in fixed})
-            capped = tuple(i for i in capped if i.name not in fixed)
+            spilling = tuple(i for i in spilling if i.name not in fixed)
         else:
             _drop_module(out, name)
-    relaxed = tuple(replace(i, capped=False) for i in capped)
+    relaxed = tuple(replace(i, capped=False) for i in spilling if i.min_blocks > 1)
     if relaxed:
         again = {r["kernel"]: r for r in _compile(arch, f"{unit}_uncapped", relaxed, out, toolchain)}
         rows = [again.get(r["kernel"], r) for r in rows]
