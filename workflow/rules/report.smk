@@ -6,9 +6,9 @@ rule report:
         **report_inputs(),
     output:
         "report/index.html",
-        expand("report/figures/{fig}.{ext}", fig=["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_issue_bounds",
-                                                  "fig_model_square",
-                                                  "fig_algorithms"],
+        expand("report/figures/{fig}.{ext}",
+               fig=["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_model_square",
+                    "fig_issue_bounds", "fig_algorithms"],
                ext=["png", "pdf"]),
     log:
         "logs/report.log",
