@@ -197,7 +197,8 @@ def instances(
     )
 
 
-def _vec_width(itemsize: int, n: int) -> int:
+def vec_width(itemsize: int, n: int) -> int:
+    """The widest vector of elements, at most 128 bits, that divides n (kernels/platform.cuh vec_width)."""
     w = 16 // itemsize
     while w > 1 and n % w:
         w //= 2
@@ -208,8 +209,8 @@ def load_widths(strategy: Strategy, dtype: str) -> tuple[int, int]:
     """(V_A, V_B): elements per global load of the vector kernels' A and B tiles, as kernels/strassen.cuh
     (LoadWidths) computes them: the widest vector, at most 128 bits, that divides a thread's share of a row."""
     itemsize, s = np.dtype(dtype).itemsize, strategy
-    return (_vec_width(itemsize, min(s.m_S * s.k_S // s.threads, s.k_S)),
-            _vec_width(itemsize, min(s.k_S * s.n_S // s.threads, s.n_S)))
+    return (vec_width(itemsize, min(s.m_S * s.k_S // s.threads, s.k_S)),
+            vec_width(itemsize, min(s.k_S * s.n_S // s.threads, s.n_S)))
 
 
 def render(selected: tuple[Instance, ...]) -> str:

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
+from ..fused.instances import load_widths, vec_width
 from ..strategies import Strategy
 
-__all__ = ["SUB_PARTITIONS", "lanes", "slice_clocks", "peak_fraction", "default_slice_counts", "slice_counts"]
+__all__ = ["SUB_PARTITIONS", "lanes", "slice_clocks", "peak_fraction", "default_slice_counts", "kernel_rows",
+           "slice_counts"]
 
 SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
-ITEMSIZE = {"float32": 4, "float64": 8}
 
 
 def lanes(cores_per_sm: int) -> int:
@@ -45,28 +47,20 @@ def peak_fraction(instructions: float, fp_ops: float, math_ops: float, pipe_lane
     return math_ops * 32 / pipe_lanes / clocks if clocks > 0 else math.nan
 
 
-def _vec(itemsize: int, n: int) -> int:
-    """The widest vector (at most 128 bits) of elements that divides n (kernels/platform.cuh vec_width)."""
-    w = 16 // itemsize
-    while w > 1 and n % w:
-        w //= 2
-    return w
-
-
 def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tuple[float, float]:
     """(instructions, FP32-pipe instructions) per thread and k_S slice of the interior main loop, counted from
     what the kernel's loop does (kernels/mainloop.cuh), for kernels whose machine code was not read: the math
     FFMA, one FFMA per element and extra operand term, the fragment loads, one global load per term and vector
     with its 64-bit address add, the stores to shared memory (A's transposed, element by element), two pointer
     steps, the barrier and the loop's count, compare and branch."""
-    size = ITEMSIZE[dtype]
+    size = np.dtype(dtype).itemsize
     w_a, w_b, _ = w
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
-    v_a, v_b = _vec(size, min(a_elems, s.k_S)), _vec(size, min(b_elems, s.n_S))
+    v_a, v_b = load_widths(s, dtype)
     a_vec, b_vec = max(1, a_elems // v_a), max(1, b_elems // v_b)
     math_ops = s.m_R * s.n_R * s.k_S
     sums = (w_a - 1) * a_elems + (w_b - 1) * b_elems
-    lds = s.k_S * (s.m_R // _vec(size, s.m_R) + s.n_R // _vec(size, s.n_R))
+    lds = s.k_S * (s.m_R // vec_width(size, s.m_R) + s.n_R // vec_width(size, s.n_R))
     ldg = w_a * a_vec + w_b * b_vec
     sts = a_elems + b_vec
     overhead = 2 * ldg + 4 + 4  # address adds; two 64-bit pointer steps; barrier, count, compare, branch
@@ -74,17 +68,25 @@ def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tu
     return float(fp_ops + lds + ldg + sts + overhead), float(fp_ops)
 
 
+def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, int, int],
+                dtype: str) -> pd.DataFrame:
+    """The resources.csv rows of the fused kernel that runs (W_A, W_B, W_C) with strategy ``s`` on ``arch``:
+    its plain write-back with vector loads (the CUTLASS baseline is a row of the table too)."""
+    rows = resources[(resources["arch"] == arch) & (resources["strategy"] == s.name) & (resources["dtype"] == dtype)
+                     & (resources["W_A"] == w[0]) & (resources["W_B"] == w[1]) & (resources["W_C"] == w[2])]
+    if "write_mode" in rows:
+        rows = rows[rows["write_mode"] == "plain"]
+    if "source" in rows:
+        rows = rows[(rows["source"] == "strassenbench") & (rows["loads"] == "vector")]
+    return rows
+
+
 def slice_counts(arch: str, s: Strategy, w: tuple[int, int, int], dtype: str,
                  resources: pd.DataFrame | None = None) -> tuple[tuple[float, float], str]:
     """((instructions, FP32-pipe instructions) per slice, where from): the build's machine code for this arch
     (resources.csv, plain write-back, vector loads) where it was read, else default_slice_counts."""
     if resources is not None and "loop_instructions" in resources:
-        rows = resources[(resources["arch"] == arch) & (resources["strategy"] == s.name)
-                         & (resources["dtype"] == dtype) & (resources["W_A"] == w[0]) & (resources["W_B"] == w[1])
-                         & (resources["W_C"] == w[2])]
-        for column, value in (("write_mode", "plain"), ("loads", "vector"), ("source", "strassenbench")):
-            if column in rows:
-                rows = rows[rows[column] == value]
+        rows = kernel_rows(resources, arch, s, w, dtype)
         rows = rows[pd.to_numeric(rows["loop_instructions"], errors="coerce").notna()]
         if len(rows):
             r = rows.iloc[0]

@@ -147,18 +147,7 @@ def active_blocks(
 ) -> tuple[int, str]:
     """(active blocks per SM, where the number came from): the compiled kernel's, else the register formula."""
     if resources is not None:
-        rows = resources[
-            (resources["arch"] == spec.arch)
-            & (resources["strategy"] == s.name)
-            & (resources["dtype"] == dtype)
-            & (resources["W_A"] == w[0])
-            & (resources["W_B"] == w[1])
-            & (resources["W_C"] == w[2])
-        ]
-        if "write_mode" in rows:
-            rows = rows[rows["write_mode"] == "plain"]
-        if "source" in rows:  # the fused kernels' own rows, vector loads (the CUTLASS baseline is a row too)
-            rows = rows[(rows["source"] == "strassenbench") & (rows["loads"] == "vector")]
+        rows = issue.kernel_rows(resources, spec.arch, s, w, dtype)
         if len(rows):
             return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
     regs = min(registers(s, w) * ITEMSIZE[dtype] // 4, spec.limits.max_registers_per_thread)

@@ -266,9 +266,9 @@ def issue_bounds(resources: pd.DataFrame | None, n: int = 20480) -> pd.DataFrame
 
 
 def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_model: pd.DataFrame,
-            algorithms_model: pd.DataFrame, model_gpu: str) -> dict[str, tuple[pd.DataFrame | None, str]]:
+            algorithms_model: pd.DataFrame, bounds_by_gpu: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
-    crossovers are read from it)."""
+    crossovers are read from it), ``bounds_by_gpu`` the issue_bounds of the figure beside them."""
     sweeps = run["sweeps"]
     var_tables = {}
     for levels in (1, 2):
@@ -315,7 +315,7 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_mod
         "model_notation": (_notation(spec), ""),
         "occupancy": (_occupancy(resources), ""),
         "model_bounds": (bounds, ""),
-        "issue_bounds": (issue_bounds(resources), ""),
+        "issue_bounds": (bounds_by_gpu, ""),
         "kernel_resources": (res, "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
         "model_crossover": (model_cross, ""),
@@ -469,7 +469,8 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     sweeps_model = pd.concat([predict(spec, list(MODELED_IMPLS), sweep, model_sizes, "best", "float32", resources)
                               .assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
     drawn.append(fig_model_sweeps(sweeps_model, figures, spec.name))
-    drawn.append(fig_issue_bounds(issue_bounds(resources), figures))
+    bounds_by_gpu = issue_bounds(resources)
+    drawn.append(fig_issue_bounds(bounds_by_gpu, figures))
     algorithm_impls = _algorithm_impls(run)
     algorithms_model = pd.concat([predict(spec, ["gemm", *algorithm_impls], sweep, model_sizes, "best", "float32",
                                           resources).assign(sweep=sweep) for sweep in SWEEPS], ignore_index=True)
@@ -478,7 +479,7 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     drawn.append(fig_memlimit(run["memlimit"], figures, device))
     written: list[Path] = [path for d in drawn for path in d.paths]
     sections, contents = [], []
-    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model, model_name).items():
+    for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model, bounds_by_gpu).items():
         markdown, table_html = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)
