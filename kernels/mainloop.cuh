@@ -2,11 +2,14 @@
 // a:gpu_stra; Sec. s:cutlass), software-pipelined as CUTLASS's two-stage MmaPipelined:
 //
 //   - two shared-memory stages of the A and B tiles, one __syncthreads per k_S slice;
-//   - the global loads of slice s + 1 are in flight while slice s is computed: their raw vectors sit in
+//   - in interior tiles of the vector kernels, the global loads of slice s + 1 are in flight while slice s
+//     is computed: unpredicated, at an offset that advances by a constant per slice; their raw vectors sit in
 //     registers and are summed (sum_i u_i X_i) only when stored to the other stage, so an FFMA never waits
 //     for global memory. When the operand sums hold too many terms for the register budget, the terms are
 //     issued in G groups spread over the slice, each summed before the next group is issued, and an operand's
 //     sum is stored as soon as its last term is summed (the stage being filled is not read during the slice);
+//   - edge tiles, the last slices and the scalar kernels take a predicated loop that forms the next slice's
+//     sums after the current one's FFMAs, a term at a time (few registers, one copy of the load code);
 //   - per k-step, m_R x n_R FFMAs from double-buffered register fragments; the first fragment of the next
 //     slice is loaded right after the barrier, before the last k-step's FFMAs of the current slice.
 #pragma once
@@ -109,60 +112,43 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
   using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, V_A, true>;   // m_S x k_S, stored k-major
   using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, V_B, false>;  // k_S x n_S, stored as is
-  // Registers of raw global data in flight at once: 16 (float32) leaves the Huge kernel its 128-register
-  // budget (64 accumulators, 32 fragment registers). Terms beyond it are issued in G groups.
+  // Two paths. Interior tiles of the vector kernels (below) keep the next slice's loads in flight during the
+  // current one, issued in G groups at an unpredicated offset; the registers of raw data in flight at once
+  // are 16 (float32), which leaves the Huge kernel its 128-register budget (64 accumulators, 32 fragment
+  // registers). Everything else (edge tiles, the last slices, and the scalar kernels, whose terms are not
+  // aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the next slice after the current
+  // one's FFMAs, a term at a time (fill), which needs few registers beyond the accumulator and the fragments.
   constexpr bool kPipelined = V_A * V_B > 1;
-  constexpr int kFlightRegisters = (kPipelined ? 16 : 4) * static_cast<int>(sizeof(T)) / 4;
-  constexpr int W = W_A + W_B;
-  constexpr int G = cmin(cmin(W, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
+  constexpr int kFlightRegisters = 16 * static_cast<int>(sizeof(T)) / 4;
+  constexpr int G = cmin(cmin(W_A + W_B, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
   constexpr bool kByOperand =
       G == 2 && LoaderA::kRegisters <= kFlightRegisters && LoaderB::kRegisters <= kFlightRegisters;
-  // The scalar fallback (terms not aligned to 128 bits: odd shapes, unaligned views) has an address and a
-  // predicate per element; it loads, sums and stores the next slice at the end of the current one instead,
-  // so that it needs no registers beyond the accumulator and the fragments.
 
   LoaderA load_a;
   LoaderB load_b;
   TermsA ta = terms_a;
   TermsB tb = terms_b;
-  // Group g of n holds A's terms [a0, a1) and B's [b0, b1) (GroupRange).
-  auto issue = [&](auto group, int k) {
-    using X = decltype(group);
-    using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
-    load_a.template issue<R::a0, R::a1>(ta, lda, row0, k);
-    load_b.template issue<R::b0, R::b1>(tb, ldb, k, col0);
-  };
-  // Sum group g. Pipelined, an operand whose last term is in group g is stored to `stage` at once, which frees
-  // its registers for the next group (the stage not being read is free for the whole slice); the scalar
-  // path stores both operands after its last group (store_sums), which keeps its addresses out of the loop.
+  // Sum group g (GroupRange: A's terms [a0, a1) and B's [b0, b1)). An operand whose last term is in group g is
+  // stored to `stage` at once, which frees its registers for the next group (the stage not being read is free
+  // for the whole slice).
   auto accumulate = [&](auto group, int stage) {
     using X = decltype(group);
     using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
     load_a.template accumulate<R::a0, R::a1>(ta);
     load_b.template accumulate<R::b0, R::b1>(tb);
-    if constexpr (kPipelined && R::a0 < R::a1 && R::a1 == W_A) load_a.store(smem.a[stage]);
-    if constexpr (kPipelined && R::b0 < R::b1 && R::b1 == W_B) load_b.store(smem.b[stage]);
+    if constexpr (R::a0 < R::a1 && R::a1 == W_A) load_a.store(smem.a[stage]);
+    if constexpr (R::b0 < R::b1 && R::b1 == W_B) load_b.store(smem.b[stage]);
   };
-  auto store_sums = [&](int stage) {
-    if constexpr (!kPipelined) {
-      load_a.store(smem.a[stage]);
-      load_b.store(smem.b[stage]);
-    }
+  // The predicated path: the whole slice at k, a term at a time (TileLoader::load_sum), stored to `stage`.
+  auto fill = [&](int stage, int k) {
+    load_a.load_sum(ta, lda, row0, k);
+    load_b.load_sum(tb, ldb, k, col0);
+    load_a.store(smem.a[stage]);
+    load_b.store(smem.b[stage]);
   };
 
-  // float32 vector kernels run interior tiles in a loop of their own (below). Their predicated loop (edge
-  // tiles, the last slices) then loads the next slice after the current one's FFMAs, one term at a time: it
-  // needs few registers, which leaves the interior loop the registers it needs at the 128-register cap. The
-  // float64 kernels (bound by their FP64 pipe, whose DFMA leave issue slots free) keep the one pipelined loop.
-  constexpr bool kInterior = kPipelined && sizeof(T) == 4;
-  constexpr int GS = kInterior ? W : G;
-
-  // Prologue: slice 0 into stage 0, a group at a time, and its first fragments.
-  static_for<GS>([&](auto g) {
-    issue(Group<decltype(g)::value, GS>{}, 0);
-    accumulate(Group<decltype(g)::value, GS>{}, 0);
-  });
-  store_sums(0);
+  // Prologue: slice 0 into stage 0, and its first fragments.
+  fill(0, 0);
   __syncthreads();
 
   alignas(16) T frag_a[2][M_R];
@@ -173,11 +159,12 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   // is issued before k-step kIssue(g), once group g - 1 is summed into the other stage; the last group is
   // summed before the last k-step. With at most K_S / 2 groups, group g goes at g K_S / G, so that every group
   // but the last has K_S / G k-steps of FFMAs to arrive and the last K_S / G - 1; with more, the K_S - 1
-  // k-steps before the last are shared out evenly. `stage` is a compile-time constant on the interior path
+  // k-steps before the last are shared out evenly. Without overlap (the predicated path), issue_next(stage)
+  // fills the whole next slice in the last k-step. `stage` is a compile-time constant on the interior path
   // (its shared-memory addresses are then immediates).
-  auto slice = [&](auto stage_, auto groups, auto overlap, auto issue_next) {
+  auto slice = [&](auto stage_, auto overlap, auto issue_next) {
     const int stage = int_value(stage_);
-    constexpr int NG = decltype(groups)::value;
+    constexpr int NG = G;
     constexpr bool kOverlap = decltype(overlap)::value;
     static_for<K_S>([&](auto p_) {
       constexpr int p = decltype(p_)::value;
@@ -202,15 +189,10 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
         // which hides the fragment loads' latency.
         constexpr int kHalf = kOverlap ? M_R / 2 : 0;
         ffma(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, kHalf>{});
-        if constexpr (kOverlap) {
+        if constexpr (kOverlap)
           accumulate(Group<NG - 1, NG>{}, stage ^ 1);
-        } else {
-          static_for<NG>([&](auto g) {  // one group in flight at a time
-            issue_next(Group<decltype(g)::value, NG>{});
-            accumulate(Group<decltype(g)::value, NG>{}, stage ^ 1);
-          });
-          store_sums(stage ^ 1);
-        }
+        else
+          issue_next(stage ^ 1);  // the whole next slice (fill)
         __syncthreads();
         warp_tile.load(frag_a[(p + 1) & 1], frag_b[(p + 1) & 1], smem.a[stage ^ 1], smem.b[stage ^ 1], 0);
         ffma(stdx::integral_constant<int, kHalf>{}, stdx::integral_constant<int, M_R>{});
@@ -223,7 +205,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
 
   const int slices = cdiv(bk, K_S);
   int stage = 0, s = 0;
-  if constexpr (kInterior) {
+  if constexpr (kPipelined) {
     // Interior tiles: while the slice in flight lies inside every term (the block's rows of every A term, its
     // columns of every B term, and k below every term's extent), its loads need no bounds and no address
     // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
@@ -251,15 +233,15 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
       load_b.template issue_at<R::b0, R::b1>(terms_b, off_b, step_b);
     };
     for (; s + 1 < fast; s += 2) {
-      slice(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
       off_a += K_S * static_cast<long long>(sizeof(T));
       off_b += next_b;
-      slice(stdx::integral_constant<int, 1>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
       off_a += K_S * static_cast<long long>(sizeof(T));
       off_b += next_b;
     }
     if (s < fast) {
-      slice(stdx::integral_constant<int, 0>{}, stdx::integral_constant<int, G>{}, stdx::true_type{}, issue_at);
+      slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
       ++s;
       stage = 1;
     }
@@ -268,8 +250,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
     ta = terms_a.reread();
     tb = terms_b.reread();
-    slice(stage, stdx::integral_constant<int, GS>{}, stdx::bool_constant<kPipelined && !kInterior>{},
-          [&](auto group) { issue(group, next); });
+    slice(stage, stdx::false_type{}, [&](int to) { fill(to, next); });
     stage ^= 1;
   }
 }

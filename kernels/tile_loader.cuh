@@ -1,11 +1,12 @@
 // Global -> register -> shared-memory tile loads with Strassen's operand sums packed in (paper, Sec.
 // s:gpu_stra and Algorithm a:gpu_stra, right: "pack sum_i u_i X_i into the A tile").
 //
-// The loads of a k_S slice are issued well before the slice is needed: `issue` puts the raw vectors of some
-// terms into registers (predicated, zeros outside a term's extent: Sec. s:fringe), `accumulate` folds them
-// into the weighted sum sum_i u_i X_i, and `store` writes the sum to shared memory. The main loop
-// (mainloop.cuh) issues a slice's loads while it computes on the slice before and calls `accumulate` and
-// `store` only when the registers must be free again, so the global-memory latency is hidden behind FFMAs.
+// In interior tiles the loads of a k_S slice are issued well before the slice is needed: `issue_at` puts the
+// raw vectors of some terms into registers, `accumulate` folds them into the weighted sum sum_i u_i X_i, and
+// `store` writes the sum to shared memory. The main loop (mainloop.cuh) issues a slice's loads while it
+// computes on the slice before and calls `accumulate` and `store` only when the registers must be free again,
+// so the global-memory latency is hidden behind FFMAs. Elsewhere `load_sum` forms the sum a term at a time
+// from predicated loads (`issue`, `load`: zeros outside a term's extent, Sec. s:fringe).
 #pragma once
 
 #include "platform.cuh"
@@ -77,17 +78,40 @@ struct TileLoader {
   __device__ __forceinline__ static int row() { return tid() / kChunksPerRow; }
   __device__ __forceinline__ static int col() { return (tid() % kChunksPerRow) * V; }
 
-  // Load terms [BEGIN, END) of the tile whose top-left corner is (row0, col0) of every term block.
+  // Predicated loads of terms [BEGIN, END) of the tile whose top-left corner is (row0, col0) of every term block.
   template <int BEGIN, int END, class Terms>
   __device__ __forceinline__ void issue(const Terms& terms, int ld, int row0, int col0) {
     const int col = col0 + this->col(), first_row = row0 + row();
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const int row = first_row + c * kRowStep;
-      const long long offset = static_cast<long long>(row) * ld + col;
+    for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int t = BEGIN; t < END; ++t)
-        raw[t][c] = ldg<T, V>(terms.ptr(t) + offset, row < terms.rows(t) && col < terms.cols(t));
+      for (int t = BEGIN; t < END; ++t) raw[t][c] = load(terms, t, ld, first_row + c * kRowStep, col);
+  }
+
+  // The chunk at (row, col) of term t's block: zeros outside the term's extent.
+  template <class Terms>
+  __device__ __forceinline__ static Vec<T, V> load(const Terms& terms, int t, int ld, int row, int col) {
+    return ldg<T, V>(terms.ptr(t) + (static_cast<long long>(row) * ld + col), row < terms.rows(t) && col < terms.cols(t));
+  }
+
+  // The whole sum, one term at a time with the term a run-time index: the predicated path (scalar kernels,
+  // edge tiles and last slices of the vector kernels). It holds one term's registers and one copy of the load
+  // code whatever W is, and the compiler cannot hoist a term's loads above the sum of the one before, so this
+  // path never raises the register pressure of the kernel (at the 128-register cap, a spill).
+  template <class Terms>
+  __device__ __forceinline__ void load_sum(const Terms& terms, int ld, int row0, int col0) {
+    issue<0, 1>(terms, ld, row0, col0);
+    accumulate<0, 1>(terms);
+    const int col = col0 + this->col(), first_row = row0 + row();
+#pragma unroll 1
+    for (int t = 1; t < W; ++t) {
+      const T u = terms.coeff(t);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const Vec<T, V> x = load(terms, t, ld, first_row + c * kRowStep, col);
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum[c].v[j] += u * x.v[j];
+      }
     }
   }
 

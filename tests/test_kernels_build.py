@@ -76,16 +76,15 @@ def test_huge_one_level_target(table: str, request: pytest.FixtureRequest) -> No
 @pytest.mark.parametrize("table", ["float32_sm90", "huge_sm80"])
 def test_huge_direct_two_level_var0_target(table: str, request: pytest.FixtureRequest) -> None:
     """The direct 2-level Var#0 (W_A = W_B = W_C = 4), float32 Huge, plain write-back: in the 128 registers
-    of 2 blocks per SM without spilling (the paper's needs 160 and runs 1 block), every global load LDG, FFMA
-    at least 84% of the main loop. Its loads reach 180 instructions ahead of their first use (the 200 of GEMM and
-    1 level is open here: with 8 terms, two groups of four loads share the slice's 8 k-steps)."""
+    of 2 blocks per SM without spilling (the paper's needs 160 and runs 1 block), every global load LDG issued
+    at least 200 instructions ahead of its first use, FFMA at least 84% of the main loop."""
     frame = request.getfixturevalue(table)
     var0 = frame[(frame["strategy"] == "Huge") & (frame["dtype"] == "float32") & (frame["W_A"] == 4)
                  & (frame["W_B"] == 4) & (frame["W_C"] == 4) & (frame["write_mode"] == "plain")
                  & (frame["loads"] == "vector")].iloc[0]
     assert var0["registers"] <= 128 and var0["blocks_per_sm"] == 2 and var0["spill_stores"] == 0
     assert var0["loop_generic_loads"] == 0 and var0["loop_global_loads"] == 8
-    assert var0["load_use_distance"] >= 180
+    assert var0["load_use_distance"] >= 200
     assert var0["loop_ffma_share"] >= 0.84
 
 
@@ -115,6 +114,7 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
         # atomic kernels spill under the cap at the default level; the vector ones stop at level 4
         fixed = "--register-usage-level=4" in ptxas_options
         return [{**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "registers": 128 if i.capped else 150,
+                 "loop_instructions": 600, "load_use_distance": 250,
                  "spill_stores": 8 if i.capped and i.write_mode == "atomic" and not (fixed and i.loads == "vector")
                  else 0} for i in selected]
 
@@ -140,6 +140,45 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
     # unchanged: nothing compiles again
     assert not build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
     assert len(calls) == 4
+
+
+def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A float32 vector kernel whose main loop uses a global load fewer than LOAD_AHEAD instructions after it
+    was issued is compiled again at the lower register-usage levels and keeps its best compile (no spills, loads
+    in time, then fewest instructions). Here the plain kernel is in time only at level 0 (level 4, fewer
+    instructions but late, is superseded and its module not kept); the atomic one at no level: it keeps its
+    default compile, the fewest instructions. The scalar kernels, which load after their FFMAs by design, are
+    not compiled again."""
+    figures = {("plain", ""): (600, 120), ("plain", "4"): (590, 150), ("plain", "0"): (620, 230),
+               ("atomic", ""): (600, 100), ("atomic", "4"): (610, 180), ("atomic", "0"): (605, 190)}
+    calls: list[tuple[str, tuple]] = []
+
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
+        calls.append((name, tuple(i.name for i in selected)))
+        (out / f"{name}.cu").write_text(build_module.render(selected))
+        (out / f"{name}.fatbin").write_bytes(b"")
+        level = "".join(o.removeprefix("--register-usage-level=") for o in ptxas_options)
+        rows = []
+        for i in selected:
+            instructions, lu = figures[i.write_mode, level] if i.loads == "vector" else (700, 20)
+            rows.append({**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "registers": 128,
+                         "loop_instructions": instructions, "load_use_distance": lu})
+        return rows
+
+    monkeypatch.setattr(build_module, "_compile", fake_compile)
+    monkeypatch.setattr(build_module, "toolchain_for",
+                        lambda arch, driver=None: Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas"))
+    selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((2, 2, 2),))
+    vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
+    assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
+    assert [(name, set(kernels)) for name, kernels in calls] == [
+        ("unit", {i.name for i in selected}), ("unit_rul4", set(vector.values())), ("unit_rul0", set(vector.values()))]
+    index = json.loads((tmp_path / "unit.json").read_text())
+    assert index[vector["plain"]] == "unit_rul0.fatbin" and index[vector["atomic"]] == "unit.fatbin"
+    assert not (tmp_path / "unit_rul4.fatbin").exists() and (tmp_path / "unit_rul0.fatbin").exists()
+    table = pd.read_csv(tmp_path / "unit.csv").set_index("kernel")
+    assert table.loc[vector["plain"], "load_use_distance"] == 230
+    assert table.loc[vector["atomic"], ["loop_instructions", "load_use_distance"]].tolist() == [600, 100]
 
 
 def test_unchanged_build_is_skipped_and_header_change_rebuilds(tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -370,22 +409,18 @@ LOOP_TARGETS = {1: 569, 2: 590, 4: 630}
 
 @pytest.mark.parametrize("fixture", ["float32_sm90", "huge_sm80"])
 def test_main_loops_at_the_issue_limit(fixture: str, request: pytest.FixtureRequest) -> None:
-    """GEMM and every 1-level kernel: at most 569 / 590 instructions per slice, every global load an LDG issued
-    at least 200 instructions before its first use, <= 128 registers, no spills, 2 blocks per SM. The 2-level
-    kernels: at most 630 instructions (640 for one built at ptxas register-usage level 0 to avoid a spill), no
-    spills, only LDG; their loads reach 156 to 199 instructions ahead where four A terms are in flight."""
+    """Every float32 Huge vector kernel, plain and atomic: GEMM at most 569 instructions per slice (512 math
+    FFMA), every 1-level variant 590, every 2-level one 630; every global load of the main loop an LDG issued
+    at least 200 instructions before its first use; <= 128 registers, no spills, 2 blocks per SM."""
     frame = request.getfixturevalue(fixture)
     huge = frame[(frame["strategy"] == "Huge") & (frame["source"] == "strassenbench") & (frame["loads"] == "vector")
                  & (frame["dtype"] == "float32")]
     widest = huge[["W_A", "W_B", "W_C"]].max(axis=1)
-    assert len(huge) == 2 * 15 and (huge["loop_generic_loads"] == 0).all() and (huge["spill_stores"] == 0).all()
-    one_level = huge[widest <= 2]
-    assert (one_level["loop_instructions"] <= widest[widest <= 2].map(LOOP_TARGETS)).all(), one_level
-    assert (one_level["load_use_distance"] >= 200).all(), one_level[["kernel", "load_use_distance"]]
-    assert (one_level["registers"] <= 128).all() and (one_level["blocks_per_sm"] == 2).all()
-    two_level = huge[widest == 4]
-    assert (two_level["loop_instructions"] <= 640).all() and (two_level["loop_instructions"] <= 630).mean() > 0.9
-    assert (two_level["load_use_distance"] >= 150).all()
+    assert len(huge) == 2 * 15
+    failing = huge[(huge["loop_instructions"] > widest.map(LOOP_TARGETS)) | (huge["load_use_distance"] < 200)
+                   | (huge["loop_generic_loads"] > 0) | (huge["spill_stores"] > 0) | (huge["registers"] > 128)
+                   | (huge["blocks_per_sm"] != 2)]
+    assert failing.empty, failing[["kernel", "loop_instructions", "load_use_distance", "registers"]].to_string()
     # the issue-limited fraction of the FP32 peak, per family of sub-partitions (resources.csv)
     gemm = huge[(widest == 1) & (huge["write_mode"] == "plain")].iloc[0]
     assert gemm["issue_fraction_fp32x32"] == pytest.approx(512 / gemm["loop_instructions"], abs=1e-4)

@@ -66,14 +66,37 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
     return _rows(selected, arch, parse_ptxas(report), sass)
 
 
-# ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills (under the
-# 128-register cap, or at the 255 of the architecture): lower levels keep fewer values live (4 first, the
-# closest to the default; 0 the most conservative).
+# ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills or, in the float32
+# vector kernels, issues a global load of its main loop late (LOAD_AHEAD): lower levels keep fewer values live
+# (4 first, the closest to the default; 0 the most conservative). Each kernel keeps the level that scores best.
 REGISTER_USAGE_LEVELS = (4, 0)
+
+# Instructions between a global load of the main loop and its first use that hide the load's latency: with 2
+# blocks of 8 warps per SM, each sub-partition's 4 warps issue about 800 instructions meanwhile, more than a
+# DRAM load's latency (some 600 clocks). The float32 vector kernels are built to reach it (mainloop.cuh).
+LOAD_AHEAD = 200
 
 
 def _spills(row: dict) -> bool:
     return bool(row["spill_stores"] or row["spill_loads"])
+
+
+def _known(value) -> bool:  # noqa: ANN001 - a resources cell
+    return value is not None and not pd.isna(value)
+
+
+def _late(inst: Instance, row: dict) -> bool:
+    """A float32 vector kernel whose main loop uses a global load fewer than LOAD_AHEAD instructions after it
+    was issued (unknown without the machine code: not late)."""
+    lu = row["load_use_distance"]
+    return inst.dtype == "float32" and inst.loads == "vector" and _known(lu) and lu < LOAD_AHEAD
+
+
+def _score(inst: Instance, row: dict) -> tuple:
+    """Smaller is better: no spills, then loads issued in time (_late), then fewer main-loop instructions per
+    slice, then loads issued further ahead."""
+    instructions, lu = row["loop_instructions"], row["load_use_distance"]
+    return (_spills(row), _late(inst, row), instructions if _known(instructions) else 0, -lu if _known(lu) else 0)
 
 
 def _drop_module(out: Path, name: str) -> None:
@@ -88,10 +111,11 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
     compiled.
 
-    Kernels that spill (ptxas's report) are compiled again with a lower ptxas register-usage level
-    (REGISTER_USAGE_LEVELS, into ``<unit>_rul<level>.fatbin``); register-capped ones that still spill are
-    compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one block per
-    SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
+    Kernels that spill (ptxas's report), and float32 vector kernels whose main loop issues a global load late
+    (_late), are compiled again at lower ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
+    ``<unit>_rul<level>.fatbin``); each kernel keeps its best build (_score). Register-capped ones that still
+    spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one
+    block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
     text = render(selected)
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch, driver):
@@ -99,24 +123,25 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     toolchain = toolchain_for(arch, driver)
     rows = _compile(arch, unit, selected, out, toolchain)
     index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
-    spilled = {r["kernel"] for r in rows if _spills(r)}
-    spilling = tuple(i for i in selected if i.name in spilled)
+    by_name = {inst.name: inst for inst in selected}
+    best = {r["kernel"]: r for r in rows}
     for level in REGISTER_USAGE_LEVELS:
         name = f"{unit}_rul{level}"
-        fixed = {}
-        if spilling:
+        again = []
+        retry = tuple(i for i in selected if _spills(best[i.name]) or _late(i, best[i.name]))
+        if retry:
             try:
-                again = _compile(arch, name, spilling, out, toolchain, (f"--register-usage-level={level}",))
+                again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",))
             except BuildError:  # a ptxas without the option: the uncapped build below
                 again = []
-            fixed = {r["kernel"]: r for r in again if not _spills(r)}
-        if fixed:
-            rows = [fixed.get(r["kernel"], r) for r in rows]
-            index.update({kernel: f"{name}.fatbin" for kernel in fixed})
-            spilling = tuple(i for i in spilling if i.name not in fixed)
-        else:
-            _drop_module(out, name)
-    relaxed = tuple(replace(i, capped=False) for i in spilling if i.min_blocks > 1)
+        better = [r for r in again if _score(by_name[r["kernel"]], r) < _score(by_name[r["kernel"]], best[r["kernel"]])]
+        best.update({r["kernel"]: r for r in better})
+        index.update({r["kernel"]: f"{name}.fatbin" for r in better})
+    for level in REGISTER_USAGE_LEVELS:  # a module whose every kernel did better elsewhere is not kept
+        if f"{unit}_rul{level}.fatbin" not in index.values():
+            _drop_module(out, f"{unit}_rul{level}")
+    rows = [best[r["kernel"]] for r in rows]
+    relaxed = tuple(replace(i, capped=False) for i in selected if _spills(best[i.name]) and i.min_blocks > 1)
     if relaxed:
         again = {r["kernel"]: r for r in _compile(arch, f"{unit}_uncapped", relaxed, out, toolchain)}
         rows = [again.get(r["kernel"], r) for r in rows]
