@@ -140,10 +140,13 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     if constexpr (R::b0 < R::b1 && R::b1 == W_B) load_b.store(smem.b[stage]);
   };
   // The predicated path: the whole slice at k, a term at a time (TileLoader::load_sum), stored to `stage`.
+  // The scalar kernels, whose sums take a register per element (16 per operand in float64 Large), store A's
+  // sum before B's loads; in the vector kernels the two sums are 8 registers, and both stores come last.
   auto fill = [&](int stage, int k) {
     load_a.load_sum(ta, lda, row0, k);
+    if constexpr (!kPipelined) load_a.store(smem.a[stage]);
     load_b.load_sum(tb, ldb, k, col0);
-    load_a.store(smem.a[stage]);
+    if constexpr (kPipelined) load_a.store(smem.a[stage]);
     load_b.store(smem.b[stage]);
   };
 

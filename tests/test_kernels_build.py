@@ -102,7 +102,7 @@ def test_huge_two_level_fit_the_cap_or_get_their_registers(float32_sm90: pd.Data
 
 def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """The build's policy, with ptxas's report stubbed: a capped kernel that spills is compiled again under the
-    cap with a lower ptxas register-usage level (<unit>_rul4, then <unit>_rul0); one that still spills, without
+    cap at other ptxas register-usage levels (<unit>_rul4, <unit>_rul0, <unit>_rul8); one that still spills, without
     the cap into <unit>_uncapped.fatbin. Each row comes from the compile that kept it, and the index points
     to its module."""
     calls: list[tuple[str, tuple, tuple]] = []
@@ -123,10 +123,10 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
     monkeypatch.setattr(build_module, "toolchain_for", lambda arch, driver=None: stub)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((4, 4, 4),))
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [name for name, _, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_uncapped"]
-    assert calls[1][2] == ("--register-usage-level=4",) and calls[2][2] == ("--register-usage-level=0",)
+    assert [name for name, _, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped"]
+    assert [c[2] for c in calls[1:4]] == [(f"--register-usage-level={level}",) for level in (4, 0, 8)]
     level4 = {i.name for i in calls[1][1] if i.loads == "vector"}
-    relaxed = calls[3][1]
+    relaxed = calls[4][1]
     assert {i.write_mode for i in relaxed} == {"atomic"} and not any(i.capped for i in relaxed)
     assert {i.loads for i in relaxed} == {"scalar"} and level4
     assert all(i.min_blocks == 1 for i in relaxed) and all(i.min_blocks == 2 for i in selected)
@@ -134,23 +134,25 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
     assert {k for k, v in index.items() if v == "unit_uncapped.fatbin"} == {i.name for i in relaxed}
     assert {k for k, v in index.items() if v == "unit_rul4.fatbin"} == level4
     assert not (tmp_path / "unit_rul0.fatbin").exists()  # it fixed nothing: not kept
+    assert not (tmp_path / "unit_rul8.fatbin").exists()
     table = pd.read_csv(tmp_path / "unit.csv")
     assert (table["spill_stores"] == 0).all() and set(table.loc[table["registers"] == 150, "kernel"]) == {
         i.name for i in relaxed}
     # unchanged: nothing compiles again
     assert not build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """A float32 vector kernel whose main loop uses a global load fewer than LOAD_AHEAD instructions after it
-    was issued is compiled again at the lower register-usage levels and keeps its best compile (no spills, loads
+    was issued is compiled again at other register-usage levels and keeps its best compile (no spills, loads
     in time, then fewest instructions). Here the plain kernel is in time only at level 0 (level 4, fewer
     instructions but late, is superseded and its module not kept); the atomic one at no level: it keeps its
     default compile, the fewest instructions. The scalar kernels, which load after their FFMAs by design, are
     not compiled again."""
     figures = {("plain", ""): (600, 120), ("plain", "4"): (590, 150), ("plain", "0"): (620, 230),
-               ("atomic", ""): (600, 100), ("atomic", "4"): (610, 180), ("atomic", "0"): (605, 190)}
+               ("atomic", ""): (600, 100), ("atomic", "4"): (610, 180), ("atomic", "0"): (605, 190),
+               ("atomic", "8"): (640, 170)}
     calls: list[tuple[str, tuple]] = []
 
     def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
@@ -172,10 +174,12 @@ def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> 
     vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
     assert [(name, set(kernels)) for name, kernels in calls] == [
-        ("unit", {i.name for i in selected}), ("unit_rul4", set(vector.values())), ("unit_rul0", set(vector.values()))]
+        ("unit", {i.name for i in selected}), ("unit_rul4", set(vector.values())), ("unit_rul0", set(vector.values())),
+        ("unit_rul8", {vector["atomic"]})]  # the plain kernel is settled at level 0
     index = json.loads((tmp_path / "unit.json").read_text())
     assert index[vector["plain"]] == "unit_rul0.fatbin" and index[vector["atomic"]] == "unit.fatbin"
-    assert not (tmp_path / "unit_rul4.fatbin").exists() and (tmp_path / "unit_rul0.fatbin").exists()
+    assert (tmp_path / "unit_rul0.fatbin").exists()
+    assert not (tmp_path / "unit_rul4.fatbin").exists() and not (tmp_path / "unit_rul8.fatbin").exists()
     table = pd.read_csv(tmp_path / "unit.csv").set_index("kernel")
     assert table.loc[vector["plain"], "load_use_distance"] == 230
     assert table.loc[vector["atomic"], ["loop_instructions", "load_use_distance"]].tolist() == [600, 100]
@@ -250,6 +254,25 @@ def test_no_float32_kernel_spills_on_sm90(float32_sm90: pd.DataFrame) -> None:
     spilling = float32_sm90[(float32_sm90["spill_stores"] > 0) | (float32_sm90["spill_loads"] > 0)]
     assert spilling.empty, spilling[["kernel", "registers", "spill_stores"]].to_string()
     assert (float32_sm90["local_mem_ops"] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def float64_wide(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """float64 Large and Huge for sm_90 and sm_80: 8 x 8 doubles per thread, at the 255-register limit."""
+    return build(["sm_90", "sm_80"], tmp_path_factory.mktemp("build64"), dtypes=("float64",),
+                 strategies=("Large", "Huge"), cutlass=False)
+
+
+def test_no_float64_kernel_spills_at_the_register_limit(float64_wide: pd.DataFrame) -> None:
+    """The float64 kernels whose accumulator and fragments alone take 192 registers fit the other 63 without
+    spilling, vector and scalar, plain and atomic, every variant, on sm_90 and sm_80; the vector kernels' main
+    loops load with LDG only."""
+    assert len(float64_wide) == 2 * 2 * 15 * 2 * 2
+    spilling = float64_wide[(float64_wide["spill_stores"] > 0) | (float64_wide["spill_loads"] > 0)]
+    assert spilling.empty, spilling[["kernel", "arch", "registers", "spill_stores"]].to_string()
+    assert (float64_wide["local_mem_ops"] == 0).all() and (float64_wide["registers"] <= 255).all()
+    vector = float64_wide[float64_wide["loads"] == "vector"]
+    assert (vector["loop_generic_loads"] == 0).all() and (vector["loop_global_loads"] > 0).all()
 
 
 @pytest.mark.parametrize("table", ["float32_sm90", "huge_sm80"])

@@ -68,8 +68,10 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
 
 # ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills or, in the float32
 # vector kernels, issues a global load of its main loop late (LOAD_AHEAD): lower levels keep fewer values live
-# (4 first, the closest to the default; 0 the most conservative). Each kernel keeps the level that scores best.
-REGISTER_USAGE_LEVELS = (4, 0)
+# (4 first, the closest to the default; 0 the most conservative); 8, last, lets ptxas use registers more
+# freely, which at the 255-register limit can keep a value that the lower levels spill. Each kernel keeps the
+# level that scores best.
+REGISTER_USAGE_LEVELS = (4, 0, 8)
 
 # Instructions between a global load of the main loop and its first use that hide the load's latency: with 2
 # blocks of 8 warps per SM, each sub-partition's 4 warps issue about 800 instructions meanwhile, more than a
@@ -112,7 +114,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     compiled.
 
     Kernels that spill (ptxas's report), and float32 vector kernels whose main loop issues a global load late
-    (_late), are compiled again at lower ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
+    (_late), are compiled again at other ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
     ``<unit>_rul<level>.fatbin``); each kernel keeps its best build (_score). Register-capped ones that still
     spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one
     block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""

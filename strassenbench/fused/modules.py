@@ -38,7 +38,7 @@ RESOURCE_COLUMNS = [
 # the two families of sub-partitions: 16 FP32 lanes (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
 ISSUE_COLUMNS = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
-FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 on spills or late loads, best kept | fatbin sass+ptx"
+FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 on spills or late loads, best kept | fatbin sass+ptx"
 # The columns read from the machine code; empty where the disassembler does not read the architecture (sm_70).
 SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS, *ISSUE_COLUMNS]
 SUPPORTED_ARCHS = tuple(ARCHS)
