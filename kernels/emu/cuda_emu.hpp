@@ -6,15 +6,21 @@
 // std::atomic_ref<T>::fetch_add. Blocks never run concurrently, so a launch that races between blocks on the
 // GPU (plain write-back of two products into one C block) is NOT caught here; the launch builder forbids it.
 //
+// Warp collectives (mma.sync): the lanes of a warp meet at a warp barrier of their own and exchange their
+// operands through the warp's slots (warp_gather); a block's last warp may be partial.
+//
 // Shared-memory traces: while tracing is on (emu_trace_enable), every sb::lds / sb::sts records (block,
 // thread, the thread's access number within the block, address, bytes, load or store). All lanes of a warp
 // run the same sequence of shared-memory accesses, so the n-th access of the 32 lanes of a warp is one
 // warp-level instruction; strassenbench.fused.smem counts its wavefronts.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,6 +34,29 @@ struct dim3 {
 
 inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline thread_local std::barrier<>* block_barrier = nullptr;
+
+// One warp of the running block: its barrier and a slot of kSlotBytes per lane for warp_gather.
+struct Warp {
+  static constexpr unsigned kSlotBytes = 64;
+  explicit Warp(unsigned lanes) : barrier(static_cast<std::ptrdiff_t>(lanes)) {}
+  std::barrier<> barrier;
+  alignas(16) unsigned char slots[32][kSlotBytes];
+};
+inline thread_local Warp* warp = nullptr;
+inline thread_local unsigned lane = 0;
+
+// Every lane of the warp gives `mine` and gets every lane's (index: lane). All lanes must call it, as they
+// must execute a .sync.aligned instruction together on the GPU.
+template <class T>
+inline std::array<T, 32> warp_gather(const T& mine) {
+  static_assert(sizeof(T) <= Warp::kSlotBytes, "a lane's operands must fit its slot");
+  std::memcpy(warp->slots[lane], &mine, sizeof(T));
+  warp->barrier.arrive_and_wait();
+  std::array<T, 32> all{};
+  for (unsigned l = 0; l < 32; ++l) std::memcpy(&all[l], warp->slots[l], sizeof(T));
+  warp->barrier.arrive_and_wait();  // the slots are free again
+  return all;
+}
 
 template <class T>
 inline T atomic_add(T* address, T value) {
@@ -64,6 +93,8 @@ template <class... Params, class... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
   const unsigned threads = block.x * block.y * block.z;
   std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
+  std::deque<Warp> warps;  // Warp holds a barrier: not movable
+  for (unsigned w = 0; w * 32 < threads; ++w) warps.emplace_back(threads - w * 32 < 32 ? threads - w * 32 : 32);
   std::vector<std::thread> pool;
   pool.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) {
@@ -72,6 +103,8 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
       blockDim = block;
       gridDim = grid;
       block_barrier = &barrier;
+      warp = &warps[t / 32];
+      lane = t % 32;
       for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
           for (unsigned x = 0; x < grid.x; ++x) {

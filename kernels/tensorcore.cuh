@@ -1,0 +1,90 @@
+// Tensor-core building blocks for FP32 matrix multiplication on TF32 tensor cores (sm_80 and later): the
+// TF32 rounding and 3xTF32 split of an FP32 value, and one warp's mma.sync.aligned.m16n8k8 with TF32 inputs
+// and FP32 accumulation, in the PTX ISA's fragment layouts. On the CPU emulator the mma is a warp collective
+// (emu::warp_gather) with a defined arithmetic (mma_m16n8k8_tf32 below); strassenbench.tensorcore holds the
+// same definitions in NumPy.
+#pragma once
+
+#include "platform.cuh"
+
+namespace sb {
+
+// cvt.rna.tf32.f32 (PTX ISA, "cvt"): x rounded to TF32 (the 8-bit exponent and 10 explicit mantissa bits of
+// FP32), to nearest with ties away from zero; the 13 low bits of the result are zero. Rounding past the
+// largest finite value gives infinity; infinities and NaN pass through.
+__device__ __forceinline__ float to_tf32(float x) {
+#if defined(__CUDACC__)
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+#else
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7F800000u) != 0x7F800000u) bits = (bits + 0x1000u) & 0xFFFFE000u;  // sign-magnitude: away from 0
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+#endif
+}
+
+// The 3xTF32 split (CUTLASS's "fast accurate" SGEMM, its example 27): x = big + small + (what TF32 drops of
+// x - big), with big = tf32(x) and small = tf32(x - big). A product a b is then taken as
+// a_big b_big + a_big b_small + a_small b_big, which keeps about FP32's accuracy.
+struct Tf32Pair {
+  float big, small;
+};
+__device__ __forceinline__ Tf32Pair split_3xtf32(float x) {
+  const float big = to_tf32(x);
+  return {big, to_tf32(x - big)};
+}
+
+// D = A B + C for one warp: A 16 x 8, B 8 x 8, C and D 16 x 8 (PTX ISA, "mma.sync.aligned.m16n8k8" with
+// .tf32 inputs, "Matrix Fragments for mma.m16n8k8"). Lane l holds, with g = l / 4 and t = l % 4:
+//   a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4];   b = B[t][g], B[t + 4][g];
+//   c, d = C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1].
+// A and B must already be TF32 values (to_tf32): the tensor core reads only their upper 19 bits.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)[4], const float (&b)[2],
+                                                 const float (&c)[4]) {
+#if defined(__CUDACC__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
+#else
+  // The emulator's arithmetic: inputs cut to their TF32 bits, each product exact in FP32 (11 x 11 significand
+  // bits), added to C in k order with FP32 rounding. The tensor core's internal order and rounding of the
+  // sum are not specified; results agree with it wherever the sums are exact (small integers).
+  struct Operands {
+    float a[4], b[2], c[4];
+  };
+  const auto all = emu::warp_gather(Operands{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}});
+  auto cut = [](float x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits &= 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+  };
+  float A[16][8], B[8][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    A[g][t] = cut(all[l].a[0]);
+    A[g + 8][t] = cut(all[l].a[1]);
+    A[g][t + 4] = cut(all[l].a[2]);
+    A[g + 8][t + 4] = cut(all[l].a[3]);
+    B[t][g] = cut(all[l].b[0]);
+    B[t + 4][g] = cut(all[l].b[1]);
+  }
+  const int g = static_cast<int>(emu::lane) / 4, t = static_cast<int>(emu::lane) % 4;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+  for (int e = 0; e < 4; ++e) {
+    float sum = c[e];
+    for (int k = 0; k < 8; ++k) sum += A[rows[e]][k] * B[k][cols[e]];
+    d[e] = sum;
+  }
+#endif
+}
+
+}  // namespace sb
