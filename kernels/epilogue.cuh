@@ -9,11 +9,13 @@
 namespace sb {
 
 // C_t[row0 + rows of the warp tile, col0 + its columns] = beta C_t + alpha scale gamma_t acc for every term t.
-template <class T, int M_S, int N_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_C, bool ATOMIC, class Terms>
-__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld,
-                                         int row0, int col0, const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>& wt,
-                                         T alpha, T beta) {
-  constexpr int V = WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N>::kVb;
+// `Tile` places the thread's accumulator in the block tile: row(i), col(j), and kVb, how many consecutive
+// columns j, j + 1, ... (from a multiple of kVb) lie side by side in C (WarpTile; MmaWarpTile of the
+// tensor-core kernels).
+template <int W_C, bool ATOMIC, class T, int M_R, int N_R, class Terms, class Tile>
+__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld, int row0, int col0,
+                                         const Tile& wt, T alpha, T beta) {
+  constexpr int V = Tile::kVb;
 #pragma unroll
   for (int t = 0; t < W_C; ++t) {
     T* const ptr = terms.ptr(t);

@@ -68,6 +68,7 @@ struct TileLoader {
   static_assert(THREADS % kChunksPerRow == 0, "a thread's chunks must share their column");
   static constexpr int kRowStep = THREADS / kChunksPerRow;
   static constexpr int kRegisters = W * kChunks * V * static_cast<int>(sizeof(T)) / 4;  // raw data in flight
+  static constexpr int kV = V;
 
   Vec<T, V> raw[W][kChunks];
   Vec<T, V> sum[kChunks];

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from strassenbench.fused.emu import CXX_FLAGS, _compiler
+from strassenbench.fused.launch import normalised
 from strassenbench.fused.instances import kernels_dir
-from strassenbench.fused.modules import disassemble
+from strassenbench.fused.modules import disassemble, parse_ptxas
+from strassenbench.fused.sass import parse_sass
+from strassenbench.fused.smem import RECORD, count
 from strassenbench.fused.toolchain import find_tool
 from strassenbench.tensorcore import fragments, matmul, mma_m16n8k8, round_tf32, split_3xtf32
 
@@ -154,6 +157,43 @@ def test_3xtf32_is_as_accurate_as_float32_and_1xtf32_is_not() -> None:
         matmul(a, b, "2xtf32")
 
 
+def test_tensorcore_shared_memory_without_bank_conflicts(kernel_probe: ctypes.CDLL) -> None:
+    """Counted on the emulator from every warp's addresses (strassenbench.fused.smem): the padded tiles take
+    each fragment load (8 rows x 4 columns of A, 4 rows x 8 columns of B) and each 128-bit store of the sums in
+    the fewest wavefronts, with no bank conflict."""
+    for which in (1, 3, 4):
+        kernel_probe.emu_trace_clear()
+        kernel_probe.emu_trace_enable(1)
+        try:
+            _primitive(kernel_probe, which, TC_PROBES[which][:2] + (32,), _coeffs(which), np.random.default_rng(0))
+        finally:
+            kernel_probe.emu_trace_enable(0)
+        kernel_probe.emu_trace_size.restype = ctypes.c_ulonglong
+        records = np.empty(kernel_probe.emu_trace_size(), dtype=RECORD)
+        kernel_probe.emu_trace_copy(ctypes.c_void_p(records.ctypes.data))
+        kernel_probe.emu_trace_clear()
+        totals = count(records)
+        assert len(records) and totals.load_conflicts == 0 and totals.store_conflicts == 0, (which, totals)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_tensorcore_probe_builds_without_spills(arch: str, tmp_path: Path) -> None:
+    """Every probe kernel compiles for the GPU with no spill and no stack; its main loop has one HMMA per mma
+    tile, part product and k = 8 step: (m_W / 16)(n_W / 8) x (1 or 3) x k_S / 8."""
+    cubin = tmp_path / "probe.cubin"
+    run = subprocess.run([find_tool("nvcc"), "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-I",
+                          str(kernels_dir()), str(KERNEL_PROBE), "-o", str(cubin)], check=True, capture_output=True,
+                         text=True)
+    props = parse_ptxas(run.stdout + run.stderr)
+    code = parse_sass(disassemble(cubin, arch))
+    for which, (m_s, n_s, k_s, warps, _, _, _, parts) in enumerate(TC_PROBES):
+        name = f"tc{which}"
+        assert props[name].spill_stores == 0 and props[name].stack_bytes == 0, name
+        warps_m = 2
+        tiles = (m_s // warps_m // 16) * (n_s // (warps // warps_m) // 8)
+        assert sum(i.base == "HMMA" for i in code[name]) == tiles * (1 if parts == 1 else 3) * k_s // 8, name
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_mma_compiles_to_one_hmma(arch: str, tmp_path: Path) -> None:
     """nvcc turns the probe's mma into the TF32 tensor-core instruction, once (PTX syntax and operand
@@ -163,3 +203,83 @@ def test_mma_compiles_to_one_hmma(arch: str, tmp_path: Path) -> None:
                     "-o", str(cubin)], check=True, capture_output=True)
     sass = disassemble(cubin, arch)
     assert sass.count("HMMA.1688.F32.TF32") == 1
+
+
+KERNEL_PROBE = Path(__file__).parent / "probes" / "tensorcore_kernel_probe.cu"
+# the probe's instantiations tc0 .. tc4: (m_S, n_S, k_S, warps, W_A, W_B, W_C, parts)
+TC_PROBES = [(64, 64, 8, 4, 1, 1, 1, 1), (64, 64, 8, 4, 1, 1, 1, 2), (64, 64, 8, 4, 2, 2, 2, 2),
+             (128, 128, 8, 8, 2, 2, 2, 2), (128, 128, 16, 8, 1, 1, 1, 1)]
+
+
+@pytest.fixture(scope="module")
+def kernel_probe(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    target = tmp_path_factory.mktemp("tcprobe") / "probe.so"
+    subprocess.run([_compiler(), *CXX_FLAGS, "-x", "c++", "-I", str(kernels_dir()), str(KERNEL_PROBE), "-o",
+                    str(target)], check=True, capture_output=True)
+    lib = ctypes.CDLL(str(target))
+    lib.run_tc.argtypes = [ctypes.c_int, ctypes.c_int, F32P, F32P, F32P, *[ctypes.c_int] * 6,
+                           np.ctypeslib.ndpointer(np.int32, flags="C_CONTIGUOUS"), F32P, ctypes.c_float,
+                           ctypes.c_float]
+    return lib
+
+
+def _primitive(lib: ctypes.CDLL, which: int, shape: tuple[int, int, int], coeffs: tuple[list, list, list],
+               rng: np.random.Generator, alpha: float = 1.0, beta: float = 1.0, integers: bool = True):
+    """Run probe ``which`` for one product on blocks of bm x bk (A), bk x bn (B), bm x bn (C): A, B and C are
+    2 x 2 grids of blocks and term t of each operand is the grid's diagonal block t. Returns C after the
+    kernel, C from the definition in float64, and the two operand sums in float64."""
+    bm, bn, bk = shape
+    draw = (lambda s: rng.integers(-8, 8, s)) if integers else (lambda s: rng.uniform(-1, 1, s))
+    A, B = draw((2 * bm, 2 * bk)).astype(np.float32), draw((2 * bk, 2 * bn)).astype(np.float32)
+    C = draw((2 * bm, 2 * bn)).astype(np.float32)
+
+    def block(X: np.ndarray, t: int, r: int, c: int) -> np.ndarray:
+        return X[t * r:(t + 1) * r, t * c:(t + 1) * c].astype(np.float64)
+
+    sa = sum(u * block(A, t, bm, bk) for t, u in enumerate(coeffs[0]))
+    sb = sum(v * block(B, t, bk, bn) for t, v in enumerate(coeffs[1]))
+    want = C.astype(np.float64)
+    for t, g in enumerate(coeffs[2]):
+        want[t * bm:(t + 1) * bm, t * bn:(t + 1) * bn] = beta * block(C, t, bm, bn) + alpha * g * (sa @ sb)
+    offsets = [v for (r, c), cs in zip(((bm, bk), (bk, bn), (bm, bn)), coeffs) for t in range(len(cs))
+               for v in (t * r, t * c)]
+    coeff = [float(c) for c in (*normalised(coeffs[0]), *normalised(coeffs[1]), *coeffs[2])]
+    out = C.copy()
+    assert lib.run_tc(which, len(offsets) // 2, A, B, out, A.shape[1], B.shape[1], C.shape[1], bm, bn, bk,
+                      np.array(offsets, np.int32), np.array(coeff, np.float32), alpha, beta) == 0
+    return out, want, sa, sb
+
+
+def _coeffs(which: int) -> tuple[list, list, list]:
+    """Coefficients of one product for probe ``which``'s operand counts (a difference, a sum, -2 in C)."""
+    _, _, _, _, w_a, w_b, w_c, _ = TC_PROBES[which]
+    return [1, -1][:w_a], [1, 1][:w_b], [1, -2][:w_c]
+
+
+@pytest.mark.parametrize("which", range(len(TC_PROBES)))
+def test_tensorcore_primitive_exact_on_small_integers(kernel_probe: ctypes.CDLL, which: int) -> None:
+    """Integers are exact in TF32 and their sums here exact in float32: every instantiation (tile shapes,
+    1 and 2 terms per operand, vector and scalar loads, 1xTF32 and 3xTF32) gives the exact product on odd
+    block shapes (edge tiles, a last partial slice) and whole ones, through the same loader and write-back as
+    the SIMT kernels."""
+    m_s, n_s = TC_PROBES[which][:2]
+    coeffs = _coeffs(which)
+    rng = np.random.default_rng(which)
+    vector = which != 2
+    shapes = [(m_s, n_s, 32), (m_s + 16, 2 * n_s, 48)] + ([] if vector else [(37, 45, 29)])
+    for shape in shapes:
+        out, want, _, _ = _primitive(kernel_probe, which, shape, coeffs, rng, alpha=1.0, beta=1.0)
+        assert (out.astype(np.float64) == want).all(), shape
+
+
+def test_tensorcore_3xtf32_is_as_accurate_as_float32(kernel_probe: ctypes.CDLL) -> None:
+    """On uniform [-1, 1] inputs the 3xTF32 kernel's relative error against float64 is within 4x of float32
+    BLAS's on the same operands; the 1xTF32 kernel's is far larger (10-bit mantissa)."""
+    errors = {}
+    for which in (0, 1):  # 1xTF32, 3xTF32: the same operands (the same seed)
+        out, want, sa, sb = _primitive(kernel_probe, which, (64, 64, 256), ([1], [1], [1]), np.random.default_rng(7),
+                                       beta=0.0, integers=False)
+        errors[which] = np.linalg.norm(out[:64, :64] - want[:64, :64]) / np.linalg.norm(want[:64, :64])
+    fp32 = np.linalg.norm(sa.astype(np.float32) @ sb.astype(np.float32) - sa @ sb) / np.linalg.norm(sa @ sb)
+    assert errors[1] <= 4 * fp32
+    assert errors[0] >= 100 * fp32

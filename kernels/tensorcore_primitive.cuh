@@ -1,0 +1,184 @@
+// The fused Strassen primitive on TF32 tensor cores (sm_80 and later):
+//
+//   M = (sum_i u_i X_i)(sum_j v_j V_j);   C_l += alpha gamma_l M,  l = 1..W_C
+//
+// as strassen.cuh's, with the same terms (Products, Terms), the same loader (TileLoader::load_sum: the
+// operand sums formed in registers between the global load and the shared store, the paper's idea) and the
+// same write-back (epilogue.cuh). The sums are rounded to TF32 as they are stored: PARTS = 1 stores tf32(x)
+// (1xTF32), PARTS = 2 also tf32(x - tf32(x)) (3xTF32), and each k-step then takes a_big b_small + a_small b_big
+// + a_big b_big with mma.m16n8k8 (tensorcore.cuh).
+//
+// Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
+// a grid of 16 x 8 mma tiles. This first form fills the next slice after the current one's mma (one barrier
+// per slice), the predicated path of the SIMT kernels; loads in flight across the slice are to come.
+#pragma once
+
+#include "epilogue.cuh"
+#include "tensorcore.cuh"
+#include "tile_loader.cuh"
+
+namespace sb {
+
+// Both stages of the A (m_S x k_S, k contiguous) and B (k_S x n_S) tiles, PARTS parts each (big, small). A's
+// rows are swizzled by 16-byte chunks (swizzle_a) and B's padded by 8 floats, so that an mma fragment load
+// (8 rows x 4 columns of A, 4 rows x 8 columns of B) and a warp's 128-bit stores of the sums touch every
+// bank once per wavefront: no bank conflict (tests/test_tensorcore.py counts them on the emulator).
+template <int M_S, int N_S, int K_S, int PARTS>
+struct alignas(128) MmaTiles {
+  static constexpr int kLdB = N_S + 8;
+  alignas(16) float a[2][PARTS][M_S][K_S];
+  alignas(16) float b[2][PARTS][K_S][kLdB];
+};
+
+// The column of element (m, k) of A's tile: k with its 16-byte chunk XORed with the index of the 128-byte
+// line row m starts in (mod the chunks of a row). Rows that share banks then hold a column in different
+// chunks, and a chunk stays whole (a 128-bit store of 4 consecutive k stays one store).
+template <int K_S>
+__device__ __forceinline__ int swizzle_a(int m, int k) {
+  static_assert(K_S % 4 == 0 && 32 % (K_S / 4) == 0, "k_S: 4 floats per chunk, chunks per row a power of two");
+  return k ^ (4 * ((m * K_S / 32) % (K_S / 4)));
+}
+
+// Where a thread's accumulator sits in the block tile. The accumulator is acc[2 kMt][2 kNt]: mma tile
+// (mt, nt) holds c[0..3] (tensorcore.cuh's fragment) at acc[2 mt][2 nt], acc[2 mt][2 nt + 1],
+// acc[2 mt + 1][2 nt], acc[2 mt + 1][2 nt + 1], so that row(i) and col(j) follow the PTX layout and columns
+// 2 nt and 2 nt + 1 are side by side (kVb = 2) for the write-back.
+template <int M_S, int N_S, int WARPS_M, int WARPS_N>
+struct MmaWarpTile {
+  static constexpr int kWm = M_S / WARPS_M, kWn = N_S / WARPS_N;  // the warp's tile
+  static constexpr int kMt = kWm / 16, kNt = kWn / 8;              // its mma tiles
+  static constexpr int kRows = 2 * kMt, kCols = 2 * kNt, kVb = 2;
+  static_assert(kWm % 16 == 0 && kWn % 8 == 0, "a warp's tile is a grid of 16 x 8 mma tiles");
+
+  int row0, col0;   // the thread's first row and column in the block tile
+  int wrow, wcol;   // the warp's first row and column
+  int g, t;         // lane / 4 and lane % 4
+
+  __device__ __forceinline__ explicit MmaWarpTile(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    g = lane / 4;
+    t = lane % 4;
+    wrow = (warp % WARPS_M) * kWm;
+    wcol = (warp / WARPS_M) * kWn;
+    row0 = wrow + g;
+    col0 = wcol + 2 * t;
+  }
+  __device__ __forceinline__ int row(int i) const { return row0 + (i / 2) * 16 + (i % 2) * 8; }
+  __device__ __forceinline__ int col(int j) const { return col0 + (j / 2) * 8 + j % 2; }
+};
+
+// Store a loader's sums to the PARTS parts of a tile, part p `part_stride` rows after part p - 1: tf32(x),
+// then tf32(x - tf32(x)). The element at (row, column) of the tile goes to column column_of(row, column).
+template <int PARTS, class Loader, int LD, class ColumnOf>
+__device__ __forceinline__ void store_parts(const Loader& loader, float (*tile)[LD], int part_stride,
+                                            ColumnOf column_of) {
+  constexpr int V = Loader::kV;
+  const int row0 = Loader::row(), col0 = Loader::col();
+#pragma unroll
+  for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+    for (int c = 0; c < Loader::kChunks; ++c) {
+      Vec<float, V> part;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float x = loader.sum[c].v[j], big = to_tf32(x);
+        part.v[j] = p == 0 ? big : to_tf32(x - big);
+      }
+      const int r = row0 + c * Loader::kRowStep;
+      sts(reinterpret_cast<Vec<float, V>*>(&tile[p * part_stride + r][column_of(r, col0)]), part);
+    }
+}
+
+template <int M_S, int N_S, int K_S, int WARPS_M, int WARPS_N, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
+          bool VECTOR, int PARTS>
+__device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, int bk, float alpha, float beta,
+                                                     const Products<float, W_A + W_B + W_C, Z>& products) {
+  static_assert(PARTS == 1 || PARTS == 2, "1xTF32 or 3xTF32");
+  static_assert(K_S % 8 == 0, "k_S is a multiple of the mma's k = 8");
+  constexpr int kThreads = WARPS_M * WARPS_N * 32;
+  constexpr int kW = W_A + W_B + W_C;
+  constexpr int kVa = VECTOR ? vec_width<float>(cmin(M_S * K_S / kThreads, K_S)) : 1;
+  constexpr int kVb = VECTOR ? vec_width<float>(cmin(K_S * N_S / kThreads, N_S)) : 1;
+  using Tiles = MmaTiles<M_S, N_S, K_S, PARTS>;
+  using Tile = MmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
+  using LoaderA = TileLoader<float, M_S, K_S, kThreads, W_A, kVa, false>;  // stored as is: k contiguous
+  using LoaderB = TileLoader<float, K_S, N_S, kThreads, W_B, kVb, false>;
+  __shared__ Tiles smem;
+
+  const int z = blockIdx.z;
+  const Terms<const float*, float, W_A, 0, kW, Z> terms_a{&products, z};
+  const Terms<const float*, float, W_B, W_A, kW, Z> terms_b{&products, z};
+  if (VECTOR && !(terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
+    fail("vector kernel launched with terms that are not aligned to its loads");
+  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
+  const Tile tile(static_cast<int>(threadIdx.x));
+
+  float acc[Tile::kRows][Tile::kCols];
+#pragma unroll
+  for (int i = 0; i < Tile::kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < Tile::kCols; ++j) acc[i][j] = 0.0f;
+
+  LoaderA load_a;
+  LoaderB load_b;
+  auto fill = [&](int stage, int k) {
+    load_a.load_sum(terms_a, lda, row0, k);
+    store_parts<PARTS>(load_a, smem.a[stage][0], M_S, [](int m, int kc) { return swizzle_a<K_S>(m, kc); });
+    load_b.load_sum(terms_b, ldb, k, col0);
+    store_parts<PARTS>(load_b, smem.b[stage][0], K_S, [](int, int n) { return n; });
+  };
+  fill(0, 0);
+  __syncthreads();
+
+  const int slices = cdiv(bk, K_S);
+  for (int s = 0; s < slices; ++s) {
+    const int stage = s & 1;
+#pragma unroll
+    for (int kk = 0; kk < K_S; kk += 8) {
+      float a[PARTS][Tile::kMt][4], b[PARTS][Tile::kNt][2];
+#pragma unroll
+      for (int p = 0; p < PARTS; ++p) {
+        const auto& ta = smem.a[stage][p];
+        const auto& tb = smem.b[stage][p];
+#pragma unroll
+        for (int mt = 0; mt < Tile::kMt; ++mt) {
+          const int r = tile.wrow + mt * 16 + tile.g, k = kk + tile.t;
+          a[p][mt][0] = lds(&ta[r][swizzle_a<K_S>(r, k)]);
+          a[p][mt][1] = lds(&ta[r + 8][swizzle_a<K_S>(r + 8, k)]);
+          a[p][mt][2] = lds(&ta[r][swizzle_a<K_S>(r, k + 4)]);
+          a[p][mt][3] = lds(&ta[r + 8][swizzle_a<K_S>(r + 8, k + 4)]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < Tile::kNt; ++nt) {
+          const int c = tile.wcol + nt * 8 + tile.g;
+          b[p][nt][0] = lds(&tb[kk + tile.t][c]);
+          b[p][nt][1] = lds(&tb[kk + tile.t + 4][c]);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < Tile::kMt; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Tile::kNt; ++nt) {
+          float c[4] = {acc[2 * mt][2 * nt], acc[2 * mt][2 * nt + 1], acc[2 * mt + 1][2 * nt],
+                        acc[2 * mt + 1][2 * nt + 1]};
+          if constexpr (PARTS == 2) {  // the small products first, as CUTLASS's 3xTF32 accumulates them
+            mma_m16n8k8_tf32(c, a[0][mt], b[1][nt], c);
+            mma_m16n8k8_tf32(c, a[1][mt], b[0][nt], c);
+          }
+          mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
+          acc[2 * mt][2 * nt] = c[0];
+          acc[2 * mt][2 * nt + 1] = c[1];
+          acc[2 * mt + 1][2 * nt] = c[2];
+          acc[2 * mt + 1][2 * nt + 1] = c[3];
+        }
+    }
+    if (s + 1 < slices) fill(stage ^ 1, (s + 1) * K_S);  // the stage read in slice s - 1, free since its barrier
+    __syncthreads();
+  }
+
+  const float scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
+  const Terms<float*, float, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
+  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
+}
+
+}  // namespace sb
