@@ -75,7 +75,8 @@ REGISTER_USAGE_LEVELS = (4, 0, 8)
 
 # Instructions between a global load of the main loop and its first use that hide the load's latency: with 2
 # blocks of 8 warps per SM, each sub-partition's 4 warps issue about 800 instructions meanwhile, more than a
-# DRAM load's latency (some 600 clocks). The float32 vector kernels are built to reach it (mainloop.cuh).
+# DRAM load's latency (some 600 clocks). The float32 vector kernels held to 2 blocks per SM (Huge) are built to
+# reach it (mainloop.cuh); smaller tiles, whose slices are too short for it, are not compiled again for it.
 LOAD_AHEAD = 200
 
 
@@ -88,10 +89,11 @@ def _known(value) -> bool:  # noqa: ANN001 - a resources cell
 
 
 def _late(inst: Instance, row: dict) -> bool:
-    """A float32 vector kernel whose main loop uses a global load fewer than LOAD_AHEAD instructions after it
-    was issued (unknown without the machine code: not late)."""
+    """A float32 vector kernel held to 2 blocks per SM whose main loop uses a global load fewer than LOAD_AHEAD
+    instructions after it was issued (unknown without the machine code: not late)."""
     lu = row["load_use_distance"]
-    return inst.dtype == "float32" and inst.loads == "vector" and _known(lu) and lu < LOAD_AHEAD
+    return (inst.dtype == "float32" and inst.loads == "vector" and inst.min_blocks > 1 and _known(lu)
+            and lu < LOAD_AHEAD)
 
 
 def _score(inst: Instance, row: dict) -> tuple:
