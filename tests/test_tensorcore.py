@@ -24,13 +24,18 @@ PROBE = Path(__file__).parent / "probes" / "tensorcore_probe.cu"
 F32P = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
 
 
+def _emulator_library(source: Path, folder: Path) -> ctypes.CDLL:
+    """A probe source compiled for the emulator, with the emulator's own compiler and flags."""
+    target = folder / "probe.so"
+    subprocess.run([_compiler(), *CXX_FLAGS, "-x", "c++", "-I", str(kernels_dir()), str(source), "-o", str(target)],
+                   check=True, capture_output=True)
+    return ctypes.CDLL(str(target))
+
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     """The probe kernels compiled for the emulator."""
-    target = tmp_path_factory.mktemp("probe") / "probe.so"
-    subprocess.run([_compiler(), *CXX_FLAGS, "-x", "c++", "-I", str(kernels_dir()), str(PROBE), "-o", str(target)],
-                   check=True, capture_output=True)
-    lib = ctypes.CDLL(str(target))
+    lib = _emulator_library(PROBE, tmp_path_factory.mktemp("probe"))
     lib.run_tf32_round.argtypes = [F32P, F32P, F32P, ctypes.c_int]
     lib.run_mma_tile.argtypes = [F32P, F32P, F32P, F32P, ctypes.c_uint]
     return lib
@@ -176,16 +181,20 @@ def test_tensorcore_shared_memory_without_bank_conflicts(kernel_probe: ctypes.CD
         assert len(records) and totals.load_conflicts == 0 and totals.store_conflicts == 0, (which, totals)
 
 
+def _gpu_build(source: Path, arch: str, folder: Path) -> tuple[str, str]:
+    """A probe source compiled by nvcc for arch: (ptxas's report, the cubin's SASS)."""
+    cubin = folder / "probe.cubin"
+    run = subprocess.run([find_tool("nvcc"), "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-I",
+                          str(kernels_dir()), str(source), "-o", str(cubin)], check=True, capture_output=True, text=True)
+    return run.stdout + run.stderr, disassemble(cubin, arch)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tensorcore_probe_builds_without_spills(arch: str, tmp_path: Path) -> None:
     """Every probe kernel compiles for the GPU with no spill and no stack; its main loop has one HMMA per mma
     tile, part product and k = 8 step: (m_W / 16)(n_W / 8) x (1 or 3) x k_S / 8."""
-    cubin = tmp_path / "probe.cubin"
-    run = subprocess.run([find_tool("nvcc"), "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-I",
-                          str(kernels_dir()), str(KERNEL_PROBE), "-o", str(cubin)], check=True, capture_output=True,
-                         text=True)
-    props = parse_ptxas(run.stdout + run.stderr)
-    code = parse_sass(disassemble(cubin, arch))
+    report, sass = _gpu_build(KERNEL_PROBE, arch, tmp_path)
+    props, code = parse_ptxas(report), parse_sass(sass)
     for which, (m_s, n_s, k_s, warps, _, _, _, parts) in enumerate(TC_PROBES):
         name = f"tc{which}"
         assert props[name].spill_stores == 0 and props[name].stack_bytes == 0, name
@@ -198,10 +207,7 @@ def test_tensorcore_probe_builds_without_spills(arch: str, tmp_path: Path) -> No
 def test_mma_compiles_to_one_hmma(arch: str, tmp_path: Path) -> None:
     """nvcc turns the probe's mma into the TF32 tensor-core instruction, once (PTX syntax and operand
     types checked by the real assembler)."""
-    cubin = tmp_path / "probe.cubin"
-    subprocess.run([find_tool("nvcc"), "-std=c++17", f"-arch={arch}", "-cubin", "-I", str(kernels_dir()), str(PROBE),
-                    "-o", str(cubin)], check=True, capture_output=True)
-    sass = disassemble(cubin, arch)
+    _, sass = _gpu_build(PROBE, arch, tmp_path)
     assert sass.count("HMMA.1688.F32.TF32") == 1
 
 
@@ -213,10 +219,7 @@ TC_PROBES = [(64, 64, 8, 4, 1, 1, 1, 1), (64, 64, 8, 4, 1, 1, 1, 2), (64, 64, 8,
 
 @pytest.fixture(scope="module")
 def kernel_probe(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    target = tmp_path_factory.mktemp("tcprobe") / "probe.so"
-    subprocess.run([_compiler(), *CXX_FLAGS, "-x", "c++", "-I", str(kernels_dir()), str(KERNEL_PROBE), "-o",
-                    str(target)], check=True, capture_output=True)
-    lib = ctypes.CDLL(str(target))
+    lib = _emulator_library(KERNEL_PROBE, tmp_path_factory.mktemp("tcprobe"))
     lib.run_tc.argtypes = [ctypes.c_int, ctypes.c_int, F32P, F32P, F32P, *[ctypes.c_int] * 6,
                            np.ctypeslib.ndpointer(np.int32, flags="C_CONTIGUOUS"), F32P, ctypes.c_float,
                            ctypes.c_float]

@@ -66,8 +66,8 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
     return _rows(selected, arch, parse_ptxas(report), sass)
 
 
-# ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills or, in the float32
-# vector kernels, issues a global load of its main loop late (LOAD_AHEAD): lower levels keep fewer values live
+# ptxas's --register-usage-level (default 5) tried, in this order, for a kernel that spills or issues a global
+# load of its main loop late (_late, LOAD_AHEAD): lower levels keep fewer values live
 # (4 first, the closest to the default; 0 the most conservative); 8, last, lets ptxas use registers more
 # freely, which at the 255-register limit can keep a value that the lower levels spill. Each kernel keeps the
 # level that scores best.
@@ -84,15 +84,11 @@ def _spills(row: dict) -> bool:
     return bool(row["spill_stores"] or row["spill_loads"])
 
 
-def _known(value) -> bool:  # noqa: ANN001 - a resources cell
-    return value is not None and not pd.isna(value)
-
-
 def _late(inst: Instance, row: dict) -> bool:
     """A float32 vector kernel held to 2 blocks per SM whose main loop uses a global load fewer than LOAD_AHEAD
     instructions after it was issued (unknown without the machine code: not late)."""
     lu = row["load_use_distance"]
-    return (inst.dtype == "float32" and inst.loads == "vector" and inst.min_blocks > 1 and _known(lu)
+    return (inst.dtype == "float32" and inst.loads == "vector" and inst.min_blocks > 1 and pd.notna(lu)
             and lu < LOAD_AHEAD)
 
 
@@ -100,7 +96,7 @@ def _score(inst: Instance, row: dict) -> tuple:
     """Smaller is better: no spills, then loads issued in time (_late), then fewer main-loop instructions per
     slice, then loads issued further ahead."""
     instructions, lu = row["loop_instructions"], row["load_use_distance"]
-    return (_spills(row), _late(inst, row), instructions if _known(instructions) else 0, -lu if _known(lu) else 0)
+    return (_spills(row), _late(inst, row), instructions if pd.notna(instructions) else 0, -lu if pd.notna(lu) else 0)
 
 
 def _drop_module(out: Path, name: str) -> None:
@@ -115,8 +111,8 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
     compiled.
 
-    Kernels that spill (ptxas's report), and float32 vector kernels whose main loop issues a global load late
-    (_late), are compiled again at other ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
+    Kernels that spill (ptxas's report), and float32 Huge vector kernels whose main loop issues a global load
+    late (_late), are compiled again at other ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
     ``<unit>_rul<level>.fatbin``); each kernel keeps its best build (_score). Register-capped ones that still
     spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one
     block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
@@ -131,8 +127,8 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     best = {r["kernel"]: r for r in rows}
     for level in REGISTER_USAGE_LEVELS:
         name = f"{unit}_rul{level}"
-        again = []
         retry = tuple(i for i in selected if _spills(best[i.name]) or _late(i, best[i.name]))
+        again = []
         if retry:
             try:
                 again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",))
