@@ -57,8 +57,19 @@ class NumpyOps:
         self.axpy(out, x, a)
         self.axpy(out, y, b)
 
-    def gemm(self, out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
-        """out = alpha a b + beta out, shapes conforming."""
+    def gemm(self, out, a, b, alpha: float, beta: float, compute: str = "fp32") -> None:  # noqa: ANN001
+        """out = alpha a b + beta out, shapes conforming. ``compute`` "tf32": the product as cuBLAS's
+        CUBLAS_COMPUTE_32F_FAST_TF32 forms it (operands rounded to TF32 once, strassenbench.tensorcore)."""
+        if compute == "tf32":
+            from strassenbench.tensorcore import matmul
+
+            product = matmul(a, b, "1xtf32")
+            if beta == 0:
+                out[...] = out.dtype.type(alpha) * product
+                return
+            self.scale(out, beta)
+            self.axpy(out, product, alpha)
+            return
         if beta == 0:
             np.matmul(a, b, out=out)
             if alpha != 1:
@@ -97,7 +108,7 @@ class CupyOps(NumpyOps):
         self.axpy(out, x, a)
         self.axpy(out, y, b)
 
-    def gemm(self, out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
+    def gemm(self, out, a, b, alpha: float, beta: float, compute: str = "fp32") -> None:  # noqa: ANN001
         m, k = a.shape
         n = b.shape[1]
         if m == 0 or n == 0:
@@ -112,7 +123,7 @@ class CupyOps(NumpyOps):
         ld = lambda x: max(1, x.strides[0] // item)  # noqa: E731
         # Row-major C (m x n) = A B  <=>  column-major C^T (n x m) = B^T A^T.
         self._cublas.gemm(out.dtype, self.xp.cuda.get_current_stream().ptr, n, m, k, alpha, b.data.ptr, ld(b),
-                          a.data.ptr, ld(a), beta, out.data.ptr, ld(out))
+                          a.data.ptr, ld(a), beta, out.data.ptr, ld(out), compute)
 
 
 class Cublas:
@@ -121,9 +132,15 @@ class Cublas:
     CuPy's own wrappers refuse every call while a stream is capturing (its ``setStream`` raises, CuPy issue
     6290), so a CUDA graph could not hold a cuBLAS call made through them. The C API can be captured when the
     handle has a fixed workspace (cublasSetWorkspace_v2, set once here, outside any capture: cuBLAS then never
-    allocates during a call). Scalars are host pointers (the default pointer mode), read when the call is made."""
+    allocates during a call). Scalars are host pointers (the default pointer mode), read when the call is made.
+
+    The handle's math mode is set to CUBLAS_DEFAULT_MATH once (whatever CUPY_TF32 asked for): cublasSgemm then
+    computes in FP32 on every GPU; compute "tf32" calls cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32."""
 
     WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper (4 MiB suffices on older GPUs)
+    # cublas_api.h and library_types.h: CUBLAS_DEFAULT_MATH, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32,
+    # CUBLAS_GEMM_DEFAULT.
+    DEFAULT_MATH, R_32F, COMPUTE_32F_FAST_TF32, GEMM_DEFAULT = 0, 0, 77, -1
     _INT, _PTR = ctypes.c_int, ctypes.c_void_p
 
     def __init__(self, xp) -> None:  # noqa: ANN001 - the cupy module
@@ -136,7 +153,12 @@ class Cublas:
                 self._PTR, self._INT, self._PTR, self._PTR, self._INT]
         for name in ("cublasSgemm_v2", "cublasDgemm_v2"):
             getattr(self.lib, name).argtypes = gemm
+        self.lib.cublasSetMathMode.argtypes = [self._PTR, self._INT]
+        self.lib.cublasGemmEx.argtypes = [self._PTR, self._INT, self._INT, self._INT, self._INT, self._INT, self._PTR,
+                                          self._PTR, self._INT, self._INT, self._PTR, self._INT, self._INT, self._PTR,
+                                          self._PTR, self._INT, self._INT, self._INT, self._INT]
         self._check("cublasSetWorkspace_v2", self.handle, self.workspace.data.ptr, self.WORKSPACE_BYTES)
+        self._check("cublasSetMathMode", self.handle, self.DEFAULT_MATH)
 
     def _check(self, name: str, *args: object) -> None:
         status = getattr(self.lib, name)(*args)
@@ -144,12 +166,20 @@ class Cublas:
             raise RuntimeError(f"{name} returned cuBLAS status {status}")
 
     def gemm(self, dtype: np.dtype, stream: int, m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int,
-             ldb: int, beta: float, c: int, ldc: int) -> None:
-        """Column-major C (m x n) = alpha A B + beta C on ``stream`` (no transposes), float32 or float64."""
+             ldb: int, beta: float, c: int, ldc: int, compute: str = "fp32") -> None:
+        """Column-major C (m x n) = alpha A B + beta C on ``stream`` (no transposes), float32 or float64;
+        ``compute`` "tf32": float32 on the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)."""
         scalars = np.array([alpha, beta], dtype=dtype)
         op = 0  # CUBLAS_OP_N
-        name = "cublasSgemm_v2" if dtype == np.float32 else "cublasDgemm_v2"
         self._check("cublasSetStream_v2", self.handle, stream)
+        if compute == "tf32":
+            if dtype != np.float32:
+                raise ValueError(f"TF32 compute multiplies float32, not {dtype}")
+            self._check("cublasGemmEx", self.handle, op, op, m, n, k, scalars.ctypes.data, a, self.R_32F, lda, b,
+                        self.R_32F, ldb, scalars.ctypes.data + scalars.itemsize, c, self.R_32F, ldc,
+                        self.COMPUTE_32F_FAST_TF32, self.GEMM_DEFAULT)
+            return
+        name = "cublasSgemm_v2" if dtype == np.float32 else "cublasDgemm_v2"
         self._check(name, self.handle, op, op, m, n, k, scalars.ctypes.data, a, lda, b, ldb,
                     scalars.ctypes.data + scalars.itemsize, c, ldc)
 

@@ -25,7 +25,20 @@ from .algebra.levels import level_names, multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
 
-__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants"]
+__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants", "unit_roundoff"]
+
+# The unit roundoff of the tensor-core modes (strassenbench.tensorcore). 1xTF32 rounds every operand (and every
+# operand sum) to TF32's 10 explicit mantissa bits: u = 2^-11. 3xTF32 drops a_small b_small and the part of each
+# operand below its small TF32 part, each at most 2^-22 of the product, before FP32 accumulation: u = 2^-21
+# covers both and the accumulation's 2^-24 (a 3xTF32 product is a few float32 roundings from exact).
+TENSOR_UNIT_ROUNDOFF = {"1xtf32": 2.0**-11, "3xtf32": 2.0**-21}
+
+
+def unit_roundoff(dtype: np.dtype | str, mode: str = "simt") -> float:
+    """u of the bound: the dtype's (SIMT), or the tensor-core mode's (TENSOR_UNIT_ROUNDOFF)."""
+    if mode in TENSOR_UNIT_ROUNDOFF:
+        return TENSOR_UNIT_ROUNDOFF[mode]
+    return float(np.finfo(np.dtype(dtype)).eps) / 2
 
 
 def reference_gemm(A: np.ndarray, B: np.ndarray, C0: np.ndarray, alpha: float, beta: float) -> np.ndarray:
@@ -72,24 +85,28 @@ def error_bound(
     alpha: float,
     beta: float,
     reference: np.ndarray,
+    mode: str = "simt",
 ) -> float:
-    """The bound on the relative Frobenius error of one multiplication (module docstring)."""
+    """The bound on the relative Frobenius error of one multiplication (module docstring); ``mode`` a
+    tensor-core mode takes its unit roundoff (unit_roundoff)."""
     m, k = A.shape
     n = B.shape[1]
     norms = (float(np.max(np.abs(A))), float(np.max(np.abs(B))), float(np.max(np.abs(C0))) if beta else 0.0)
-    return bound_from_norms(dtype, algorithm, levels, (m, n, k), norms, alpha, beta, float(np.linalg.norm(reference)))
+    return bound_from_norms(dtype, algorithm, levels, (m, n, k), norms, alpha, beta, float(np.linalg.norm(reference)),
+                            mode=mode)
 
 
 def bound_from_norms(
     dtype: np.dtype | str, algorithm: str, levels: int, shape: tuple[int, int, int],
     norms: tuple[float, float, float], alpha: float, beta: float, reference_norm: float,
     reference_unit: float = 2.0**-53,
+    mode: str = "simt",
 ) -> float:
     """The bound from max norms of A, B, C0 and ||C_ref||_F (for arrays on a device). ``reference_unit`` is
     the unit roundoff of the reference (float64 by default; the working dtype's when the reference is a
     same-precision cuBLAS product)."""
     m, n, k = shape
-    u = float(np.finfo(np.dtype(dtype)).eps) / 2
+    u = unit_roundoff(dtype, mode)
     absolute = _abs_bound(u, algorithm, levels, k, norms, alpha, beta)
     absolute += _abs_bound(reference_unit, algorithm, 0, k, norms, alpha, beta)
     return math.sqrt(m * n) * absolute / reference_norm if reference_norm > 0 else math.sqrt(m * n) * absolute

@@ -35,7 +35,7 @@ from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
 from .model.perf import MODELED_IMPLS, ModelError, load_resources, modeled
 from .model.predict import crossover, predict
-from .strategies import STRATEGIES
+from .strategies import ALL_STRATEGIES, STRATEGIES
 from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
 from .plan import PlanError
 from .limits import MAX_LEVELS, MAX_PATH_BYTES, MAX_SCHEDULE_PRODUCTS, MAX_STREAMS, LimitError, check_products, decimal
@@ -825,8 +825,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "toolchain. Default: this machine's driver, or the newest toolchain without one")
     p.add_argument("--out", default="build", metavar="DIR")
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
-    p.add_argument("--strategy", action="append", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),
-                   help="repeat; default: all six")
+    p.add_argument("--strategy", action="append", type=_any_case(list(ALL_STRATEGIES)), choices=list(ALL_STRATEGIES),
+                   help="repeat; default: the paper's six (the tensor-core TcSmall, TcLarge, TcHuge, sm_80 and "
+                        "later, when named)")
     p.add_argument("--counts", action="append", type=_counts, metavar="AxBxC",
                    help="repeat: W_A x W_B x W_C of the kernels to build, powers of two (default: the GEMM 1x1x1 "
                         "and every variant of 1- and 2-level Strassen)")

@@ -30,9 +30,10 @@ from .fused.launch import SCHEMES, param_bytes
 from .gemm import check_operands
 from .limits import MAX_LEVELS, LimitError, check_products
 from .plan import make_plan, max_levels
-from .strategies import STRATEGIES
+from .strategies import STRATEGIES, TENSOR_STRATEGIES
+from .tensorcore import MODES as TENSOR_MODES
 
-__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
+__all__ = ["Impl", "IMPLS", "TENSOR_IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
 
 
 class ImplError(ValueError):
@@ -79,6 +80,11 @@ class Impl:
     formula: str = "0"
     dtypes: tuple[str, ...] = ("float32", "float64")
     algorithm: str = "strassen"  # the fused levels' algorithm: a name of algorithms/ or a mixed spec (a+b)
+    mode: str = "simt"  # or a tensor-core mode (1xtf32, 3xtf32): the fused kernels' or cuBLAS's math
+
+    @property
+    def tensor(self) -> bool:
+        return self.mode in TENSOR_MODES
 
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
@@ -89,8 +95,10 @@ class Impl:
         for option, value in (("strategy", strategy), ("scheme", scheme)):
             if value is not None and (option not in self.options or engine not in FUSED_ENGINES):
                 raise ImplError(f"{self.name} on {engine} takes no --{option}")
-        if strategy is not None and strategy not in STRATEGIES:
-            raise ImplError(f"unknown strategy '{strategy}' (choose from {', '.join(STRATEGIES)})")
+        table = TENSOR_STRATEGIES if self.tensor else STRATEGIES
+        if strategy is not None and strategy not in table:
+            family = "tensor-core strategy" if self.tensor else "strategy"
+            raise ImplError(f"{self.name}: unknown {family} '{strategy}' (choose from {', '.join(table)})")
         if scheme is not None and scheme not in SCHEMES:
             raise ImplError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
 
@@ -147,9 +155,12 @@ class Impl:
             options = {"strategy": strategy, "scheme": scheme or "sequential"}
             if engine == "cuda":
                 options["build_dir"] = build_dir
+        if self.tensor:
+            options["mode"] = self.mode
         if self.kind == "blas":
             ops = ops_for(C)
-            return lambda: ops.gemm(C, A, B, alpha, beta)
+            compute = "tf32" if self.tensor else "fp32"
+            return lambda: ops.gemm(C, A, B, alpha, beta, compute)
         if self.kind == "cutlass":
             from .fused.cutlass import sgemm
 
@@ -206,6 +217,18 @@ class _Leaves:
 
 
 _FUSED = ("numpy", "emu", "cuda")
+# The tensor-core implementations' names end in their mode: -tf32 (1xTF32) or -3xtf32.
+_MODE_SUFFIX = {"1xtf32": "tf32", "3xtf32": "3xtf32"}
+_MODE_LABEL = {"1xtf32": "TF32", "3xtf32": "3xTF32"}
+
+
+def _tensor_impl(name: str, label: str, levels: int, mode: str) -> Impl:
+    """A fused implementation on the tensor-core kernels (kernels/tensorcore_primitive.cuh)."""
+    options = ("strategy",) if levels == 0 else ("strategy", "scheme")
+    return Impl(f"{name}-{_MODE_SUFFIX[mode]}", f"{label} {_MODE_LABEL[mode]} (ours)", _FUSED, levels, "fused",
+                options, partial(_fused_bytes, levels), "0", dtypes=("float32",), mode=mode)
+
+
 IMPLS: dict[str, Impl] = {
     impl.name: impl
     for impl in (
@@ -224,17 +247,24 @@ IMPLS: dict[str, Impl] = {
              partial(_ref_bytes, 2), "(mk + kn + mn)(1/4 + 1/16)"),
         Impl("strassen2-hybrid", "2-level hybrid (ours)", _FUSED, 2, "hybrid", ("strategy", "scheme"),
              _hybrid_bytes, "(mk + kn + mn)/4"),
+        # Beyond the paper: the fused kernels on TF32 tensor cores, and cuBLAS there (cublasGemmEx with
+        # CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32).
+        Impl("cublas-tf32", "cuBLAS TF32", ("cuda", "numpy"), 0, "blas", dtypes=("float32",), mode="1xtf32"),
+        *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
+          for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
     )
 }
+TENSOR_IMPLS = tuple(name for name, impl in IMPLS.items() if impl.tensor)
 
 
 _FAST_NAME = re.compile(r"^(?P<algorithm>.+?)x(?P<levels>[1-9][0-9]*)$")
 
 
-def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
+def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> Impl:
     """The fused implementation of ``levels`` levels of ``algorithm`` (a name of algorithms/ or a path), or of
     a mixed spec ``a+b`` (its levels: one per part). Named ``<algorithm>x<L>`` (``grey322-11-50x1``) or by
-    the mixed spec itself (``grey322-11-50+strassen``)."""
+    the mixed spec itself (``grey322-11-50+strassen``); on the tensor cores (``mode`` 1xtf32 or 3xtf32) with
+    the mode's suffix, ``grey322-11-50x1-3xtf32``."""
     fixed = spec_levels(algorithm)
     if fixed is not None and levels not in (None, fixed):
         raise ImplError(f"'{algorithm}' has {fixed} levels, not {levels}")
@@ -249,8 +279,11 @@ def fast_impl(algorithm: str, levels: int | None = None) -> Impl:
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"
     label = f"{algorithm} (ours)" if fixed else f"{algorithm} {levels}-level (ours)"
+    if mode != "simt":
+        name, label = f"{name}-{_MODE_SUFFIX[mode]}", f"{label[:-len(' (ours)')]} {_MODE_LABEL[mode]} (ours)"
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
-                partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm)
+                partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm,
+                dtypes=("float32",) if mode != "simt" else ("float32", "float64"), mode=mode)
 
 
 def algorithm_impl(algorithm: str) -> Impl:
@@ -263,13 +296,18 @@ def get_impl(name: str) -> Impl:
     """An implementation of the registry, or a fused one of any algorithm (``fast_impl``)."""
     if name in IMPLS:
         return IMPLS[name]
-    if "+" in name:
-        return fast_impl(name)
-    match = _FAST_NAME.match(name)
+    base, mode = name, "simt"
+    for tensor_mode, suffix in _MODE_SUFFIX.items():
+        if name.endswith(f"-{suffix}"):
+            base, mode = name[: -len(suffix) - 1], tensor_mode
+    if "+" in base:
+        return fast_impl(base, mode=mode)
+    match = _FAST_NAME.match(base)
     if match is None:
         raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)}, or <algorithm>x<levels> "
-                        "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen)")
-    return fast_impl(match["algorithm"], int(match["levels"]))
+                        "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen; -tf32 or -3xtf32 "
+                        "after it runs on the tensor cores)")
+    return fast_impl(match["algorithm"], int(match["levels"]), mode)
 
 
 def table(m: int | None = None, n: int | None = None, k: int | None = None, dtype: str = "float32") -> list[dict]:

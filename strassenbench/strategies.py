@@ -1,4 +1,5 @@
-"""The six block-size strategies of figure tab:gpu_block_size (CUTLASS's SIMT SGEMM configurations).
+"""The six block-size strategies of figure tab:gpu_block_size (CUTLASS's SIMT SGEMM configurations), and the
+tensor-core family's (beyond the paper).
 
 Thread block m_S x n_S x k_S, thread m_R x n_R, warp (m_W / m_R) x (n_W / n_R) threads. Every other size is
 derived: a thread block has (m_S / m_R)(n_S / n_R) threads (Sec. s:cutlass).
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Strategy", "STRATEGIES", "get_strategy"]
+__all__ = ["Strategy", "STRATEGIES", "TensorStrategy", "TENSOR_STRATEGIES", "ALL_STRATEGIES", "get_strategy",
+           "tensor_counterpart"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,70 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
-def get_strategy(name: str) -> Strategy:
+@dataclass(frozen=True)
+class TensorStrategy:
+    """A tile shape of the tensor-core kernels (kernels/tensorcore_primitive.cuh): thread block m_S x n_S x k_S
+    of warps_m x warps_n warps, each warp's m_W x n_W tile a grid of 16 x 8 tiles of mma.m16n8k8."""
+
+    name: str
+    m_S: int
+    n_S: int
+    k_S: int
+    warps_m: int
+    warps_n: int
+
+    def __post_init__(self) -> None:
+        if self.m_S % (16 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8:
+            raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 16 x 8 x 8 mma tiles")
+
+    @property
+    def m_W(self) -> int:
+        return self.m_S // self.warps_m
+
+    @property
+    def n_W(self) -> int:
+        return self.n_S // self.warps_n
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    def smem_bytes(self, itemsize: int = 4, parts: int = 2) -> int:
+        """Both stages of the A and B tiles, ``parts`` TF32 parts each (2 for 3xTF32), B padded by 8 columns
+        (MmaTiles)."""
+        return 2 * parts * itemsize * (self.m_S * self.k_S + self.k_S * (self.n_S + 8))
+
+
+# The tensor-core family's strategies: Huge's 128 x 128 x 8 block on 8 warps of 64 x 32 (CUTLASS's 3xTF32
+# example runs 128 x 128 on 4 warps of 64 x 64; 8 warps keep 3xTF32 within 128 registers, 2 blocks per SM), and
+# smaller blocks for small problems and the emulator.
+_TENSOR_TABLE = """
+TcSmall  32  32 8 2 1
+TcLarge  64  64 8 2 2
+TcHuge  128 128 8 2 4
+"""  # Strategy, m_S, n_S, k_S, warps along m, warps along n
+
+TENSOR_STRATEGIES: dict[str, TensorStrategy] = {
+    fields[0]: TensorStrategy(fields[0], *map(int, fields[1:]))
+    for fields in (line.split() for line in _TENSOR_TABLE.strip().splitlines())
+}
+ALL_STRATEGIES: dict[str, Strategy | TensorStrategy] = {**STRATEGIES, **TENSOR_STRATEGIES}
+
+
+def tensor_counterpart(name: str) -> str:
+    """The tensor-core strategy in the role of a SIMT one (a sweep's --strategy applies to both families): the
+    one of the closest thread-block area; a tensor-core name stands for itself."""
+    if name in TENSOR_STRATEGIES:
+        return name
+    s = get_strategy(name)
+    return min(TENSOR_STRATEGIES.values(), key=lambda t: abs(t.m_S * t.n_S - s.m_S * s.n_S)).name
+
+
+def get_strategy(name: str, tensor: bool = False) -> Strategy | TensorStrategy:
+    """A SIMT strategy (the paper's), or with ``tensor`` a tensor-core one."""
+    table = TENSOR_STRATEGIES if tensor else STRATEGIES
     try:
-        return STRATEGIES[name]
+        return table[name]
     except KeyError:
-        raise ValueError(f"unknown strategy '{name}' (choose from {', '.join(STRATEGIES)})") from None
+        raise ValueError(f"unknown {'tensor-core ' if tensor else ''}strategy '{name}' "
+                         f"(choose from {', '.join(table)})") from None

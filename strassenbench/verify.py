@@ -42,6 +42,7 @@ def verify(
     np_dtype = parse_dtype(dtype)
     A, B, C0 = random_operands(m, n, k, np_dtype, seed)
     C = C0.copy()
+    mode = str(options.get("mode", "simt"))
     if impl is None:
         if levels is None:
             raise ValueError("verify needs levels or impl")
@@ -50,10 +51,10 @@ def verify(
     else:
         chosen = get_impl(impl)
         chosen(A, B, C, alpha, beta, engine=engine, **options)
-        algorithm, levels = chosen.bound_algorithm, chosen.effective_levels(m, k, n)
+        algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode
     reference = reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
-    bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference)
+    bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference, mode)
     return {
         **({"impl": impl} if impl else {}),
         "engine": engine,

@@ -107,6 +107,7 @@ class CpuDevice:
         self.freed: list[np.ndarray] = []  # memory freed while work was queued (stream-ordered frees)
         self.cublas_stream: dict[int, int] = {}  # handle -> stream ptr (the C API's cublasSetStream_v2)
         self.cublas_workspace: dict[int, tuple[int, int]] = {}
+        self.cublas_math: dict[int, int] = {}  # handle -> math mode (cublasSetMathMode)
         self.cublas_handle = 0xC0B1A5
         self._seq = itertools.count()
         self._ptrs = itertools.count(0x7000)
@@ -808,13 +809,15 @@ def _column_major(ptr: int, rows: int, cols: int, ld: int, dtype: np.dtype) -> n
 
 
 def _gemm_op(dtype: np.dtype, transa: int, transb: int, m: int, n: int, k: int, alpha: float, a: int, lda: int,
-             b: int, ldb: int, beta: float, c: int, ldc: int) -> _Op:
+             b: int, ldb: int, beta: float, c: int, ldc: int, tf32: bool = False) -> _Op:
     def run() -> None:
+        from strassenbench.tensorcore import matmul
+
         A = _column_major(a, *((m, k) if transa == 0 else (k, m)), lda, dtype)
         B = _column_major(b, *((k, n) if transb == 0 else (n, k)), ldb, dtype)
         C = _column_major(c, m, n, ldc, dtype)
         A, B = (A if transa == 0 else A.T), (B if transb == 0 else B.T)
-        product = dtype.type(alpha) * (A @ B)
+        product = dtype.type(alpha) * (matmul(A, B, "1xtf32") if tf32 else A @ B)
         C[...] = product if beta == 0 else product + dtype.type(beta) * C
 
     return _Op(run, LAUNCH_S + 2.0 * m * n * k / FLOP_RATE, f"cublas {'s' if dtype == np.float32 else 'd'}gemm")
@@ -878,7 +881,8 @@ class CublasLibrary:
     stream set by cublasSetStream_v2 may be capturing: the GEMM is then captured like any kernel."""
 
     def __init__(self) -> None:
-        for name in ("cublasSetStream_v2", "cublasSetWorkspace_v2", "cublasSgemm_v2", "cublasDgemm_v2"):
+        for name in ("cublasSetStream_v2", "cublasSetWorkspace_v2", "cublasSgemm_v2", "cublasDgemm_v2",
+                     "cublasSetMathMode", "cublasGemmEx"):
             setattr(self, name, _CFunction(name, getattr(self, "_" + name)))
 
     @staticmethod
@@ -902,6 +906,28 @@ class CublasLibrary:
             return 1  # CUBLAS_STATUS_NOT_INITIALIZED
         op = _gemm_op(dtype, transa, transb, m, n, k, ctype.from_address(alpha).value, A, lda, B, ldb,
                       ctype.from_address(beta).value, C, ldc)
+        dev.enqueue(dev.streams[dev.cublas_stream.get(handle, 0)], op)
+        return 0
+
+    @staticmethod
+    def _cublasSetMathMode(handle: int, mode: int) -> int:
+        device().cublas_math[handle] = mode
+        return 0
+
+    @staticmethod
+    def _cublasGemmEx(handle: int, transa: int, transb: int, m: int, n: int, k: int, alpha: int, A: int, atype: int,
+                      lda: int, B: int, btype: int, ldb: int, beta: int, C: int, ctype: int, ldc: int, compute: int,
+                      algo: int) -> int:
+        """Float32 operands (CUDA_R_32F) with CUBLAS_COMPUTE_32F_FAST_TF32 only: the TF32 product of
+        strassenbench.tensorcore."""
+        dev = device()
+        if handle != dev.cublas_handle:
+            return 1
+        if (atype, btype, ctype, compute) != (0, 0, 0, 77):
+            return 15  # CUBLAS_STATUS_NOT_SUPPORTED
+        f32 = np.dtype(np.float32)
+        op = _gemm_op(f32, transa, transb, m, n, k, ctypes.c_float.from_address(alpha).value, A, lda, B, ldb,
+                      ctypes.c_float.from_address(beta).value, C, ldc, tf32=True)
         dev.enqueue(dev.streams[dev.cublas_stream.get(handle, 0)], op)
         return 0
 

@@ -24,7 +24,8 @@ def operands(m: int, k: int, n: int, dtype: str, seed: int = 0):  # noqa: ANN201
 
 def test_registry_names_and_labels() -> None:
     assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-ref",
-                           "strassen2-ref", "strassen2-hybrid"]
+                           "strassen2-ref", "strassen2-hybrid", "cublas-tf32", "gemm-tf32", "strassen1-tf32",
+                           "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32"]
     assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "CUTLASS", "GEMM (ours)", "1-level (ours)", "1-level reference",
                                                  "2-level hybrid (ours)", "2-level reference", "2-level direct (ours)"}
     assert all("cuda" in i.engines for i in IMPLS.values())
@@ -37,18 +38,39 @@ def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
         if engine not in impl.engines:
             continue
         A, B, C = operands(m, k, n, dtype)
-        expected = 0.5 * (A.astype(np.float64) @ B) - 1.5 * C
+        if dtype not in impl.dtypes:  # the tensor-core implementations: float32 only, and they say so
+            with pytest.raises(ImplError, match=f"computes float32, not {dtype}"):
+                impl(A, B, C, 0.5, -1.5, engine=engine)
+            continue
+        expected = 0.5 * (A.astype(np.float64) @ B) - 1.5 * C  # small integers: exact in TF32 too
         impl(A, B, C, 0.5, -1.5, engine=engine)
         np.testing.assert_array_equal(C, expected, err_msg=f"{name} {engine} {(m, k, n)} {dtype}")
 
 
-@pytest.mark.parametrize("name", ["strassen1", "strassen2-direct", "strassen2-hybrid"])
+@pytest.mark.parametrize("name", ["strassen1", "strassen2-direct", "strassen2-hybrid", "strassen1-tf32",
+                                  "strassen2-3xtf32"])
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> None:
     A, B, C = operands(33, 40, 18, "float32")
     expected = A @ B + C
-    IMPLS[name](A, B, C, 1.0, 1.0, engine="emu", strategy="Small", scheme=scheme)
+    strategy = "TcSmall" if IMPLS[name].tensor else "Small"
+    IMPLS[name](A, B, C, 1.0, 1.0, engine="emu", strategy=strategy, scheme=scheme)
     np.testing.assert_array_equal(C, expected)
+
+
+def test_tensor_core_names_and_strategies() -> None:
+    """<algorithm>x<L> and mixed specs take a mode suffix; a tensor-core implementation takes the tensor-core
+    strategies only, and a SIMT one the paper's only."""
+    assert (get_impl("winogradx1-3xtf32").mode, get_impl("winogradx1-3xtf32").levels) == ("3xtf32", 1)
+    assert get_impl("strassenx2-tf32").mode == "1xtf32"
+    assert get_impl("grey322-11-50+strassen-3xtf32").algorithm == "grey322-11-50+strassen"
+    assert get_impl("strassen1-3xtf32").label == "1-level 3xTF32 (ours)"
+    assert get_impl("cublas-tf32").kind == "blas" and get_impl("cublas").mode == "simt"
+    A, B, C = operands(8, 8, 8, "float32")
+    with pytest.raises(ImplError, match="unknown tensor-core strategy 'Huge'"):
+        IMPLS["gemm-3xtf32"](A, B, C, engine="emu", strategy="Huge")
+    with pytest.raises(ImplError, match="unknown strategy 'TcHuge'"):
+        IMPLS["gemm"](A, B, C, engine="emu", strategy="TcHuge")
 
 
 def test_extra_memory_formulas() -> None:
@@ -90,8 +112,9 @@ def test_impls_cli(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("name", [name for name, impl in IMPLS.items() if set(impl.engines) - {"cuda"}])
 def test_verify_impl_cli(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     engine = "emu" if "emu" in IMPLS[name].engines else "numpy"
+    dtype = "float64" if "float64" in IMPLS[name].dtypes else "float32"  # the tensor-core ones: float32
     assert main(["verify", "--impl", name, "--engine", engine, "--m", "33", "--n", "20", "--k", "47",
-                 "--beta", "0.5", "--dtype", "float64"]) == 0
+                 "--beta", "0.5", "--dtype", dtype]) == 0
     assert "status=ok" in capsys.readouterr().out
 
 
@@ -138,7 +161,7 @@ def test_prepared_calls_replay_exactly(name: str) -> None:
         if engine not in impl.engines:
             continue
         options = {"scheme": "atomic"} if engine == "emu" and "scheme" in impl.options else {}
-        A, B, C = operands(33, 47, 20, "float64")
+        A, B, C = operands(33, 47, 20, impl.dtypes[-1])
         expected = C + 2 * (A @ B)
         call = impl.prepare(A, B, C, 1.0, 1.0, engine=engine, **options)
         call()

@@ -29,7 +29,7 @@ from ..impls import get_impl
 from ..io import write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import append_samples, samples_path
-from ..strategies import STRATEGIES
+from ..strategies import STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
 from .backends import Backend, is_oom
 from .telemetry import git_commit, host_description
 from .timing import Criterion, TimingError, sample
@@ -101,13 +101,16 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             strategies = [None]
         elif strategies == [None]:
             strategies = ["Huge"]
+        if fused and impl.tensor:  # the sweep's strategies in the tensor-core family (tensor_counterpart)
+            strategies = list(TENSOR_STRATEGIES) if point.strategy == "best" else \
+                [tensor_counterpart(s) for s in strategies]
         extra = {"build_dir": build_dir} if engine == "cuda" else {}
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
         ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
         norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
         ref_norm = backend.norm(ref)
         bound = bound_from_norms(point.dtype, impl.bound_algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA,
-                                 ref_norm, ref_unit)
+                                 ref_norm, ref_unit, impl.mode)
         results = {}
         for strategy in strategies:
             options = {**_options(point, engine, strategy), **extra}

@@ -13,8 +13,10 @@ from ..strategies import get_strategy
 
 __all__ = ["emu_gemm", "cuda_gemm", "prepare", "DEFAULT_STRATEGY"]
 
-# The emulator runs one OS thread per CUDA thread: its default is the smallest block; the GPU's is the paper's.
+# The emulator runs one OS thread per CUDA thread: its default is the smallest block; the GPU's is the paper's
+# (for the tensor-core modes, the tensor-core family's smallest and largest).
 DEFAULT_STRATEGY = {"emu": "Small", "cuda": "Huge"}
+DEFAULT_TENSOR_STRATEGY = {"emu": "TcSmall", "cuda": "TcHuge"}
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -26,6 +28,7 @@ def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
 def prepare(
     engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
     strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
+    mode: str = "simt",
 ) -> Callable[[], None]:
     """Build the launches once (their kernel parameters included) and return a call that replays them.
 
@@ -37,8 +40,10 @@ def prepare(
     _check(plan, A, B, C)
     if engine not in DEFAULT_STRATEGY:
         raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
-    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or DEFAULT_STRATEGY[engine]),
-                            scheme=scheme, streams=streams)
+    tensor = mode != "simt"
+    default = (DEFAULT_TENSOR_STRATEGY if tensor else DEFAULT_STRATEGY)[engine]
+    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or default, tensor),
+                            scheme=scheme, streams=streams, mode=mode)
     if engine == "cuda":
         from ..fused import cuda
 
@@ -50,19 +55,20 @@ def prepare(
 
 def emu_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str = "Small", scheme: str = "sequential", streams: int | None = None,
+    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, mode: str = "simt",
 ) -> None:
     """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays)."""
-    prepare("emu", plan, A, B, C, alpha, beta, strategy=strategy, scheme=scheme, streams=streams)()
+    prepare("emu", plan, A, B, C, alpha, beta, strategy=strategy, scheme=scheme, streams=streams, mode=mode)()
 
 
 def cuda_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str = "Huge", scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
+    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
+    mode: str = "simt",
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
     from ..fused.cuda import on_device
 
     _check(plan, A, B, C)
     on_device(lambda dA, dB, dC: prepare("cuda", plan, dA, dB, dC, alpha, beta, strategy=strategy, scheme=scheme,
-                                         streams=streams, build_dir=build_dir)(), A, B, C)
+                                         streams=streams, build_dir=build_dir, mode=mode)(), A, B, C)

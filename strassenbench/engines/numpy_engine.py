@@ -14,6 +14,7 @@ import numpy as np
 
 from ..gemm import check_operands
 from ..plan import BlockView, Plan, make_plan
+from ..tensorcore import matmul
 
 __all__ = ["gemm", "multiply"]
 
@@ -42,8 +43,10 @@ def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarra
     return buffer
 
 
-def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0, beta: float = 0.0) -> None:
-    """C <- alpha A B + beta C in place, following ``plan``."""
+def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
+         mode: str = "simt") -> None:
+    """C <- alpha A B + beta C in place, following ``plan``; with a tensor-core ``mode`` (1xtf32, 3xtf32) the
+    products' operand sums are rounded and split as the tensor-core kernels do (strassenbench.tensorcore)."""
     m, k, n = check_operands(A, B, C)
     if (m, k, n) != (plan.m, plan.k, plan.n):
         raise ValueError(f"plan is for {plan.m}x{plan.k}x{plan.n}, operands are {m}x{k}x{n}")
@@ -60,7 +63,10 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
     for step in plan.steps:
         if all(view.empty for view, _ in step.c):
             continue
-        np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
+        if mode == "simt":
+            np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
+        else:
+            M[...] = matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), mode)
         for view, coeff in step.c:
             if not view.empty:
                 _accumulate(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))

@@ -45,7 +45,8 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, Props], sa
             raise BuildError(f"ptxas reported nothing for {inst.name} on {arch}")
         instructions = code.get(inst.name, [])
         row = blocks_row(inst.name, arch, "strassenbench", inst.strategy.name, inst.dtype, inst.counts,
-                         inst.write_mode, inst.loads, p, opcode_counts(instructions), mainloop_metrics(instructions))
+                         inst.write_mode, inst.loads, p, opcode_counts(instructions), mainloop_metrics(instructions),
+                         inst.mode)
         if sass is None:
             row.update(dict.fromkeys(SASS_COLUMNS))
         rows.append(row)
@@ -54,7 +55,7 @@ def _rows(selected: tuple[Instance, ...], arch: str, props: dict[str, Props], sa
 
 def _unit_name(arch: str, inst: Instance) -> str:
     a, b, c = inst.counts
-    return f"strassen_{arch}_{inst.dtype}_{inst.strategy.name.lower()}_w{a}x{b}x{c}"
+    return f"strassen_{arch}_{inst.precision}_{inst.strategy.name.lower()}_w{a}x{b}x{c}"
 
 
 def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, toolchain: Toolchain,
@@ -211,8 +212,12 @@ def build(
     if strategies is not None:
         kwargs["strategies"] = strategies
     groups: dict[tuple, list[Instance]] = {}
-    for inst in instances(**kwargs):
-        groups.setdefault((inst.dtype, inst.strategy.name, inst.counts), []).append(inst)
+    selected = instances(**kwargs)
+    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
+    if too_old and any(inst.tensor for inst in selected):
+        raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
+    for inst in selected:
+        groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()]
     pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)

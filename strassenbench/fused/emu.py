@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..strategies import STRATEGIES
+from ..strategies import TENSOR_STRATEGIES
 from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render,
                         sources_digest)
 from .launch import Program
@@ -62,17 +62,23 @@ def _compiler() -> str:
 
 
 @lru_cache(maxsize=None)
-def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = (),
+def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
             selected: tuple[Instance, ...] | None = None) -> ctypes.CDLL:
-    """The emulator library with every default instantiation of (dtype, strategy) (the GEMM's and Strassen's
-    kernels), or with exactly ``selected`` (the kernels of another algorithm's plan)."""
-    chosen = instances(dtypes=(dtype,), strategies=(strategy,)) if selected is None else selected
+    """The emulator library with every default instantiation of (precision, strategy) (the GEMM's and
+    Strassen's kernels; precision is a dtype, or a tensor-core mode with a tensor-core strategy), or with exactly
+    ``selected`` (the kernels of another algorithm's plan)."""
+    if selected is not None:
+        chosen = selected
+    elif strategy in TENSOR_STRATEGIES:
+        chosen = instances(dtypes=("float32",), strategies=(strategy,), modes=(precision,))
+    else:
+        chosen = instances(dtypes=(precision,), strategies=(strategy,))
     source = render(chosen)
     # A plan's own kernels are compiled for one use at small shapes: -O0 compiles them in two thirds of the time.
     base = CXX_FLAGS if selected is None else [flag if flag != "-O1" else "-O0" for flag in CXX_FLAGS]
     flags = [*base, *os.environ.get("STRASSENBENCH_EMU_FLAGS", "").split(), *extra_flags]
     digest = sources_digest(source, _compiler(), " ".join(flags))[:16]
-    target = cache_dir() / f"{dtype}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
+    target = cache_dir() / f"{precision}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
     with _LOCK:
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +97,9 @@ def library(dtype: str, strategy: str, extra_flags: tuple[str, ...] = (),
 
 
 def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctypes.CDLL]:
-    """Kernel name -> the library that has it: the default library of its (dtype, strategy) when its counts
-    are a default kernel's, else one library with the program's other kernels of that (dtype, strategy)."""
+    """Kernel name -> the library that has it: the default library of its (precision, strategy) when its
+    counts are a default kernel's, else one library with the program's other kernels of that (precision,
+    strategy)."""
     default = set(operand_counts())
     others: dict[tuple[str, str], set[Instance]] = {}
     found: dict[str, ctypes.CDLL] = {}
@@ -101,9 +108,9 @@ def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctyp
         if inst is None or inst.counts in default:
             found[launch.kernel] = library(*_strategy_of(launch.kernel), extra_flags)
         else:
-            others.setdefault((inst.dtype, inst.strategy.name), set()).add(replace(inst, capped=True))
-    for (dtype, strategy), selected in others.items():
-        lib = library(dtype, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name)))
+            others.setdefault((inst.precision, inst.strategy.name), set()).add(replace(inst, capped=True))
+    for (precision, strategy), selected in others.items():
+        lib = library(precision, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name)))
         found.update((inst.name, lib) for inst in selected)
     return found
 
@@ -128,15 +135,16 @@ def _ctype(arg):  # noqa: ANN001, ANN202
 
 
 def _strategy_of(kernel: str) -> tuple[str, str]:
-    """(dtype, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64 (the blocking
-    kernel is in every library: float32 Small's)."""
+    """(precision, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64 (the
+    blocking kernel is in every library: float32 Small's)."""
     if kernel == BLOCK_KERNEL:
         return "float32", "Small"
-    parts = kernel.split("_")
-    dtype = {"f32": "float32", "f64": "float64"}[parts[1]]
-    if parts[0] == "scale":
-        return dtype, "Small"
-    return dtype, next(name for name in STRATEGIES if name.lower() == parts[2])
+    if kernel.startswith("scale_"):
+        return {"f32": "float32", "f64": "float64"}[kernel.split("_")[1]], "Small"
+    inst = parse_instance(kernel)
+    if inst is None:
+        raise EmuError(f"no kernel named {kernel}")
+    return inst.precision, inst.strategy.name
 
 
 def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
@@ -161,6 +169,6 @@ def entry(kernel: str, extra_flags: tuple[str, ...] = ()):  # noqa: ANN201 - a c
     if inst is None or inst.counts in set(operand_counts()):
         lib = library(*_strategy_of(kernel), extra_flags)
     else:
-        lib = library(inst.dtype, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
+        lib = library(inst.precision, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
     lib.emu_trace_enable(int(_TRACING))
     return getattr(lib, f"emu_{kernel}")

@@ -25,7 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..algebra.primitives import variants
-from ..strategies import STRATEGIES, Strategy
+from ..strategies import ALL_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, TensorStrategy
+from ..tensorcore import MODES as TENSOR_MODES
 
 __all__ = [
     "PARAM_BYTES",
@@ -35,6 +36,7 @@ __all__ = [
     "FUSED_LEVELS",
     "WRITE_MODES",
     "LOADS",
+    "TENSOR_MODES",
     "load_widths",
     "Instance",
     "kernels_dir",
@@ -116,18 +118,35 @@ def operand_counts() -> tuple[tuple[int, int, int], ...]:
 
 @dataclass(frozen=True)
 class Instance:
-    strategy: Strategy
+    strategy: Strategy | TensorStrategy
     dtype: str
     counts: tuple[int, int, int]
     write_mode: str
     loads: str = "vector"
     capped: bool = True  # False: built without the register cap (it spilled under it)
+    mode: str = "simt"  # or a tensor-core mode, 1xtf32 or 3xtf32 (float32, a TensorStrategy)
+
+    def __post_init__(self) -> None:
+        tensor = isinstance(self.strategy, TensorStrategy)
+        if tensor != (self.mode in TENSOR_MODES) or (tensor and self.dtype != "float32") \
+                or (not tensor and self.mode != "simt"):
+            raise ValueError(f"no {self.mode} kernel of strategy {self.strategy.name} in {self.dtype}")
+
+    @property
+    def tensor(self) -> bool:
+        return self.mode in TENSOR_MODES
+
+    @property
+    def precision(self) -> str:
+        """What the kernel computes in: its dtype (SIMT) or its tensor-core mode."""
+        return self.mode if self.tensor else self.dtype
 
     @property
     def name(self) -> str:
         a, b, c = self.counts
         suffix = "" if self.loads == "vector" else "_scalar"
-        return f"strassen_{_SHORT[self.dtype]}_{self.strategy.name.lower()}_w{a}x{b}x{c}_{self.write_mode}{suffix}"
+        short = self.mode if self.tensor else _SHORT[self.dtype]
+        return f"strassen_{short}_{self.strategy.name.lower()}_w{a}x{b}x{c}_{self.write_mode}{suffix}"
 
     @property
     def min_blocks(self) -> int:
@@ -145,6 +164,13 @@ class Instance:
 
     def source_line(self) -> str:
         s = self.strategy
+        if self.tensor:
+            fields = [
+                self.name, s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.warps_m, s.warps_n, *self.counts,
+                "true" if self.write_mode == "atomic" else "false", self.batch,
+                "true" if self.loads == "vector" else "false", TENSOR_MODES.index(self.mode) + 1,
+            ]
+            return f"SB_TENSORCORE_INSTANCE({', '.join(map(str, fields))})"
         fields = [
             self.name, _CTYPE[self.dtype], s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.m_R, s.n_R,
             s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false", self.batch,
@@ -167,7 +193,7 @@ def helper_kernels(selected: tuple[Instance, ...]) -> tuple[str, ...]:
     return (*(scale_kernel(d) for d in sorted({i.dtype for i in selected})), BLOCK_KERNEL)
 
 
-_NAME = re.compile(r"strassen_(?P<dtype>f32|f64)_(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_"
+_NAME = re.compile(r"strassen_(?P<dtype>f32|f64|1xtf32|3xtf32)_(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_"
                    r"(?P<mode>plain|atomic)(?P<scalar>_scalar)?")
 
 
@@ -177,10 +203,13 @@ def parse_instance(name: str) -> Instance | None:
     m = _NAME.fullmatch(name)
     if m is None:
         return None
-    strategy = next(s for s in STRATEGIES.values() if s.name.lower() == m["strategy"])
-    dtype = next(d for d, short in _SHORT.items() if short == m["dtype"])
+    strategy = next((s for s in ALL_STRATEGIES.values() if s.name.lower() == m["strategy"]), None)
+    mode = m["dtype"] if m["dtype"] in TENSOR_MODES else "simt"
+    dtype = next((d for d, short in _SHORT.items() if short == m["dtype"]), "float32")
+    if strategy is None or isinstance(strategy, TensorStrategy) != (mode != "simt"):
+        return None
     return Instance(strategy, dtype, (int(m["a"]), int(m["b"]), int(m["c"])), m["mode"],
-                    "scalar" if m["scalar"] else "vector")
+                    "scalar" if m["scalar"] else "vector", mode=mode)
 
 
 def instances(
@@ -189,12 +218,22 @@ def instances(
     counts: tuple[tuple[int, int, int], ...] | None = None,
     write_modes: tuple[str, ...] = WRITE_MODES,
     loads: tuple[str, ...] = LOADS,
+    modes: tuple[str, ...] = TENSOR_MODES,
 ) -> tuple[Instance, ...]:
+    """The instantiations of the SIMT strategies in ``dtypes`` and of the tensor-core strategies (float32, when
+    asked for) in each of ``modes``."""
     counts = operand_counts() if counts is None else counts
-    return tuple(
+    simt = tuple(
         Instance(STRATEGIES[s], d, w, mode, load)
-        for d in dtypes for s in strategies for w in counts for mode in write_modes for load in loads
+        for d in dtypes for s in strategies if s in STRATEGIES for w in counts for mode in write_modes
+        for load in loads
     )
+    tensor = tuple(
+        Instance(TENSOR_STRATEGIES[s], "float32", w, mode, load, mode=tc)
+        for s in strategies if s in TENSOR_STRATEGIES and "float32" in dtypes for tc in modes for w in counts
+        for mode in write_modes for load in loads
+    )
+    return simt + tensor
 
 
 def vec_width(itemsize: int, n: int) -> int:
@@ -205,7 +244,7 @@ def vec_width(itemsize: int, n: int) -> int:
     return w
 
 
-def load_widths(strategy: Strategy, dtype: str) -> tuple[int, int]:
+def load_widths(strategy: Strategy | TensorStrategy, dtype: str) -> tuple[int, int]:
     """(V_A, V_B): elements per global load of the vector kernels' A and B tiles, as kernels/strassen.cuh
     (LoadWidths) computes them: the widest vector, at most 128 bits, that divides a thread's share of a row."""
     itemsize, s = np.dtype(dtype).itemsize, strategy

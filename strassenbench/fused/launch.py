@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..plan import BlockView, Plan, Step
-from ..strategies import Strategy
+from ..strategies import Strategy, TensorStrategy
 from ..algebra.schedule import schedule
 from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel
 
@@ -160,12 +160,12 @@ def _vector_loads(group: list[Step], bases: tuple[int, int, int], lds: tuple[int
     return True
 
 
-def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan) -> list[Launch]:  # noqa: ANN001
+def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan, mode) -> list[Launch]:  # noqa: ANN001
     """The launches of one group of products: one, or several when the group exceeds the kernel's batch."""
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_loads(group, bases, lds, strategy, dtype) else "scalar"
-    inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads)
+    inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads, mode=mode)
     bm, bk, bn = plan.block
     launches = []
     for first in range(0, len(group), inst.batch):
@@ -210,10 +210,16 @@ def plan_launches(
     strategy: Strategy,
     scheme: str = "sequential",
     streams: int | None = None,
+    mode: str = "simt",
 ) -> Program:
-    """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``."""
+    """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``, on the SIMT
+    kernels (``mode`` simt, a Strategy) or the tensor-core ones (1xtf32 or 3xtf32, a TensorStrategy)."""
     streams = _check_scheme(scheme, streams)
     dtype = np.dtype(C.dtype)
+    if (mode != "simt") != isinstance(strategy, TensorStrategy):
+        raise FusedError(f"strategy {strategy.name} has no {mode} kernels")
+    if mode != "simt" and dtype != np.float32:
+        raise FusedError(f"the {mode} kernels compute float32, not {dtype}")
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
     steps = _live_steps(plan, str(dtype))
     write_mode = "atomic" if scheme == "atomic" else "plain"
@@ -230,7 +236,8 @@ def plan_launches(
         for stage in _scheme_groups(plan, steps, scheme, streams):
             stages.append(tuple(
                 tuple(launch for g in lane
-                      for launch in _launches(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, plan))
+                      for launch in _launches(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, plan,
+                                              mode))
                 for lane in stage
             ))
     return Program(tuple(stages))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..model.issue import peak_fraction
 from ..occupancy import ARCHS, blocks_per_sm
-from ..strategies import STRATEGIES
+from ..strategies import ALL_STRATEGIES, STRATEGIES
 from .arch import build_arch, jit_only
 from .instances import sources_digest
 from .sass import MAINLOOP_COLUMNS, opcode_counts, parse_sass
@@ -29,7 +29,7 @@ __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED
            "unit_fresh"]
 
 RESOURCE_COLUMNS = [
-    "kernel", "arch", "source", "strategy", "dtype", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
+    "kernel", "arch", "source", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
     "spill_stores",
     "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
     "local_mem_ops", *MAINLOOP_COLUMNS, "issue_fraction_fp32x16", "issue_fraction_fp32x32",
@@ -81,20 +81,21 @@ def sass_counts(sass: str) -> dict[str, Counter]:
 
 
 def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
-               write_mode: str, loads: str, p: Props, ops: Counter, loop: dict) -> dict:
+               write_mode: str, loads: str, p: Props, ops: Counter, loop: dict, mode: str = "simt") -> dict:
     """One resources.csv row: ptxas's figures, occupancy, opcode classes, the main loop's figures and, for
-    float32, its issue-limited fraction of the FP32 peak per family of sub-partitions."""
-    s = STRATEGIES[strategy]
+    float32 SIMT kernels, its issue-limited fraction of the FP32 peak per family of sub-partitions. ``mode``:
+    simt, or the tensor-core mode (1xtf32, 3xtf32) of a tensor-core kernel."""
+    s = ALL_STRATEGIES[strategy]
     fractions = dict.fromkeys(ISSUE_COLUMNS)
-    if dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
+    if mode == "simt" and dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
         fractions = {col: round(peak_fraction(loop["loop_instructions"], loop["loop_fp32"], s.m_R * s.n_R * s.k_S,
                                               width), 4) for col, width in ISSUE_COLUMNS.items()}
     return {
-        "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype,
+        "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype, "mode": mode,
         "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
         "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
         "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
-        "blocks_per_sm": blocks_per_sm(ARCHS[arch], STRATEGIES[strategy].threads, p.registers, p.smem_bytes),
+        "blocks_per_sm": blocks_per_sm(ARCHS[arch], s.threads, p.registers, p.smem_bytes),
         **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
         **loop, **fractions,
     }

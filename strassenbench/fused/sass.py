@@ -11,8 +11,8 @@ A variable-latency instruction (a global or shared load) sets a write scoreboard
 instruction whose wait mask has that bit is where the warp stalls until the data arrives. The number of
 instructions between a global load and that instruction is how far ahead of its use the load is issued.
 
-The main loop is the backward branch whose body holds the most FFMA/DFMA (of two such loops, as in a kernel
-with a 128-bit fast path and a scalar fallback, the one with the higher FFMA share: the fast path); its body
+The main loop is the backward branch whose body holds the most FFMA/DFMA/HMMA (of two such loops, as in a
+kernel with a 128-bit fast path and a scalar fallback, the one with the higher share: the fast path); its body
 is divided by its number of barriers (one ``BAR.SYNC`` per k_S slice) to give per-slice figures.
 """
 
@@ -33,8 +33,11 @@ _BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 
 MAINLOOP_COLUMNS = [
     "loop_instructions", "loop_ffma_share", "loop_fp32", "loop_global_loads", "loop_generic_loads",
-    "load_use_distance", "loop_barriers",
+    "load_use_distance", "loop_barriers", "loop_hmma", "loop_hmma_share",
 ]
+# The math instructions a main loop is found by: the SIMT kernels' FFMA and DFMA, the tensor-core kernels' HMMA
+# (mma.sync with TF32 inputs is HMMA.1684.F32.TF32 or HMMA.1688.F32.TF32).
+MATH = ("FFMA", "DFMA", "HMMA")
 # Instructions that use the floating-point pipe of their dtype (the products' FFMA, the operand sums'); the
 # issue-slot model (strassenbench.model.issue) charges each r = 32 / lanes clocks of that pipe.
 FP_PIPE = ("FFMA", "FMUL", "FADD", "DFMA", "DMUL", "DADD")
@@ -149,15 +152,16 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
         return empty
     def rank(loop: tuple[int, int]) -> tuple[int, float]:
         body = instructions[loop[0]: loop[1] + 1]
-        ffma = sum(ins.base in ("FFMA", "DFMA") for ins in body)
-        return ffma, ffma / len(body)
+        math = sum(ins.base in MATH for ins in body)
+        return math, math / len(body)
 
     first, last = max(loops, key=rank)
     body = instructions[first: last + 1]
     barriers = sum(ins.base == "BAR" for ins in body)
     slices = max(barriers, 1)
     ffma = sum(ins.base in ("FFMA", "DFMA") for ins in body)
-    if ffma == 0:
+    hmma = sum(ins.base == "HMMA" for ins in body)
+    if ffma + hmma == 0:
         return empty
     loads = [ins for ins in body if ins.is_global_load]
     return {
@@ -168,4 +172,6 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
         "loop_generic_loads": round(sum(ins.base == "LD" for ins in loads) / slices, 1),
         "load_use_distance": _load_use_distance(body),
         "loop_barriers": barriers,
+        "loop_hmma": round(hmma / slices, 1),
+        "loop_hmma_share": round(hmma / len(body), 4),
     }
