@@ -39,11 +39,11 @@ def local_smoke(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The kernels the CPU device loads (tests/cudasim.py): a real sm_90 build, Small strategy, every default
-    kernel in both dtypes (seconds: the small tiles compile fast)."""
+    kernel in both dtypes, and the tensor-core TcSmall in both modes (seconds: the small tiles compile fast)."""
     from strassenbench.fused.build import build
 
     out = tmp_path_factory.mktemp("sim-build")
-    build(["sm_90"], out, strategies=("Small",), cutlass=False)
+    build(["sm_90"], out, strategies=("Small", "TcSmall"), cutlass=False)
     return str(out)
 
 

@@ -820,7 +820,8 @@ def _gemm_op(dtype: np.dtype, transa: int, transb: int, m: int, n: int, k: int, 
         product = dtype.type(alpha) * (matmul(A, B, "1xtf32") if tf32 else A @ B)
         C[...] = product if beta == 0 else product + dtype.type(beta) * C
 
-    return _Op(run, LAUNCH_S + 2.0 * m * n * k / FLOP_RATE, f"cublas {'s' if dtype == np.float32 else 'd'}gemm")
+    label = "cublas gemmex tf32" if tf32 else f"cublas {'s' if dtype == np.float32 else 'd'}gemm"
+    return _Op(run, LAUNCH_S + 2.0 * m * n * k / FLOP_RATE, label)
 
 
 class CublasWrapper:

@@ -17,12 +17,13 @@ import pytest
 
 import cudasim
 from strassenbench.cli import main
-from strassenbench.impls import get_impl
+from strassenbench.impls import ImplError, get_impl
 
 pytestmark = pytest.mark.cudasim
 
 ROOT = Path(__file__).resolve().parents[1]
-CUDA_IMPLS = ["gemm", "strassen1", "strassen2-direct", "strassen2-hybrid", "cublas", "strassen1-ref", "strassen2-ref"]
+CUDA_IMPLS = ["gemm", "strassen1", "strassen2-direct", "strassen2-hybrid", "cublas", "strassen1-ref", "strassen2-ref",
+              "cublas-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen2-3xtf32"]
 SHAPE = (37, 29, 41)  # m, k, n: odd, every level pads
 
 
@@ -34,7 +35,8 @@ def _operands(dtype: str, shape: tuple[int, int, int] = SHAPE, seed: int = 0):  
 
 
 def _options(impl: str, **extra: object) -> dict:
-    return {"strategy": "Small", **extra} if "strategy" in get_impl(impl).options else {}
+    strategy = "TcSmall" if get_impl(impl).tensor else "Small"
+    return {"strategy": strategy, **extra} if "strategy" in get_impl(impl).options else {}
 
 
 def _want(A, B, C, alpha: float, beta: float) -> np.ndarray:  # noqa: ANN001
@@ -46,11 +48,18 @@ def _want(A, B, C, alpha: float, beta: float) -> np.ndarray:  # noqa: ANN001
 def test_every_implementation_is_exact_through_the_cuda_path(cpu_device, sim_build, impl, dtype) -> None:  # noqa: ANN001
     A, B, C = _operands(dtype)
     got = C.copy()
+    if dtype not in get_impl(impl).dtypes:  # the tensor-core implementations compute float32 and say so
+        with pytest.raises(ImplError, match="computes float32, not float64"):
+            get_impl(impl)(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build, **_options(impl))
+        return
     get_impl(impl)(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build, **_options(impl))
     assert np.array_equal(got, _want(A, B, C, 2.0, 0.5))
     launched = {name for name, _, _ in cpu_device.device.launches}
     if get_impl(impl).kind in ("fused", "hybrid"):
-        assert any(name.startswith("strassen_") for name in launched)
+        prefix = f"strassen_{get_impl(impl).mode}_" if get_impl(impl).tensor else "strassen_f"
+        assert any(name.startswith(prefix) for name in launched)
+    elif get_impl(impl).tensor:  # cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32
+        assert cpu_device.device.executed.count("cublas gemmex tf32") == 1
     else:
         assert "cublas sgemm" in cpu_device.device.executed or "cublas dgemm" in cpu_device.device.executed
 

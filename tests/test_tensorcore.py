@@ -5,6 +5,7 @@ code nvcc makes of them."""
 from __future__ import annotations
 
 import ctypes
+import itertools
 import subprocess
 from pathlib import Path
 
@@ -286,3 +287,88 @@ def test_tensorcore_3xtf32_is_as_accurate_as_float32(kernel_probe: ctypes.CDLL) 
     fp32 = np.linalg.norm(sa.astype(np.float32) @ sb.astype(np.float32) - sa @ sb) / np.linalg.norm(sa @ sb)
     assert errors[1] <= 4 * fp32
     assert errors[0] >= 100 * fp32
+
+
+# ------------------------------------------------------------------ the tensor-core family in the harness
+from strassenbench.algebra.primitives import variants  # noqa: E402
+from strassenbench.engines import ENGINES  # noqa: E402
+from strassenbench.fused.launch import plan_launches  # noqa: E402
+from strassenbench.plan import make_plan  # noqa: E402
+from strassenbench.strategies import TENSOR_STRATEGIES  # noqa: E402
+from strassenbench.verify import verify  # noqa: E402
+
+TC_MODES = ("1xtf32", "3xtf32")
+
+
+def _tc_operands(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Integers in [-100, 100]: exact in TF32 (11 significant bits), and so are the 2-level operand sums (at most
+    4 terms: |sum| < 2^10); the shapes below keep every product and sum below 2^24, exact in float32."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(-100, 101, s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+
+
+@pytest.mark.parametrize("mode", TC_MODES)
+@pytest.mark.parametrize("scheme", ["sequential", "atomic"])
+@pytest.mark.parametrize("levels", [0, 1, 2])
+def test_every_tensor_core_variant_exact_on_odd_shapes(mode: str, scheme: str, levels: int) -> None:
+    """Every variant of 0, 1 and 2 levels of Strassen on the tensor-core kernels (TcSmall: W_A x W_B x W_C up to
+    4 x 4 x 4), plain and atomicAdd write-back, odd shapes that pad at every level (scalar loads) and one whose
+    blocks are aligned to 128-bit loads (vector loads), alpha and beta: exact."""
+    loads = set()
+    for m, k, n in [(33, 17, 45), (17, 33, 9), (1, 4, 1), (45, 9, 33), (64, 32, 48)]:
+        A, B, C = _tc_operands(m, k, n, seed=m + n)
+        plan = make_plan("strassen", min(levels, 2), m, k, n)
+        program = plan_launches(plan, A, B, C, 2.0, -1.0, strategy=TENSOR_STRATEGIES["TcSmall"],
+                                scheme=scheme if levels else "sequential", mode=mode)
+        counts = {launch.instance.counts for launch in program.launches if launch.instance}
+        if min(m, k, n) > 1:  # every variant of the plan runs on its own kernel
+            assert counts == {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", levels)} if levels else {(1, 1, 1)}
+        assert all(launch.kernel.startswith(f"strassen_{mode}_tcsmall_") for launch in program.launches
+                   if launch.instance)
+        loads |= {launch.instance.loads for launch in program.launches if launch.instance}
+        got = C.copy()
+        ENGINES["emu"](plan, A, B, got, 2.0, -1.0, strategy="TcSmall", scheme=scheme if levels else "sequential",
+                       mode=mode)
+        want = 2.0 * (A.astype(np.float64) @ B) - C
+        np.testing.assert_array_equal(got, want, err_msg=f"{mode} {scheme} {levels} {(m, k, n)}")
+    assert loads == {"vector", "scalar"}
+
+
+@pytest.mark.parametrize("strategy", ["TcLarge", "TcHuge"])
+def test_larger_tensor_core_strategies_exact(strategy: str) -> None:
+    """The larger tiles (several warps along m and n, scalar and vector loads) at 1 level in both modes."""
+    for mode, (m, k, n) in itertools.product(TC_MODES, [(70, 24, 66), (129, 9, 131)]):
+        A, B, C = _tc_operands(m, k, n)
+        got = C.copy()
+        ENGINES["emu"](make_plan("strassen", 1, m, k, n), A, B, got, 1.0, 1.0, strategy=strategy, mode=mode)
+        np.testing.assert_array_equal(got, A.astype(np.float64) @ B + C, err_msg=f"{strategy} {mode} {(m, k, n)}")
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_3xtf32_strassen_within_4x_of_the_simt_strassen_error(levels: int) -> None:
+    """Uniform [-1, 1] inputs: 3xTF32 Strassen's relative error within 4x of the SIMT FP32 Strassen's on the
+    same inputs, and within its bound; 1xTF32's is some 1000x larger (TF32's 2^-11 against FP32's 2^-24) and
+    within its own bound (strassenbench.accuracy.unit_roundoff)."""
+    size = 128
+    options = {"m": size, "n": size, "k": size, "engine": "emu", "seed": 3}
+    simt = verify(impl=f"strassen{levels}" if levels == 1 else "strassen2-direct", options={"strategy": "Small"},
+                  **options)
+    three = verify(impl=f"strassen{levels}-3xtf32", options={"strategy": "TcSmall"}, **options)
+    one = verify(impl=f"strassen{levels}-tf32", options={"strategy": "TcSmall"}, **options)
+    assert simt["status"] == three["status"] == one["status"] == "ok"
+    err_simt, err_three, err_one = (float(r["rel_error"]) for r in (simt, three, one))
+    assert err_three <= 4 * err_simt, (err_three, err_simt)
+    assert err_one > 100 * err_three
+
+
+def test_tensor_core_kernels_refuse_what_they_cannot_run() -> None:
+    """float64, or a SIMT strategy with a tensor-core mode: a clear error, no launch."""
+    from strassenbench.fused.launch import FusedError
+    from strassenbench.strategies import STRATEGIES
+
+    A, B, C = (np.zeros((8, 8), np.float64) for _ in range(3))
+    plan = make_plan("strassen", 1, 8, 8, 8)
+    with pytest.raises(FusedError, match="compute float32, not float64"):
+        plan_launches(plan, A, B, C, 1.0, 0.0, strategy=TENSOR_STRATEGIES["TcSmall"], mode="3xtf32")
+    with pytest.raises(FusedError, match="strategy Huge has no 3xtf32 kernels"):
+        plan_launches(plan, A, B, C, 1.0, 0.0, strategy=STRATEGIES["Huge"], mode="3xtf32")
