@@ -25,7 +25,8 @@ from .algebra.levels import level_names, multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
 
-__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants", "unit_roundoff"]
+__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants", "unit_roundoff",
+           "ACCURACY_COLUMNS", "accuracy_rows"]
 
 # The unit roundoff of the tensor-core modes (strassenbench.tensorcore). 1xTF32 rounds every operand (and every
 # operand sum) to TF32's 10 explicit mantissa bits: u = 2^-11. 3xTF32 drops a_small b_small and the part of each
@@ -110,3 +111,33 @@ def bound_from_norms(
     absolute = _abs_bound(u, algorithm, levels, k, norms, alpha, beta)
     absolute += _abs_bound(reference_unit, algorithm, 0, k, norms, alpha, beta)
     return math.sqrt(m * n) * absolute / reference_norm if reference_norm > 0 else math.sqrt(m * n) * absolute
+
+
+ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed", "rel_error",
+                    "bound", "status"]
+
+
+def accuracy_rows(impls: list[str], sizes: list[int], inputs: tuple[str, ...], engine: str, seed: int = 0,
+                  options: dict[str, object] | None = None, progress=None) -> list[dict]:  # noqa: ANN001
+    """The accuracy table beyond the paper: the relative error against float64 of each implementation (SIMT
+    FP32, 1xTF32, 3xTF32; GEMM and Strassen at any level) on square float32 problems of ``sizes``, for each
+    input distribution (strassenbench.verify.INPUTS), every implementation on the same inputs. Each runs on
+    ``engine`` where it has it, else on numpy (cuBLAS's CPU stand-ins on the emulator); ``options`` (build_dir)
+    go to the cuda engine."""
+    from .impls import get_impl
+    from .verify import verify
+
+    rows = []
+    for name, n, dist in ((i, n, d) for n in sizes for d in inputs for i in impls):
+        impl = get_impl(name)
+        run_on = engine if engine in impl.engines else "numpy"
+        extra = dict(options or {}) if run_on == "cuda" else {}
+        result = verify(impl=name, engine=run_on, m=n, n=n, k=n, dtype="float32", seed=seed, options=extra,
+                        inputs=dist)
+        rows.append({"impl": name, "label": impl.label, "mode": impl.mode, "levels": result["levels"],
+                     "engine": run_on, "inputs": dist, "m": n, "n": n, "k": n, "seed": seed,
+                     "rel_error": float(result["rel_error"]), "bound": float(result["bound"]),
+                     "status": result["status"]})
+        if progress:
+            progress(rows[-1])
+    return rows

@@ -290,6 +290,37 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result["status"] == "ok" else EXIT_FAIL
 
 
+def _cmd_accuracy(args: argparse.Namespace) -> int:
+    from .accuracy import ACCURACY_COLUMNS, accuracy_rows
+
+    for n in args.sizes:
+        _check_memory(n, n, n)
+    impls = _impl_list(args.impl)
+    for name in impls:
+        if "float32" not in get_impl(name).dtypes:
+            raise UsageError(f"{name} does not compute float32, which the accuracy table compares")
+    options = {"build_dir": args.build_dir} if args.engine == "cuda" else {}
+    say = None if args.no_progress else \
+        (lambda row: print(" ".join(f"{key}={row[key]}" for key in ACCURACY_COLUMNS), file=sys.stderr))
+    rows = accuracy_rows(impls, args.sizes, tuple(args.inputs.split(",")), args.engine, args.seed, options, say)
+    frame = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
+    write_atomic(args.out, frame.to_csv(index=False))
+    failed = frame[frame["status"] != "ok"]
+    for row in failed.itertuples():
+        print(f"strassenbench: {row.impl} {row.inputs} n={row.m}: relative error {row.rel_error:.3e} above the "
+              f"bound {row.bound:.3e}", file=sys.stderr)
+    return EXIT_FAIL if len(failed) else 0
+
+
+def _inputs(text: str) -> str:
+    from .verify import INPUTS
+
+    unknown = [d for d in text.split(",") if d not in INPUTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown inputs {unknown[0]!r} (choose from {', '.join(INPUTS)})")
+    return text
+
+
 def _fused_options(args: argparse.Namespace) -> dict[str, object]:
     """--strategy/--scheme/--streams, which only the fused engines take."""
     given = {"strategy": args.strategy, "scheme": args.scheme, "streams": args.streams}
@@ -736,14 +767,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=_finite, default=1.0)
     p.add_argument("--beta", type=_finite, default=0.0)
     p.add_argument("--seed", type=_integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
-    p.add_argument("--strategy", type=_any_case(list(STRATEGIES)), choices=list(STRATEGIES),
-                   help="block-size strategy (fused engines)")
+    p.add_argument("--strategy", type=_any_case(list(ALL_STRATEGIES)), choices=list(ALL_STRATEGIES),
+                   help="block-size strategy (fused engines; TcSmall, TcLarge, TcHuge for the tensor-core ones)")
     p.add_argument("--scheme", choices=SCHEMES,
                    help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
     p.add_argument("--streams", type=_bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),
                    help="CUDA streams of the streams/atomic schemes (2 / 4)")
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("accuracy", help="relative error against float64 of implementations (SIMT FP32, 1xTF32, "
+                                        "3xTF32) on uniform and wide-range float32 inputs")
+    p.add_argument("--impl", required=True, help="comma-separated implementations (`strassenbench impls`)")
+    p.add_argument("--engine", choices=sorted(ENGINES), default="numpy",
+                   help="engine of the implementations that have it (the others run on numpy)")
+    p.add_argument("--sizes", type=_sizes, default=[256], help="square sizes, e.g. 256 or 1024,4096")
+    p.add_argument("--inputs", type=_inputs, default="uniform,wide", help="input distributions: uniform, wide")
+    p.add_argument("--seed", type=_integer(0), default=0)
+    p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
+    p.add_argument("--no-progress", action="store_true", help="no line per measurement on stderr")
+    p.add_argument("--out", required=True, help="the table (CSV)")
+    p.set_defaults(func=_cmd_accuracy)
 
     p = sub.add_parser("impls", help="the implementations: identifier, label, engines, extra memory")
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")

@@ -213,13 +213,19 @@ def build(
         kwargs["strategies"] = strategies
     groups: dict[tuple, list[Instance]] = {}
     selected = instances(**kwargs)
-    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
-    if too_old and any(inst.tensor for inst in selected):
-        raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
     for inst in selected:
         groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
+    # The tensor-core kernels (mma.sync with TF32) need sm_80 or later: an older architecture builds the others.
+    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
+    if too_old and any(inst.tensor for inst in selected):
+        if all(inst.tensor for inst in selected):
+            raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
+        if progress:
+            for arch in too_old:
+                progress(f"{arch}: the tensor-core kernels need sm_80 or later, not built for it", None)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()]
+    jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()
+            if arch not in too_old or not g[0].tensor]
     pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
     try:
         futures = [pool.submit(_build_unit, arch, unit, group, out, force, driver) for arch, unit, group in jobs]

@@ -87,6 +87,7 @@ def _check_config():
     checks = [("algorithm", config["algorithm"], algorithm_impl)]
     checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
     checks += [("impls", impl, get_impl) for impl in config["impls"]]
+    checks += [(key, impl, get_impl) for key in ("tensor_impls", "accuracy_impls") for impl in config[key]]
     for key, value, check in checks:
         try:
             check(value)
@@ -97,6 +98,13 @@ def _check_config():
 _check_config()
 ARCHS = sorted(set(GRID["build"].get("archs", config["archs"])) | {g["arch"] for g in GPUS.values() if g["arch"]})
 SWEEP_NAMES = list(SWEEPS)
+# The tensor-core implementations and the accuracy table (beyond the paper): where the profile turns them on and
+# every GPU of the run has TF32 tensor cores (sm_80 and later; the CPU emulator runs them too).
+TENSORCORE = bool(GRID.get("tensorcore", False)) and all(
+    int(g["arch"][len("sm_"):]) >= 80 for g in GPUS.values() if g["arch"])
+if GRID.get("tensorcore", False) and not TENSORCORE:
+    print("strassenbench: tensorcore is on but a GPU of this run is older than sm_80 (no TF32 tensor cores): "
+          "the tensor-core implementations and the accuracy table are left out", file=sys.stderr)
 
 if BACKEND != "cuda":
     print(
@@ -146,7 +154,8 @@ def run_impls():
     stand-in), every other one everywhere."""
     from strassenbench.impls import get_impl
 
-    return [i for i in config["impls"] if BACKEND == "cuda" or set(get_impl(i).engines) - {"cuda"}]
+    impls = [*config["impls"], *(config["tensor_impls"] if TENSORCORE else [])]
+    return [i for i in dict.fromkeys(impls) if BACKEND == "cuda" or set(get_impl(i).engines) - {"cuda"}]
 
 
 def impl_dtypes(impl):
@@ -208,6 +217,8 @@ def report_inputs():
     }
     if BACKEND == "cuda":
         inputs["strategies"] = f"{data}/strategies.csv"
+    if TENSORCORE:
+        inputs["accuracy"] = f"{data}/accuracy.csv"
     return inputs
 
 
@@ -220,6 +231,7 @@ def all_outputs():
         outputs += [f"{data}/model_{s}.csv" for s in SWEEP_NAMES] + [f"{data}/model_crossover.csv"]
         outputs += [f"{data}/{s}.csv" for s in SWEEP_NAMES] + [f"{data}/memlimit.csv", f"{data}/system.json"]
         outputs += [f"{data}/verify.csv", f"{data}/verify_impls.csv"]
+        outputs += [f"{data}/accuracy.csv"] if TENSORCORE else []
     if config["compare"] or len(DEVICES) > 1:
         outputs.append("report/compare/index.html")
     return outputs

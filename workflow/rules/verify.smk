@@ -72,3 +72,26 @@ rule collect_verify_impls:
         "../../environment.yml"
     shell:
         "strassenbench collect {input} --out {output} > {log} 2>&1"
+
+
+rule accuracy:
+    """Beyond the paper: the relative error against float64 of SIMT FP32, 1xTF32 and 3xTF32 (GEMM, 1- and 2-level
+    Strassen) on uniform and wide-range float32 inputs; on a CPU run the fused ones run on the emulator."""
+    input:
+        lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
+    output:
+        "data/{device}/accuracy.csv",
+    log:
+        "logs/{device}/accuracy.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        gpu=GPU_JOB,
+        gpu_model=gpu_model,
+    params:
+        engine="cuda" if BACKEND == "cuda" else "emu",
+        impls=",".join(config["accuracy_impls"]),
+        sizes=lambda wc: GRID.get("accuracy", {"sizes": "1024"})["sizes"],
+    shell:
+        "strassenbench accuracy --engine {params.engine} --impl {params.impls} --sizes {params.sizes} "
+        "--inputs uniform,wide --no-progress --out {output} > {log} 2>&1"
