@@ -113,8 +113,7 @@ def bound_from_norms(
     return math.sqrt(m * n) * absolute / reference_norm if reference_norm > 0 else math.sqrt(m * n) * absolute
 
 
-ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed", "rel_error",
-                    "bound", "status"]
+from .results import ACCURACY_COLUMNS  # noqa: E402 - the table's columns, with the other result files'
 
 
 def accuracy_rows(impls: list[str], sizes: list[int], inputs: tuple[str, ...], engine: str, seed: int = 0,

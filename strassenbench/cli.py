@@ -159,7 +159,7 @@ def _check_work(args: argparse.Namespace) -> None:
 
 
 FOLDER_OUTPUTS = ("build", "report", "compare")  # commands whose --out is a folder
-_RESULT_KIND = {"memlimit": "memlimit", "verify": "verify", "bench": "bench"}  # the results a command writes
+_RESULT_KIND = {"memlimit": "memlimit", "verify": "verify", "bench": "bench", "accuracy": "accuracy"}  # the results a command writes
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -295,7 +295,7 @@ def _cmd_accuracy(args: argparse.Namespace) -> int:
 
     for n in args.sizes:
         _check_memory(n, n, n)
-    impls = _impl_list(args.impl)
+    impls = args.impl
     for name in impls:
         if "float32" not in get_impl(name).dtypes:
             raise UsageError(f"{name} does not compute float32, which the accuracy table compares")
@@ -778,7 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("accuracy", help="relative error against float64 of implementations (SIMT FP32, 1xTF32, "
                                         "3xTF32) on uniform and wide-range float32 inputs")
-    p.add_argument("--impl", required=True, help="comma-separated implementations (`strassenbench impls`)")
+    p.add_argument("--impl", required=True, type=_impl_list,
+                   help="comma-separated implementations (`strassenbench impls`)")
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy",
                    help="engine of the implementations that have it (the others run on numpy)")
     p.add_argument("--sizes", type=_sizes, default=[256], help="square sizes, e.g. 256 or 1024,4096")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "read_results",
+__all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "ACCURACY_COLUMNS",
+           "read_results",
            "kind_of", "timing_modes", "folder_devices", "check_folder_device"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
@@ -40,6 +41,8 @@ MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "st
                     "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
 VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
                   "bound", "status"]
+ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed", "rel_error", "bound",
+                    "status"]  # strassenbench accuracy
 
 
 class ResultsError(ValueError):
@@ -76,6 +79,8 @@ KINDS = {
                      booleans=("confirmed",)),
     "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
                    ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme")),
+    "accuracy": Kind("accuracy", tuple(ACCURACY_COLUMNS), ("levels", "m", "n", "k", "seed"), ("rel_error", "bound"),
+                     ("impl", "label", "mode", "engine", "inputs", "status")),
 }
 
 

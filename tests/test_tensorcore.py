@@ -372,3 +372,58 @@ def test_tensor_core_kernels_refuse_what_they_cannot_run() -> None:
         plan_launches(plan, A, B, C, 1.0, 0.0, strategy=TENSOR_STRATEGIES["TcSmall"], mode="3xtf32")
     with pytest.raises(FusedError, match="strategy Huge has no 3xtf32 kernels"):
         plan_launches(plan, A, B, C, 1.0, 0.0, strategy=STRATEGIES["Huge"], mode="3xtf32")
+
+
+def test_accuracy_table_report_figure_and_kernel_table(tmp_path: Path, sim_build: str) -> None:
+    """`strassenbench accuracy` and a numpy sweep with tensor-core lines make the report's accuracy table
+    (3xTF32 within 4x of SIMT FP32 at every level and input distribution, 1xTF32 far off), its figure of SIMT
+    and tensor-core lines, and its table of the tensor-core kernels' machine code (the sm_90 TcSmall build)."""
+    from strassenbench.cli import main
+    from strassenbench.report.build import build_report
+
+    data = tmp_path / "data"
+    impls = "gemm,strassen1,strassen2-direct,gemm-3xtf32,strassen1-3xtf32,strassen2-3xtf32,strassen1-tf32"
+    assert main(["accuracy", "--engine", "emu", "--impl", impls, "--sizes", "64", "--no-progress",
+                 "--out", str(data / "accuracy.csv")]) == 0
+    assert main(["bench", "--engine", "numpy", "--impl", "cublas,gemm,cublas-tf32,gemm-3xtf32", "--sizes", "32,48",
+                 "--min-time", "0", "--min-samples", "2", "--warmup-time", "0", "--no-progress",
+                 "--out", str(data / "square.csv")]) == 0
+    build_report(data, tmp_path / "report", Path(sim_build) / "resources.csv")
+    accuracy = (tmp_path / "report" / "tables" / "tensorcore_accuracy.md").read_text()
+    rows = [line.split("|")[1:-1] for line in accuracy.splitlines()[2:]]
+    ratio = {(r[0].strip(), r[2].strip()): float(r[7].replace(",", "")) for r in rows}
+    assert {inputs for inputs, _ in ratio} == {"uniform", "wide"}
+    for inputs in ("uniform", "wide"):
+        for impl in ("gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32"):
+            assert ratio[inputs, impl] <= 4, (inputs, impl, ratio[inputs, impl])
+        assert ratio[inputs, "strassen1-tf32"] > 100
+    kernels = (tmp_path / "report" / "tables" / "tensorcore_kernels.md").read_text()
+    assert "TcSmall" in kernels and "3xtf32" in kernels and "1xtf32" in kernels
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "GEMM 3xTF32 (ours)" in page and "cuBLAS TF32" in page  # the figure's caption lists its lines
+
+
+def test_accuracy_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from strassenbench.cli import main
+
+    out = tmp_path / "accuracy.csv"
+    assert main(["accuracy", "--impl", "gemm", "--inputs", "normal", "--out", str(out)]) == 2
+    assert main(["accuracy", "--impl", "gemm-5xtf32", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown inputs 'normal'" in err and not out.exists()
+
+
+def test_model_puts_the_tensor_cores_beside_the_simt_kernels(sim_build: str) -> None:
+    """Predictions: on an H100 the 3xTF32 GEMM's modeled rate is above the SIMT GEMM's by more than 1.5x at
+    n = 8192; a V100 has no TF32 tensor cores (infinite time); 1xTF32 is never slower than 3xTF32."""
+    from strassenbench.model.gpus import SPECS
+    from strassenbench.model.perf import effective_tflops, impl_time, load_resources
+    from strassenbench.strategies import STRATEGIES
+
+    resources = load_resources(Path(sim_build) / "resources.csv")
+    n, huge = 8192, STRATEGIES["Huge"]
+    rate = {impl: effective_tflops(n, n, n, impl_time(SPECS["H100"], impl, huge, n, n, n, "float32", resources).seconds)
+            for impl in ("gemm", "gemm-tf32", "gemm-3xtf32", "strassen1-3xtf32")}
+    assert rate["gemm-3xtf32"] > 1.5 * rate["gemm"] and rate["gemm-tf32"] >= rate["gemm-3xtf32"]
+    assert impl_time(SPECS["V100"], "gemm-3xtf32", huge, n, n, n, "float32").seconds == float("inf")
+    assert SPECS["H100"].tau_tensor("3xtf32") == SPECS["H100"].tf32_flops / 3

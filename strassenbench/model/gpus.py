@@ -4,6 +4,9 @@ tau_flop = 2 flop/FMA x cores/SM x SMs x boost clock              (Sec. s:volta,
 tau_gmop = DRAM bandwidth x (1 + read-only cache factor 0.2)       (Sec. s:blocking_choose, footnote)
 tau_smop = SMs x 32 banks x 4 B x boost clock                      (Sec. s:blocking_choose, footnote)
 
+and, beyond the paper, the dense TF32 tensor-core peak (NVIDIA's published figure for the built-in GPUs; for
+a queried one, TF32 flops per SM and clock of its compute capability x SMs x boost clock).
+
 All three are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
 """
 
@@ -31,6 +34,7 @@ class GPUSpec:
     dram_bandwidth: float  # B/s
     source: str
     tau_smop_published: float | None = None  # a value the paper printed, used instead of the formula
+    tf32_flops: float = 0.0  # dense TF32 tensor-core peak, flop/s (0: no TF32 tensor cores)
 
     @property
     def limits(self) -> ArchLimits:
@@ -39,6 +43,11 @@ class GPUSpec:
     def tau_flop(self, dtype: str = "float32") -> float:
         cores = self.fp32_cores_per_sm if dtype == "float32" else self.fp64_cores_per_sm
         return 2.0 * cores * self.sm_count * self.boost_clock_hz
+
+    def tau_tensor(self, mode: str) -> float:
+        """The tensor cores' rate of the mode's useful flops: the TF32 peak, a third of it for 3xTF32 (three
+        products per product); 0 without TF32 tensor cores."""
+        return self.tf32_flops / (3.0 if mode == "3xtf32" else 1.0)
 
     @property
     def tau_gmop(self) -> float:
@@ -65,17 +74,22 @@ SPECS: dict[str, GPUSpec] = {
     "A100": GPUSpec(
         "A100 SXM4 80GB", "sm_80", 108, 64, 32, 1.41e9, 2039e9,
         "NVIDIA A100 architecture whitepaper (2020); A100 80GB datasheet",
+        tf32_flops=156e12,
     ),
     # H100 SXM5 80 GB: 132 SMs x 128 FP32 / 64 FP64 cores, 1980 MHz boost (67 TFLOPS FP32, 34 FP64 non-tensor),
     # HBM3 3.35 TB/s. NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022) and H100 datasheet.
     "H100": GPUSpec(
         "H100 SXM5 80GB", "sm_90", 132, 128, 64, 1.98e9, 3350e9,
         "NVIDIA H100 architecture whitepaper (2022); H100 SXM5 datasheet",
+        tf32_flops=494.7e12,
     ),
 }
 
 # FP32 and FP64 cores per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
 _CORES_PER_SM = {(7, 0): (64, 32), (8, 0): (64, 32), (8, 6): (128, 2), (8, 9): (128, 2), (9, 0): (128, 64)}
+# Dense TF32 tensor-core flops per SM and clock (the architecture whitepapers: GA100 1024, GA10x and AD10x 256,
+# GH100 2048 at its tensor boost clock).
+_TF32_PER_SM_CLOCK = {(8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048}
 
 
 def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
@@ -98,6 +112,8 @@ def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
         fp64_cores_per_sm=fp64,
         boost_clock_hz=float(attrs["max_sm_clock_mhz"]) * 1e6,
         dram_bandwidth=2.0 * float(attrs["max_mem_clock_mhz"]) * 1e6 * int(attrs["bus_width_bits"]) / 8,
+        tf32_flops=_TF32_PER_SM_CLOCK.get((major, minor), 0) * int(attrs["sm_count"])
+        * float(attrs["max_sm_clock_mhz"]) * 1e6,
         source="live device query (CuPy device attributes, pynvml maximum clocks)",
     )
 

@@ -34,9 +34,10 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import primitives, variants
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
-from ..strategies import STRATEGIES, Strategy
+from ..strategies import STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
 from . import issue
 from .gpus import GPUSpec
+from .tensor import tensor_kernel_time
 
 __all__ = [
     "Counts",
@@ -245,6 +246,7 @@ def impl_time(
     """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes);
     ``issue_slots=False``: by the paper's model alone."""
     ref_levels, fused_levels, algorithm = modeled(impl)
+    mode = _tensor_mode(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
@@ -260,10 +262,24 @@ def impl_time(
     for v in variants(algorithm, fused_levels):
         w = (v.W_A, v.W_B, v.W_C)
         kernel = kernel_counts(w)
+        if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
+            t = tensor_kernel_time(spec, TENSOR_STRATEGIES[tensor_counterpart(s.name)], kernel, sm, sk, sn, mode,
+                                   resources)
+            total = total + t * v.count
+            continue
         active, _ = active_blocks(spec, s, kernel, dtype, resources)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
         total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, issue_slots) * v.count
     return total
+
+
+def _tensor_mode(impl: str) -> str:
+    """simt, or the tensor-core mode of a fused implementation on the tensor cores."""
+    if impl in MODELED_IMPLS:
+        return "simt"
+    from ..impls import get_impl
+
+    return get_impl(impl).mode
 
 
 def best_strategy(

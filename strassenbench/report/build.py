@@ -33,16 +33,16 @@ from ..sweeps import SWEEPS
 from .analysis import claims, ok_rows, speedups
 from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, fig_intro_comparison, fig_issue_bounds,
                       fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more,
-                      label_of)
+                      fig_tensorcore_square, label_of)
 from .palette import PAPER_LINES
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
 REPORT_FIGURES = ["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_model_square",
-                  "fig_model_sweeps", "fig_issue_bounds", "fig_algorithms", "fig_memlimit"]
+                  "fig_model_sweeps", "fig_issue_bounds", "fig_algorithms", "fig_memlimit", "fig_tensorcore_square"]
 REPORT_TABLES = ["block_sizes", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "occupancy",
                  "model_bounds", "issue_bounds", "model_crossover", "algorithms", "kernel_resources", "memory_limits",
-                 "numerical_error", "numerical_error_checks", "claims"]
+                 "numerical_error", "numerical_error_checks", "claims", "tensorcore_accuracy", "tensorcore_kernels"]
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame | None:
@@ -62,7 +62,8 @@ def _system(path: Path) -> dict:
     return system
 
 
-RESULT_FILES = [*(f"{s}.csv" for s in SWEEPS), "strategies.csv", "memlimit.csv", "verify.csv", "verify_impls.csv"]
+RESULT_FILES = [*(f"{s}.csv" for s in SWEEPS), "strategies.csv", "memlimit.csv", "verify.csv", "verify_impls.csv",
+                "accuracy.csv"]
 
 
 def load_run(data: Path) -> dict[str, object]:
@@ -85,6 +86,7 @@ def load_run(data: Path) -> dict[str, object]:
         "memlimit": _read(data / "memlimit.csv", "memlimit"),
         "verify": _read(data / "verify.csv", "verify"),
         "verify_impls": _read(data / "verify_impls.csv", "verify"),
+        "accuracy": _read(data / "accuracy.csv", "accuracy"),
         "system": system,
     }
 
@@ -265,6 +267,38 @@ def issue_bounds(resources: pd.DataFrame | None, n: int = 20480) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def tensorcore_accuracy(accuracy: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The accuracy table (strassenbench accuracy): each implementation's relative error against float64 per
+    input distribution and size, and its ratio to the SIMT FP32 fused implementation of the same levels on the
+    same inputs (3xTF32 should stay within a small factor of it; 1xTF32 is some 1000x off)."""
+    if accuracy is None or accuracy.empty:
+        return None
+    a = accuracy.copy()
+    simt = a[(a["mode"] == "simt") & ~a["impl"].astype(str).str.startswith("cublas")]
+    base = simt.groupby(["inputs", "m", "levels"])["rel_error"].first().rename("simt_error")
+    a = a.join(base, on=["inputs", "m", "levels"])
+    a["vs_simt_fp32"] = (a["rel_error"] / a.pop("simt_error")).round(3)
+    return a[["inputs", "n", "impl", "mode", "levels", "engine", "rel_error", "vs_simt_fp32", "bound", "status"]]
+
+
+def tensorcore_kernels(resources: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The tensor-core kernels' machine code (vector loads, plain write-back) beside CUTLASS's 3xTF32 SGEMM:
+    main-loop instructions per k_S slice and per HMMA, the HMMA share, how far ahead of its use each global
+    load is issued, registers, spills and blocks per SM."""
+    if resources is None or resources.empty or "mode" not in resources:
+        return None
+    r = resources
+    keep = r[((r["mode"] != "simt") & (r["loads"] == "vector") & (r["write_mode"] == "plain"))
+             | (r["source"] == "cutlass-3xtf32")].copy()
+    if keep.empty:
+        return None
+    keep["instructions_per_hmma"] = (keep["loop_instructions"] / keep["loop_hmma"]).round(2)
+    columns = ["arch", "source", "strategy", "mode", "W_A", "W_B", "W_C", "registers", "spill_stores", "smem_bytes",
+               "blocks_per_sm", "loop_instructions", "loop_hmma", "instructions_per_hmma", "loop_hmma_share",
+               "load_use_distance", "loop_global_loads"]
+    return keep[columns].sort_values(["arch", "mode", "strategy", "W_A", "W_B", "W_C"])
+
+
 def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_model: pd.DataFrame,
             algorithms_model: pd.DataFrame, bounds_by_gpu: pd.DataFrame) -> dict[str, tuple[pd.DataFrame | None, str]]:
     """Every table of the report; ``sweeps_model`` is the model's predictions for the three sweeps (the
@@ -323,6 +357,10 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_mod
         "numerical_error": (error, "no timed results in this run"),
         "numerical_error_checks": (checked, "no verification results in this run"),
         "claims": (claim_rows, ""),
+        "tensorcore_accuracy": (tensorcore_accuracy(run.get("accuracy")),
+                                "no accuracy table in this run (the tensorcore profile writes accuracy.csv)"),
+        "tensorcore_kernels": (tensorcore_kernels(resources),
+                               "no tensor-core kernels in the build (`strassenbench build --strategy TcHuge`)"),
     }
 
 
@@ -350,6 +388,7 @@ SOURCES = {  # the files of the run's folder each figure's measured lines come f
     "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_issue_bounds": [],
     "fig_memlimit": ["memlimit.csv"],
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
+    "fig_tensorcore_square": ["square.csv"],
 }
 
 
@@ -410,6 +449,14 @@ def caption(drawn: Drawn, context: dict[str, str]) -> str:
                 f"GEMM, as {dashed or 'the model predicts it'}"
                 + (" and as" + solid + " on this run's GPU" if drawn.solid else "")
                 + "; above 1 the algorithm wins. The algorithms table has their error growth and measured errors.")
+    elif stem == "fig_tensorcore_square":
+        text = ("Beyond the paper: effective TFLOPS (float32, median time per point) of the square sweep's SIMT FP32 "
+                "implementations beside their TF32 tensor-core counterparts: cuBLAS with "
+                "CUBLAS_COMPUTE_32F_FAST_TF32, and our fused GEMM and Strassen kernels in 1xTF32 (operands and "
+                "operand sums rounded to TF32) and 3xTF32 (split into two TF32 parts, three products: FP32-level "
+                "accuracy, see the tensorcore accuracy table).")
+        if "peak" in marks:
+            text += " Dotted: the GPU's FP32 and dense TF32 peaks."
     elif stem == "fig_memlimit":
         text = ("The largest square problem each implementation can run in the free memory (the paper: 36,000 for "
                 "our 1-level Strassen, 22,500 for the 1-level reference, on a 16 GB V100).")
@@ -477,6 +524,8 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     measured = None if cpu_run else speedups(sweeps[sweeps["dtype"] == "float32"], baseline="gemm")
     drawn.append(fig_algorithms(algorithms_model, measured, figures, spec.name, device))
     drawn.append(fig_memlimit(run["memlimit"], figures, device))
+    peaks = {"FP32 peak": peak, "TF32 peak": spec.tf32_flops / 1e12} if measured_gpu else {}
+    drawn.append(fig_tensorcore_square(sweeps, figures, {k: v for k, v in peaks.items() if v}, device, cpu=cpu_run))
     written: list[Path] = [path for d in drawn for path in d.paths]
     sections, contents = [], []
     for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model, bounds_by_gpu).items():

@@ -22,11 +22,11 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
-from .palette import INTRO_LINES, PAPER_LINES, style  # noqa: E402
+from .palette import INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
 __all__ = ["fig_issue_bounds", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
            "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit", "fig_compare",
-           "fig_algorithms", "panel_labels", "MODEL_SQUARE_IMPLS"]
+           "fig_algorithms", "fig_tensorcore_square", "panel_labels", "MODEL_SQUARE_IMPLS"]
 
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
 PEAK = "peak"  # gid of the FP32 peak line
@@ -227,6 +227,34 @@ def fig_stra_square_more(frame: pd.DataFrame, out: Path, peak_tflops: float | No
                         "no implementation beyond the paper's in the {sweep} sweep")
     fig.suptitle(f"Beyond the paper's figure, single precision: {device}")
     return save(fig, out, "fig_stra_square_more")
+
+
+def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
+                          cpu: bool = False) -> Drawn:
+    """Beyond the paper: the square sweep's SIMT FP32 lines (cuBLAS, our GEMM, 1- and 2-level Strassen) beside
+    their tensor-core counterparts (cuBLAS TF32, ours in 1xTF32 and 3xTF32), with the FP32 and dense TF32 peaks
+    (``peaks``: label -> TFLOPS, measured GPU only)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    good = ok_rows(frame)
+    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
+    present = _present(part, TENSORCORE_LINES)
+    if not any(get_impl(i).tensor for i in present):
+        _empty(ax, "no tensor-core results in this run (the tensorcore profile times them)")
+    for impl in present:
+        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+    for name, tflops in peaks.items():
+        ax.axhline(tflops, color="black", linestyle=":", linewidth=1, gid=PEAK, label=f"_{name} {tflops:,.1f}")
+        ax.annotate(f"{name} {tflops:,.1f}", (0.01, tflops), xycoords=("axes fraction", "data"), va="bottom",
+                    fontsize=7)
+    ax.set_ylim(bottom=0)
+    ax.set_title("square: m = k = n")
+    ax.set_xlabel("m = k = n")
+    _size_axis(ax)
+    ax.set_ylabel(Y_TFLOPS)
+    _legend_below(fig, [ax], ncol=3)
+    fig.suptitle(f"SIMT FP32 and TF32 tensor cores, single precision: {device}")
+    return save(fig, out, "fig_tensorcore_square")
 
 
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:

@@ -22,7 +22,18 @@ _FIXED = {
     "strassen2-ref": ("#8c564b", "P"),
     "gemm": ("#17becf", "X"),
     "strassen2-direct": ("#bcbd22", "*"),
+    # Beyond the paper: the tensor-core implementations (darker kin of their SIMT counterparts' colours).
+    "cublas-tf32": ("#a65628", "o"),
+    "gemm-tf32": ("#0b6e79", "X"),
+    "gemm-3xtf32": ("#084c61", "X"),
+    "strassen1-tf32": ("#f781bf", "^"),
+    "strassen1-3xtf32": ("#8b0000", "^"),
+    "strassen2-tf32": ("#dede00", "*"),
+    "strassen2-3xtf32": ("#6b6b00", "*"),
 }
+# Figure fig_tensorcore_square: the SIMT FP32 lines and their tensor-core counterparts.
+TENSORCORE_LINES = ("cublas", "gemm", "strassen1", "strassen2-direct", "cublas-tf32", "gemm-tf32", "gemm-3xtf32",
+                    "strassen1-tf32", "strassen1-3xtf32", "strassen2-tf32", "strassen2-3xtf32")
 # Implementations of other algorithms (grey322-11-50x1, mixed specs): a colour and marker chosen from their
 # name, so that a name keeps them from run to run and figure to figure.
 _MORE_COLOURS = ("#e377c2", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")

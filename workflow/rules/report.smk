@@ -8,7 +8,7 @@ rule report:
         "report/index.html",
         expand("report/figures/{fig}.{ext}",
                fig=["fig_stra_square", "fig_stra_square_more", "fig_intro_comparison", "fig_model_square",
-                    "fig_issue_bounds", "fig_algorithms", *(["fig_tensorcore_square"] if TENSORCORE else [])],
+                    "fig_issue_bounds", "fig_algorithms", "fig_tensorcore_square"],
                ext=["png", "pdf"]),
     log:
         "logs/report.log",

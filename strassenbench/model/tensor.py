@@ -1,0 +1,94 @@
+"""The model of the tensor-core kernels (beyond the paper): the paper's three terms (Sec. s:analysis) with the
+tensor cores' rate, and issue slots as for the SIMT kernels (strassenbench.model.issue).
+
+Per thread block of a tensor-core strategy (m_S x n_S x k_S, warps_m x warps_n warps of m_W x n_W) and a
+variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF32) TF32 parts per operand:
+
+    N_flop = 2 m_S n_S k            at tau_tensor: the dense TF32 peak, a third of it for 3xTF32
+    N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
+    N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
+    T_issue = waves #blocks warps slices I / (4 #SM clock rate)
+
+where I is the main loop's instructions per warp and k_S slice: the build's (resources.csv, its machine code)
+where it read them, else counted from what the loop does. Every number is a prediction.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..occupancy import blocks_per_sm
+from ..strategies import TensorStrategy
+from .gpus import GPUSpec
+from .issue import SUB_PARTITIONS
+
+__all__ = ["PARTS", "tensor_slice_instructions", "tensor_active_blocks", "tensor_kernel_time"]
+
+PARTS = {"1xtf32": 1, "3xtf32": 2}
+_HMMA = {"1xtf32": 1, "3xtf32": 3}  # mma.m16n8k8 per 16 x 8 x 8 tile and k-step
+
+
+def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple[int, int, int],
+          mode: str) -> pd.DataFrame:
+    if resources is None or "mode" not in resources:
+        return pd.DataFrame()
+    r = resources
+    return r[(r["arch"] == arch) & (r["strategy"] == s.name) & (r["mode"] == mode) & (r["W_A"] == w[0])
+             & (r["W_B"] == w[1]) & (r["W_C"] == w[2]) & (r["loads"] == "vector") & (r["write_mode"] == "plain")]
+
+
+def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: str) -> float:
+    """Instructions per warp and k_S slice, counted: the HMMA, the fragment loads (4 per 16 x 8 A tile, 2 per
+    8 x 8 B tile and part), and per thread the loader's work: a global load and an address add per term and
+    4-element chunk, an FFMA per element and extra term, a TF32 rounding (and subtraction) per element and part,
+    a store per chunk and part; the barrier and the loop's count, compare and branch."""
+    parts, k_steps = PARTS[mode], s.k_S // 8
+    m_tiles, n_tiles = s.m_W // 16, s.n_W // 8
+    hmma = m_tiles * n_tiles * k_steps * _HMMA[mode]
+    lds = parts * k_steps * (4 * m_tiles + 2 * n_tiles)
+    a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
+    chunks = math.ceil(a_elems / 4) + math.ceil(b_elems / 4)
+    loads = 2 * (w[0] * math.ceil(a_elems / 4) + w[1] * math.ceil(b_elems / 4))
+    sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
+    split = (2 * parts - 1) * (a_elems + b_elems)
+    return hmma + lds + loads + sums + split + parts * chunks + 4
+
+
+def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], mode: str,
+                         resources: pd.DataFrame | None = None) -> tuple[int, str]:
+    """(active blocks per SM, where from): the compiled kernel's, else registers counted from its
+    accumulator and fragments and the tiles' shared memory."""
+    rows = _rows(resources, spec.arch, s, w, mode)
+    if len(rows):
+        return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
+    parts = PARTS[mode]
+    registers = s.m_W * s.n_W // 32 + parts * (4 * s.m_W // 16 + 2 * s.n_W // 8) + 32
+    return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes(4, parts)), "register count"
+
+
+def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
+                       mode: str, resources: pd.DataFrame | None = None):  # noqa: ANN201 - a perf.Timing
+    """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem."""
+    from .perf import Timing
+
+    active, _ = tensor_active_blocks(spec, s, w, mode, resources)
+    if active < 1 or spec.tf32_flops <= 0:
+        return Timing(math.inf, math.inf, math.inf, math.inf, math.inf)
+    parts, kk = PARTS[mode], math.ceil(k / s.k_S) * s.k_S
+    tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
+    blocks = spec.sm_count * active
+    waves = math.ceil(tiles / blocks)
+    n_flop = 2 * s.m_S * s.n_S * kk
+    n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
+    n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
+    t_flop = waves * blocks * n_flop / spec.tau_tensor(mode)
+    t_gmop = tiles * 4 * n_gmop / spec.tau_gmop
+    t_smop = waves * blocks * 4 * n_smop / spec.tau_smop
+    rows = _rows(resources, spec.arch, s, w, mode)
+    measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
+    per_slice = float(rows["loop_instructions"].iloc[0]) if measured else tensor_slice_instructions(s, w, mode)
+    warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
+    t_issue = waves * blocks * warp_clocks / (SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
+    return Timing(max(t_flop, t_gmop, t_smop, t_issue), t_flop, t_gmop, t_smop, t_issue)
