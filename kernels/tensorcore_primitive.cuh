@@ -9,8 +9,9 @@
 // + a_big b_big with mma.m16n8k8 (tensorcore.cuh).
 //
 // Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
-// a grid of 16 x 8 mma tiles. This first form fills the next slice after the current one's mma (one barrier
-// per slice), the predicated path of the SIMT kernels; loads in flight across the slice are to come.
+// a grid of 16 x 8 mma tiles. Interior tiles of the vector kernels keep the next slice's global loads in flight
+// over the current slice's mma (double-buffered shared memory, one barrier per slice); edge tiles, the last
+// slices and the scalar kernels fill the next slice after the mma on the predicated path.
 #pragma once
 
 #include "epilogue.cuh"
@@ -121,18 +122,18 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
 
   LoaderA load_a;
   LoaderB load_b;
-  auto fill = [&](int stage, int k) {
-    load_a.load_sum(terms_a, lda, row0, k);
+  auto store = [&](int stage) {  // the loaders' sums, rounded and split, into a stage
     store_parts<PARTS>(load_a, smem.a[stage][0], M_S, [](int m, int kc) { return swizzle_a<K_S>(m, kc); });
-    load_b.load_sum(terms_b, ldb, k, col0);
     store_parts<PARTS>(load_b, smem.b[stage][0], K_S, [](int, int n) { return n; });
   };
-  fill(0, 0);
-  __syncthreads();
-
-  const int slices = cdiv(bk, K_S);
-  for (int s = 0; s < slices; ++s) {
-    const int stage = s & 1;
+  auto fill = [&](int stage, int k) {  // the predicated path: loads, sums and stores of one slice
+    load_a.load_sum(terms_a, lda, row0, k);
+    load_b.load_sum(terms_b, ldb, k, col0);
+    store(stage);
+  };
+  // One k_S slice of mma on a stage: per k-step of 8, each part's fragments from shared memory (PTX ISA fragment
+  // layout, tensorcore.cuh), then the products of every 16 x 8 tile of the warp's tile.
+  auto mma_slice = [&](int stage) {
 #pragma unroll
     for (int kk = 0; kk < K_S; kk += 8) {
       float a[PARTS][Tile::kMt][4], b[PARTS][Tile::kNt][2];
@@ -172,8 +173,51 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
           acc[2 * mt + 1][2 * nt + 1] = c[3];
         }
     }
-    if (s + 1 < slices) fill(stage ^ 1, (s + 1) * K_S);  // the stage read in slice s - 1, free since its barrier
+  };
+
+  fill(0, 0);
+  __syncthreads();
+  const int slices = cdiv(bk, K_S);
+  int s = 0, stage = 0;
+  if constexpr (VECTOR) {
+    // Interior tiles, double-buffered in the manner of CUTLASS's MmaPipelined: while the slice in flight lies
+    // inside every term (the block's rows of every A term, its columns of every B term, k below every term's
+    // extent), slice s + 1's global loads are issued unpredicated before slice s's mma and summed, split and
+    // stored to the other stage after it, so their latency hides behind the tensor cores' work.
+    bool inside = true;
+    int kfull = bk;
+#pragma unroll
+    for (int t = 0; t < W_A; ++t) {
+      inside = inside && row0 + M_S <= terms_a.rows(t);
+      kfull = terms_a.cols(t) < kfull ? terms_a.cols(t) : kfull;
+    }
+#pragma unroll
+    for (int t = 0; t < W_B; ++t) {
+      inside = inside && col0 + N_S <= terms_b.cols(t);
+      kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
+    }
+    const int fast = inside ? kfull / K_S - 1 : 0;  // slices s < fast have a whole interior slice s + 1
+    long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
+    const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
+    const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(float));
+    for (; s < fast; ++s) {
+      load_a.template issue_at<0, W_A>(terms_a, off_a, step_a);
+      load_b.template issue_at<0, W_B>(terms_b, off_b, step_b);
+      mma_slice(stage);
+      load_a.template accumulate<0, W_A>(terms_a);
+      load_b.template accumulate<0, W_B>(terms_b);
+      store(stage ^ 1);  // the stage read in slice s - 1, free since its barrier
+      __syncthreads();
+      stage ^= 1;
+      off_a += K_S * static_cast<long long>(sizeof(float));
+      off_b += next_b;
+    }
+  }
+  for (; s < slices; ++s) {  // edge tiles, the last slices and the scalar kernels: the predicated path
+    mma_slice(stage);
+    if (s + 1 < slices) fill(stage ^ 1, (s + 1) * K_S);
     __syncthreads();
+    stage ^= 1;
   }
 
   const float scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);

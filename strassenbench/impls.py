@@ -164,7 +164,7 @@ class Impl:
         if self.kind == "cutlass":
             from .fused.cutlass import sgemm
 
-            return partial(sgemm, A, B, C, alpha, beta, build_dir)
+            return partial(sgemm, A, B, C, alpha, beta, build_dir, self.mode)
         if self.kind == "fused":
             plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
             return _engine_call(engine, options, plan, A, B, C, alpha, beta)
@@ -250,6 +250,8 @@ IMPLS: dict[str, Impl] = {
         # Beyond the paper: the fused kernels on TF32 tensor cores, and cuBLAS there (cublasGemmEx with
         # CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32).
         Impl("cublas-tf32", "cuBLAS TF32", ("cuda", "numpy"), 0, "blas", dtypes=("float32",), mode="1xtf32"),
+        # CUTLASS's 3xTF32 SGEMM (its example 27, strassenbench.fused.cutlass), float32, GPU only.
+        Impl("cutlass-3xtf32", "CUTLASS 3xTF32", ("cuda",), 0, "cutlass", dtypes=("float32",), mode="3xtf32"),
         *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
           for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
     )

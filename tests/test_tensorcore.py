@@ -312,10 +312,11 @@ def _tc_operands(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, ...
 @pytest.mark.parametrize("levels", [0, 1, 2])
 def test_every_tensor_core_variant_exact_on_odd_shapes(mode: str, scheme: str, levels: int) -> None:
     """Every variant of 0, 1 and 2 levels of Strassen on the tensor-core kernels (TcSmall: W_A x W_B x W_C up to
-    4 x 4 x 4), plain and atomicAdd write-back, odd shapes that pad at every level (scalar loads) and one whose
-    blocks are aligned to 128-bit loads (vector loads), alpha and beta: exact."""
+    4 x 4 x 4), plain and atomicAdd write-back, odd shapes that pad at every level (scalar loads) and shapes whose
+    blocks are aligned to 128-bit loads (vector loads; 128 x 64 x 128 has interior tiles at every level, the
+    pipelined loop), alpha and beta: exact."""
     loads = set()
-    for m, k, n in [(33, 17, 45), (17, 33, 9), (1, 4, 1), (45, 9, 33), (64, 32, 48)]:
+    for m, k, n in [(33, 17, 45), (17, 33, 9), (1, 4, 1), (45, 9, 33), (64, 32, 48), (128, 64, 128)]:
         A, B, C = _tc_operands(m, k, n, seed=m + n)
         plan = make_plan("strassen", min(levels, 2), m, k, n)
         program = plan_launches(plan, A, B, C, 2.0, -1.0, strategy=TENSOR_STRATEGIES["TcSmall"],
@@ -336,8 +337,9 @@ def test_every_tensor_core_variant_exact_on_odd_shapes(mode: str, scheme: str, l
 
 @pytest.mark.parametrize("strategy", ["TcLarge", "TcHuge"])
 def test_larger_tensor_core_strategies_exact(strategy: str) -> None:
-    """The larger tiles (several warps along m and n, scalar and vector loads) at 1 level in both modes."""
-    for mode, (m, k, n) in itertools.product(TC_MODES, [(70, 24, 66), (129, 9, 131)]):
+    """The larger tiles (several warps along m and n, scalar and vector loads, interior tiles on the pipelined
+    loop) at 1 level in both modes."""
+    for mode, (m, k, n) in itertools.product(TC_MODES, [(70, 24, 66), (129, 9, 131), (256, 32, 256)]):
         A, B, C = _tc_operands(m, k, n)
         got = C.copy()
         ENGINES["emu"](make_plan("strassen", 1, m, k, n), A, B, got, 1.0, 1.0, strategy=strategy, mode=mode)

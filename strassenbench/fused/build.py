@@ -244,22 +244,28 @@ def build(
     for arch in archs:
         index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
         write_atomic(out / f"strassen_{arch}.json", index)
-    if cutlass if cutlass is not None else ("float32" in dtypes and (strategies is None or "Huge" in strategies)):
+    # The SIMT baseline beside Huge; the 3xTF32 one beside the tensor-core kernels (sm_80 and later).
+    wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
+              "3xtf32": any(inst.tensor for inst in selected)}
+    if cutlass if cutlass is not None else any(wanted.values()):
         from . import cutlass as baseline
 
-        for arch in archs:
-            built = baseline.build_arch(arch, out, chosen[arch], force)
+        for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
+            if not (wanted[mode] or (cutlass and mode == "simt")) or int(arch.removeprefix("sm_")) < spec.min_arch:
+                continue
+            built = baseline.build_arch(arch, out, chosen[arch], force, spec)
+            what = f"{arch} CUTLASS baseline{'' if mode == 'simt' else ' ' + mode}"
             if built is None:
                 if cutlass:
                     raise BuildError(f"the CUTLASS baseline needs nvcc; {chosen[arch].name} builds {arch} here "
                                      "(put a CUDA toolkit's bin/ on PATH, or build without --cutlass)")
                 if progress:
-                    progress(f"{arch} CUTLASS baseline: not built ({chosen[arch].name} has no nvcc)", None)
+                    progress(f"{what}: not built ({chosen[arch].name} has no nvcc)", None)
                 continue
             row, rebuilt = built
             frames.append(pd.DataFrame([row]))
             if progress:
-                progress(f"{arch} CUTLASS baseline", rebuilt)
+                progress(what, rebuilt)
     table = pd.concat(frames, ignore_index=True)[RESOURCE_COLUMNS]
     write_atomic(out / "resources.csv", table.to_csv(index=False))
     return table

@@ -1,11 +1,12 @@
-"""The CUTLASS baseline: CUTLASS 4.2's SIMT SGEMM in the paper's configuration (kernels/baseline/), built with
-the nvcc of the toolchain the fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from
-nvidia-cuda-cccl or the CUDA toolkit). It needs nvcc: with the NVRTC toolchain (the cu12 extra) there is no
-baseline, and build says so.
+"""The CUTLASS baselines: CUTLASS 4.2's SIMT SGEMM in the paper's configuration and, beyond the paper, its 3xTF32
+tensor-core SGEMM in its example-27 configuration (kernels/baseline/), built with the nvcc of the toolchain the
+fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from nvidia-cuda-cccl or the CUDA
+toolkit). They need nvcc: with the NVRTC toolchain (the cu12 extra) there is no baseline, and build says so.
 
-``build_arch`` writes ``cutlass_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
-kernels' are) and ``libsb_cutlass_<arch>.so``, a shared library with one ``extern "C"`` entry that the
-``cutlass`` implementation calls through ctypes on the GPU; its device code carries SASS and PTX.
+``build_arch`` writes ``<prefix>_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
+kernels' are) and ``libsb_<prefix>_<arch>.so``, a shared library with one ``extern "C"`` entry that the
+``cutlass`` (``cutlass-3xtf32``) implementation calls through ctypes on the GPU; its device code carries SASS
+and PTX.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import subprocess
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,10 +26,29 @@ from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, first_error, run_tool
 
-__all__ = ["KERNEL", "SOURCE", "include_dirs", "build_arch", "sgemm"]
+__all__ = ["Baseline", "BASELINES", "KERNEL", "SOURCE", "include_dirs", "build_arch", "sgemm"]
 
-KERNEL = "cutlass_simt_sgemm_128x128x8_32x64x8_2stage"
-SOURCE = Path("baseline") / "cutlass_sgemm.cu"
+
+@dataclass(frozen=True)
+class Baseline:
+    kernel: str  # its name in resources.csv
+    source: Path  # under kernels/
+    entry: str  # the shared library's extern "C" function
+    prefix: str  # of its files in the build folder
+    strategy: str  # the strategy column: ours of the same tile, or the CUTLASS tile's shape
+    mode: str  # simt, or the tensor-core mode
+    threads: int
+    min_arch: int  # the oldest architecture it compiles for
+
+
+BASELINES = {
+    "simt": Baseline("cutlass_simt_sgemm_128x128x8_32x64x8_2stage", Path("baseline") / "cutlass_sgemm.cu",
+                     "sb_cutlass_sgemm", "cutlass", "Huge", "simt", 256, 70),
+    "3xtf32": Baseline("cutlass_tensorop_3xtf32_sgemm_128x64x16_64x32x16_3stage",
+                       Path("baseline") / "cutlass_sgemm_3xtf32.cu", "sb_cutlass_sgemm_3xtf32", "cutlass3xtf32",
+                       "128x64x16", "3xtf32", 128, 80),
+}
+KERNEL, SOURCE = BASELINES["simt"].kernel, BASELINES["simt"].source
 # CUTLASS's headers warn about constexpr host calls in conv code this GEMM does not use.
 FLAGS = ["-std=c++17", "-O3", "-Xptxas", "-v", "-lineinfo", "--expt-relaxed-constexpr", "-diag-suppress",
          "20013,20015"]
@@ -47,20 +68,22 @@ def include_dirs() -> list[Path]:
     return dirs
 
 
-def _compile(nvcc: str, arch: str, extra: list[str], target: Path) -> subprocess.CompletedProcess:
+def _compile(nvcc: str, arch: str, extra: list[str], target: Path, source: Path) -> subprocess.CompletedProcess:
     includes = [arg for d in include_dirs() for arg in ("-I", str(d))]
-    cmd = [nvcc, *FLAGS, *extra, *includes, str(kernels_dir() / SOURCE), "-o", str(target)]
+    cmd = [nvcc, *FLAGS, *extra, *includes, str(kernels_dir() / source), "-o", str(target)]
     return run_tool(cmd)
 
 
-def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) -> tuple[dict, bool] | None:
-    """Build the baseline for ``arch`` into ``out`` with ``toolchain``'s nvcc: (its resources.csv row, whether
+def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
+               baseline: Baseline = BASELINES["simt"]) -> tuple[dict, bool] | None:
+    """Build ``baseline`` for ``arch`` into ``out`` with ``toolchain``'s nvcc: (its resources.csv row, whether
     it was rebuilt); None when the toolchain has no nvcc (NVRTC cannot compile CUTLASS's host side)."""
     if toolchain.frontend != "nvcc":
         return None
-    cubin, lib, stamp = out / f"cutlass_{arch}.cubin", out / f"libsb_cutlass_{arch}.so", out / f"cutlass_{arch}.stamp"
-    table = out / f"cutlass_{arch}.csv"
-    digest = sources_digest(toolchain.name, " ".join(FLAGS), arch, *map(str, include_dirs()))
+    name = f"{baseline.prefix}_{arch}"
+    cubin, lib, stamp = out / f"{name}.cubin", out / f"libsb_{name}.so", out / f"{name}.stamp"
+    table = out / f"{name}.csv"
+    digest = sources_digest(toolchain.name, " ".join(FLAGS), arch, str(baseline.source), *map(str, include_dirs()))
     rebuilt = force or not all(p.is_file() for p in (cubin, lib, stamp, table)) or stamp.read_text() != digest
     if rebuilt:
         results = {}
@@ -68,11 +91,11 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) 
         shared = ["-shared", "-Xcompiler", "-fPIC", "-gencode", f"arch={compute},code=[{arch},{compute}]"]
         for extra, target in (([f"-arch={arch}", "-cubin"], cubin), (shared, lib)):
             tmp = target.with_name(f".{target.name}.tmp")
-            result = _compile(toolchain.path, arch, extra, tmp)
+            result = _compile(toolchain.path, arch, extra, tmp, baseline.source)
             if result.returncode != 0:
-                (out / f"cutlass_{arch}.log").write_text(result.stdout + result.stderr)
-                raise BuildError(f"nvcc failed for the CUTLASS baseline on {arch}: {first_error(result.stderr)} "
-                                 f"(full log: {out / f'cutlass_{arch}.log'})")
+                (out / f"{name}.log").write_text(result.stdout + result.stderr)
+                raise BuildError(f"nvcc failed for the CUTLASS baseline {baseline.kernel} on {arch}: "
+                                 f"{first_error(result.stderr)} (full log: {out / f'{name}.log'})")
             results[target] = result
             tmp.replace(target)
         log = results[cubin].stdout + results[cubin].stderr
@@ -81,8 +104,9 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) 
         props = next((p for name, p in parse_ptxas(log).items() if "cutlass" in name), None)
         if props is None or (sass is not None and not code):
             raise BuildError(f"no CUTLASS kernel in {cubin}")
-        row = blocks_row(KERNEL, arch, "cutlass", "Huge", "float32", (1, 1, 1), "plain", "scalar", props,
-                         opcode_counts(code), mainloop_metrics(code))
+        source = "cutlass" if baseline.mode == "simt" else f"cutlass-{baseline.mode}"
+        row = blocks_row(baseline.kernel, arch, source, baseline.strategy, "float32", (1, 1, 1), "plain", "scalar",
+                         props, opcode_counts(code), mainloop_metrics(code), baseline.mode, baseline.threads)
         if sass is None:
             row.update(dict.fromkeys(SASS_COLUMNS))
         write_atomic(table, pd.DataFrame([row]).to_csv(index=False))
@@ -91,20 +115,22 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False) 
 
 
 @lru_cache(maxsize=None)
-def _library(build_dir: str, arch: str) -> ctypes.CDLL:
-    path = Path(build_dir) / f"libsb_cutlass_{arch}.so"
+def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes function
+    baseline = BASELINES[mode]
+    path = Path(build_dir) / f"libsb_{baseline.prefix}_{arch}.so"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run `strassenbench build --arch {arch} --out {build_dir}`")
-    lib = ctypes.CDLL(str(path))
-    lib.sb_cutlass_sgemm.restype = ctypes.c_int
-    lib.sb_cutlass_sgemm.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p,
-                                     ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p,
-                                     ctypes.c_int, ctypes.c_void_p]
-    return lib
+        strategy = " --strategy TcHuge" if mode != "simt" else ""
+        raise FileNotFoundError(f"{path} not found: run `strassenbench build --arch {arch}{strategy} --out {build_dir}`")
+    entry = getattr(ctypes.CDLL(str(path)), baseline.entry)
+    entry.restype = ctypes.c_int
+    entry.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                      ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    return entry
 
 
-def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build") -> None:  # noqa: ANN001 - CuPy arrays
-    """C <- alpha A B + beta C by the CUTLASS baseline on CuPy's current stream (float32, row-major)."""
+def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build", mode: str = "simt") -> None:  # noqa: ANN001
+    """C <- alpha A B + beta C by the CUTLASS baseline of ``mode`` (simt, 3xtf32) on CuPy's current stream
+    (float32, row-major CuPy arrays)."""
     import cupy
 
     from .cuda import device_arch
@@ -117,7 +143,7 @@ def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build") -> None:
             raise ValueError(f"{name} must be row-major with unit column stride")
         lds.append(x.strides[0] // 4)
     (m, k), n = A.shape, B.shape[1]
-    status = _library(build_dir, device_arch()).sb_cutlass_sgemm(
+    status = _entry(build_dir, device_arch(), mode)(
         m, n, k, alpha, A.data.ptr, lds[0], B.data.ptr, lds[1], beta, C.data.ptr, lds[2],
         cupy.cuda.get_current_stream().ptr)
     if status != 0:

@@ -81,13 +81,16 @@ def sass_counts(sass: str) -> dict[str, Counter]:
 
 
 def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
-               write_mode: str, loads: str, p: Props, ops: Counter, loop: dict, mode: str = "simt") -> dict:
+               write_mode: str, loads: str, p: Props, ops: Counter, loop: dict, mode: str = "simt",
+               threads: int | None = None) -> dict:
     """One resources.csv row: ptxas's figures, occupancy, opcode classes, the main loop's figures and, for
     float32 SIMT kernels, its issue-limited fraction of the FP32 peak per family of sub-partitions. ``mode``:
-    simt, or the tensor-core mode (1xtf32, 3xtf32) of a tensor-core kernel."""
-    s = ALL_STRATEGIES[strategy]
+    simt, or the tensor-core mode (1xtf32, 3xtf32) of a tensor-core kernel; ``threads`` those of a block when
+    ``strategy`` is not one of ours (a CUTLASS tile)."""
+    s = ALL_STRATEGIES.get(strategy)
+    threads = threads or s.threads
     fractions = dict.fromkeys(ISSUE_COLUMNS)
-    if mode == "simt" and dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
+    if mode == "simt" and s is not None and dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
         fractions = {col: round(peak_fraction(loop["loop_instructions"], loop["loop_fp32"], s.m_R * s.n_R * s.k_S,
                                               width), 4) for col, width in ISSUE_COLUMNS.items()}
     return {
@@ -95,7 +98,7 @@ def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, c
         "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
         "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
         "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
-        "blocks_per_sm": blocks_per_sm(ARCHS[arch], s.threads, p.registers, p.smem_bytes),
+        "blocks_per_sm": blocks_per_sm(ARCHS[arch], threads, p.registers, p.smem_bytes),
         **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
         **loop, **fractions,
     }
