@@ -87,4 +87,27 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)
 #endif
 }
 
+// Four 8 x 4 matrices of 32-bit elements from shared memory, for one warp (PTX ISA, "ldmatrix", .m8n8.x4 .b16:
+// an 8 x 8 matrix of 16-bit elements is an 8 x 4 matrix of 32-bit ones). Lane l gives the address of one
+// 16-byte row, row l % 8 of matrix l / 8; register i of lane l receives element (l / 4, l % 4) of matrix i.
+// For mma.m16n8k8's A fragment (a[i] = A[g + 8 (i % 2)][t + 4 (i / 2)]), matrix i is rows 8 (i % 2) to
+// 8 (i % 2) + 7 and columns 4 (i / 2) to 4 (i / 2) + 3 of the 16 x 8 tile: one instruction instead of four LDS.
+__device__ __forceinline__ void ldmatrix_x4(float (&r)[4], const float* row) {
+#if defined(__CUDACC__)
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  unsigned x[4];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+               : "r"(address));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r[i] = __uint_as_float(x[i]);
+#else
+  // The lane's row is one 16-byte shared-memory access (traced as such: ldmatrix reads 8 rows per phase), then
+  // the rows are dealt out to the lanes.
+  const auto rows = emu::warp_gather(lds(reinterpret_cast<const Vec<float, 4>*>(row)));
+  const int l = static_cast<int>(emu::lane);
+  for (int i = 0; i < 4; ++i) r[i] = rows[8 * i + l / 4].v[l % 4];
+#endif
+}
+
 }  // namespace sb

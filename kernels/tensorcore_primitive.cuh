@@ -53,10 +53,11 @@ struct MmaWarpTile {
 
   int row0, col0;   // the thread's first row and column in the block tile
   int wrow, wcol;   // the warp's first row and column
-  int g, t;         // lane / 4 and lane % 4
+  int lane, g, t;   // the lane, lane / 4 and lane % 4
 
   __device__ __forceinline__ explicit MmaWarpTile(int tid) {
-    const int warp = tid / 32, lane = tid % 32;
+    const int warp = tid / 32;
+    lane = tid % 32;
     g = lane / 4;
     t = lane % 4;
     wrow = (warp % WARPS_M) * kWm;
@@ -142,12 +143,9 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
         const auto& ta = smem.a[stage][p];
         const auto& tb = smem.b[stage][p];
 #pragma unroll
-        for (int mt = 0; mt < Tile::kMt; ++mt) {
-          const int r = tile.wrow + mt * 16 + tile.g, k = kk + tile.t;
-          a[p][mt][0] = lds(&ta[r][swizzle_a<K_S>(r, k)]);
-          a[p][mt][1] = lds(&ta[r + 8][swizzle_a<K_S>(r + 8, k)]);
-          a[p][mt][2] = lds(&ta[r][swizzle_a<K_S>(r, k + 4)]);
-          a[p][mt][3] = lds(&ta[r + 8][swizzle_a<K_S>(r + 8, k + 4)]);
+        for (int mt = 0; mt < Tile::kMt; ++mt) {  // the lane's row of matrix lane / 8 (ldmatrix_x4)
+          const int r = tile.wrow + mt * 16 + 8 * ((tile.lane / 8) % 2) + tile.lane % 8;
+          ldmatrix_x4(a[p][mt], &ta[r][swizzle_a<K_S>(r, kk + 4 * (tile.lane / 16))]);
         }
 #pragma unroll
         for (int nt = 0; nt < Tile::kNt; ++nt) {

@@ -193,7 +193,10 @@ def _gpu_build(source: Path, arch: str, folder: Path) -> tuple[str, str]:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tensorcore_probe_builds_without_spills(arch: str, tmp_path: Path) -> None:
     """Every probe kernel compiles for the GPU with no spill and no stack; its main loop has one HMMA per mma
-    tile, part product and k = 8 step: (m_W / 16)(n_W / 8) x (1 or 3) x k_S / 8."""
+    tile, part product and k = 8 step per k_S slice: (m_W / 16)(n_W / 8) x (1 or 3) x k_S / 8, and the
+    vector kernels read A's fragments with LDSM (ldmatrix)."""
+    from strassenbench.fused.sass import mainloop_metrics
+
     report, sass = _gpu_build(KERNEL_PROBE, arch, tmp_path)
     props, code = parse_ptxas(report), parse_sass(sass)
     for which, (m_s, n_s, k_s, warps, _, _, _, parts) in enumerate(TC_PROBES):
@@ -201,7 +204,8 @@ def test_tensorcore_probe_builds_without_spills(arch: str, tmp_path: Path) -> No
         assert props[name].spill_stores == 0 and props[name].stack_bytes == 0, name
         warps_m = 2
         tiles = (m_s // warps_m // 16) * (n_s // (warps // warps_m) // 8)
-        assert sum(i.base == "HMMA" for i in code[name]) == tiles * (1 if parts == 1 else 3) * k_s // 8, name
+        assert mainloop_metrics(code[name])["loop_hmma"] == tiles * (1 if parts == 1 else 3) * k_s // 8, name
+        assert any(i.base == "LDSM" for i in code[name]), name
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
