@@ -213,19 +213,8 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     // columns of every B term, and k below every term's extent), its loads need no bounds and no address
     // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
     // constants. The rest (edge tiles, the last slices) takes the predicated loop below.
-    bool inside = true;
-    int kfull = bk;
-#pragma unroll
-    for (int t = 0; t < W_A; ++t) {
-      inside = inside && row0 + M_S <= terms_a.rows(t);
-      kfull = terms_a.cols(t) < kfull ? terms_a.cols(t) : kfull;
-    }
-#pragma unroll
-    for (int t = 0; t < W_B; ++t) {
-      inside = inside && col0 + N_S <= terms_b.cols(t);
-      kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
-    }
-    const int fast = inside ? kfull / K_S - 1 : 0;  // slices s < fast issue a whole interior slice s + 1
+    // Slices s < fast issue a whole interior slice s + 1.
+    const int fast = interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
     long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
     const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
     const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(T));

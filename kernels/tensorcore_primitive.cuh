@@ -182,19 +182,7 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
     // inside every term (the block's rows of every A term, its columns of every B term, k below every term's
     // extent), slice s + 1's global loads are issued unpredicated before slice s's mma and summed, split and
     // stored to the other stage after it, so their latency hides behind the tensor cores' work.
-    bool inside = true;
-    int kfull = bk;
-#pragma unroll
-    for (int t = 0; t < W_A; ++t) {
-      inside = inside && row0 + M_S <= terms_a.rows(t);
-      kfull = terms_a.cols(t) < kfull ? terms_a.cols(t) : kfull;
-    }
-#pragma unroll
-    for (int t = 0; t < W_B; ++t) {
-      inside = inside && col0 + N_S <= terms_b.cols(t);
-      kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
-    }
-    const int fast = inside ? kfull / K_S - 1 : 0;  // slices s < fast have a whole interior slice s + 1
+    const int fast = interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
     long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
     const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
     const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(float));

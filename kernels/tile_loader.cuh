@@ -54,6 +54,27 @@ struct Terms {
   }
 };
 
+// The slices of a tile's main loop whose next slice lies inside every term: the block's M_S rows inside every A
+// term, its N_S columns inside every B term and k below every term's extent. Slices s < interior_slices(...)
+// may issue slice s + 1's loads unpredicated (the interior path of the vector kernels); 0 for an edge tile.
+template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
+__device__ __forceinline__ int interior_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
+                                               int bk) {
+  bool inside = true;
+  int kfull = bk;
+#pragma unroll
+  for (int t = 0; t < W_A; ++t) {
+    inside = inside && row0 + M_S <= terms_a.rows(t);
+    kfull = terms_a.cols(t) < kfull ? terms_a.cols(t) : kfull;
+  }
+#pragma unroll
+  for (int t = 0; t < W_B; ++t) {
+    inside = inside && col0 + N_S <= terms_b.cols(t);
+    kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
+  }
+  return inside ? kfull / K_S - 1 : 0;
+}
+
 // A ROWS x COLS tile of a row-major operand whose terms are W blocks. Thread tid owns kChunks chunks of V
 // consecutive elements along the contiguous dimension (COLS): chunk c is at tile row row_ + c kRowStep, tile
 // column col_. Consecutive lanes read consecutive chunks of a row, so a warp's loads are coalesced.

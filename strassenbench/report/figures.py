@@ -172,11 +172,11 @@ def _present(frame: pd.DataFrame, impls) -> list[str]:  # noqa: ANN001
     return [impl for impl in impls if impl in set(frame["impl"])] if not frame.empty else []
 
 
-def _peak(ax: plt.Axes, peak_tflops: float | None) -> None:
+def _peak(ax: plt.Axes, peak_tflops: float | None, name: str = "FP32 peak") -> None:
     if peak_tflops:
         ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1, gid=PEAK,
-                   label=f"_FP32 peak {peak_tflops:,.1f} TFLOPS")
-        ax.annotate(f"FP32 peak {peak_tflops:,.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
+                   label=f"_{name} {peak_tflops:,.1f} TFLOPS")
+        ax.annotate(f"{name} {peak_tflops:,.1f}", (0.01, peak_tflops), xycoords=("axes fraction", "data"),
                     va="bottom", fontsize=7)
 
 
@@ -229,30 +229,40 @@ def fig_stra_square_more(frame: pd.DataFrame, out: Path, peak_tflops: float | No
     return save(fig, out, "fig_stra_square_more")
 
 
+def _square_lines(frame: pd.DataFrame, impls, cpu: bool, size: tuple[float, float]):  # noqa: ANN001, ANN202
+    """A one-panel figure with the square sweep's float32 curve of each of ``impls`` the run timed: (figure,
+    axes, the implementations drawn)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=size)
+    good = ok_rows(frame)
+    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
+    present = _present(part, impls)
+    for impl in present:
+        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+    return fig, ax, present
+
+
+def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
+    """The square sweep's axes, from 0 TFLOPS, with the legend below."""
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("m = k = n")
+    _size_axis(ax)
+    ax.set_ylabel(Y_TFLOPS)
+    _legend_below(fig, [ax], ncol=3)
+
+
 def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
                           cpu: bool = False) -> Drawn:
     """Beyond the paper: the square sweep's SIMT FP32 lines (cuBLAS, our GEMM, 1- and 2-level Strassen) beside
     their tensor-core counterparts (cuBLAS TF32, ours in 1xTF32 and 3xTF32), with the FP32 and dense TF32 peaks
     (``peaks``: label -> TFLOPS, measured GPU only)."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    good = ok_rows(frame)
-    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
-    present = _present(part, TENSORCORE_LINES)
+    fig, ax, present = _square_lines(frame, TENSORCORE_LINES, cpu, (7.5, 4.6))
     if not any(get_impl(i).tensor for i in present):
         _empty(ax, "no tensor-core results in this run (the tensorcore profile times them)")
-    for impl in present:
-        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
     for name, tflops in peaks.items():
-        ax.axhline(tflops, color="black", linestyle=":", linewidth=1, gid=PEAK, label=f"_{name} {tflops:,.1f}")
-        ax.annotate(f"{name} {tflops:,.1f}", (0.01, tflops), xycoords=("axes fraction", "data"), va="bottom",
-                    fontsize=7)
-    ax.set_ylim(bottom=0)
+        _peak(ax, tflops, name)
     ax.set_title("square: m = k = n")
-    ax.set_xlabel("m = k = n")
-    _size_axis(ax)
-    ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, [ax], ncol=3)
+    _square_axes(fig, ax)
     fig.suptitle(f"SIMT FP32 and TF32 tensor cores, single precision: {device}")
     return save(fig, out, "fig_tensorcore_square")
 
@@ -260,15 +270,9 @@ def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:
     """Figure fig:intro_comparison: effective TFLOPS of our 1-level Strassen, the state of the art it is set
     against (the 1-level reference) and cuBLAS on square problems, each break-even with cuBLAS marked."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    good = ok_rows(frame)
-    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
-    present = _present(part, INTRO_LINES)
+    fig, ax, present = _square_lines(frame, INTRO_LINES, cpu, (7.5, 4.2))
     if not present:
         _empty(ax, "no square-sweep results of cuBLAS or 1-level Strassen in this run")
-    for impl in present:
-        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
     at: dict[int, list[str]] = {}  # break-even size -> the implementations that reach it there
     for impl in ("strassen1", "strassen1-ref"):
         cross = measured_crossover(frame, impl)
@@ -279,11 +283,7 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool 
     for x, names in at.items():
         ax.annotate(f"break-even {', '.join(names)}: {x:,}", (x, 0.02), xycoords=("data", "axes fraction"),
                     rotation=90, fontsize=7, va="bottom", ha="right")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("m = k = n")
-    _size_axis(ax)
-    ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, [ax], ncol=3)
+    _square_axes(fig, ax)
     ax.set_title(f"Break-even with cuBLAS, square problems, single precision: {device}")
     return save(fig, out, "fig_intro_comparison")
 
