@@ -322,32 +322,31 @@ def test_memlimit_on_the_cuda_path_confirms_the_declared_memory(cpu_device, sim_
     assert ref.loc["strassen1-ref", "predicted_n"] < ref.loc["strassen1", "predicted_n"]
 
 
-def test_memlimit_gives_the_build_folder_to_cutlass_too(cpu_device, sim_build, tmp_path,
+@pytest.mark.parametrize(("impl", "mode"), [("cutlass", "simt"), ("cutlass-3xtf32", "3xtf32")])
+def test_memlimit_gives_the_build_folder_to_cutlass_too(cpu_device, sim_build, tmp_path, impl, mode,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    """`memlimit --impl cutlass --build-dir X` loads CUTLASS from X (a stand-in library computing on the host
-    records where it was loaded from)."""
+    """`memlimit --impl cutlass --build-dir X` loads CUTLASS from X, the SIMT baseline or the 3xTF32 one (a
+    stand-in entry computing on the host records where it was loaded from and which baseline)."""
     from strassenbench.fused import cutlass
 
     loaded = []
 
-    class Library:
-        @staticmethod
-        def sb_cutlass_sgemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream):  # noqa: ANN001, ANN205
-            op = cudasim._gemm_op(np.dtype(np.float32), 0, 0, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
-            device = cudasim.device()
-            device.enqueue(device.streams[stream], op)
-            return 0
+    def sgemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream):  # noqa: ANN001, ANN202
+        op = cudasim._gemm_op(np.dtype(np.float32), 0, 0, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
+        device = cudasim.device()
+        device.enqueue(device.streams[stream], op)
+        return 0
 
-    def library(build_dir: str, arch: str) -> Library:
-        loaded.append(build_dir)
-        return Library()
+    def entry(build_dir: str, arch: str, which: str):  # noqa: ANN202
+        loaded.append((build_dir, which))
+        return sgemm
 
-    monkeypatch.setattr(cutlass, "_library", library)
+    monkeypatch.setattr(cutlass, "_entry", entry)
     cpu_device.install(memory_bytes=128 << 20)
     out = tmp_path / "mem.csv"
-    assert main(["memlimit", "--engine", "cuda", "--impl", "cutlass", "--memory-budget", "16MiB", "--step", "64",
+    assert main(["memlimit", "--engine", "cuda", "--impl", impl, "--memory-budget", "16MiB", "--step", "64",
                  "--out", str(out), "--build-dir", sim_build]) == 0
-    assert loaded and set(loaded) == {sim_build} and pd.read_csv(out)["confirmed"].all()
+    assert loaded and set(loaded) == {(sim_build, mode)} and pd.read_csv(out)["confirmed"].all()
 
 
 def test_prepared_calls_own_their_operands_and_reuse_their_events(cpu_device, sim_build) -> None:  # noqa: ANN001

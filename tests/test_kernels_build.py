@@ -456,10 +456,10 @@ def test_main_loops_at_the_issue_limit(fixture: str, request: pytest.FixtureRequ
 
 @pytest.fixture(scope="module")
 def tensor_huge(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """TcHuge's GEMM, 1-level M0 and 2-level Var#0 kernels in both modes for sm_90 and sm_80, and CUTLASS's
-    3xTF32 SGEMM beside them."""
+    """TcHuge's GEMM and 1-level M0 kernels in both modes for sm_90 and sm_80, and CUTLASS's 3xTF32 SGEMM beside
+    them."""
     return build(["sm_90", "sm_80"], tmp_path_factory.mktemp("build-tc"), dtypes=("float32",),
-                 strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2), (4, 4, 4)))
+                 strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2)))
 
 
 def test_tensor_core_kernels_fit_and_beat_cutlass_3xtf32_per_hmma(tensor_huge: pd.DataFrame) -> None:
@@ -467,7 +467,7 @@ def test_tensor_core_kernels_fit_and_beat_cutlass_3xtf32_per_hmma(tensor_huge: p
     of its tile (16 per slice in 1xTF32, 48 in 3xTF32), and the 3xTF32 GEMM and 1-level kernels issue fewer
     instructions per HMMA than CUTLASS's 3xTF32 SGEMM (example 27) on the same architecture."""
     ours = tensor_huge[tensor_huge["source"] == "strassenbench"]
-    assert len(ours) == 2 * 2 * 3 * 4  # archs, modes, counts, write modes x loads
+    assert len(ours) == 2 * 2 * 2 * 4  # archs, modes, counts, write modes x loads
     assert (ours[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
     assert (ours["blocks_per_sm"] == 2).all(), ours[["kernel", "arch", "registers", "blocks_per_sm"]]
     fast = ours[(ours["loads"] == "vector") & (ours["write_mode"] == "plain")]
@@ -476,6 +476,6 @@ def test_tensor_core_kernels_fit_and_beat_cutlass_3xtf32_per_hmma(tensor_huge: p
         cutlass = tensor_huge[(tensor_huge["source"] == "cutlass-3xtf32") & (tensor_huge["arch"] == arch)].iloc[0]
         assert cutlass["loop_hmma"] > 0 and cutlass["spill_stores"] == 0
         limit = cutlass["loop_instructions"] / cutlass["loop_hmma"]
-        mine = fast[(fast["arch"] == arch) & (fast["mode"] == "3xtf32") & (fast["W_A"] <= 2)]
+        mine = fast[(fast["arch"] == arch) & (fast["mode"] == "3xtf32")]
         per_hmma = mine["loop_instructions"] / mine["loop_hmma"]
         assert len(mine) == 2 and (per_hmma < limit).all(), (arch, per_hmma.tolist(), limit)

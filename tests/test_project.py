@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
-from workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, snakemake, verify_cases
+from workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, verify_cases
 
 
 def _fenced_command(marker: str) -> str:
@@ -207,7 +207,10 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
     assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
     assert (workdir / "build/resources.csv").is_file()
     checked = pd.read_csv(workdir / "data/cpu/verify_impls.csv")
-    assert len(checked) == len(cpu_impls()) * 2 and (checked["status"] == "ok").all()
+    assert len(checked) == impl_checks(cpu_impls()) and (checked["status"] == "ok").all()
+    accuracy = pd.read_csv(workdir / "data/cpu/accuracy.csv")  # the smoke profile has the tensor cores on
+    assert set(accuracy["impl"]) == set(config()["accuracy_impls"]) and (accuracy["status"] == "ok").all()
+    assert set(accuracy["inputs"]) == {"uniform", "wide"} and "3xtf32" in set(accuracy["mode"])
     assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid", "grey322-11-50x1"])]["engine"]) \
         == {"emu"}
     checks = (workdir / "report/tables/numerical_error_checks.md").read_text()

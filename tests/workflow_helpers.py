@@ -42,8 +42,19 @@ def verify_cases(profile: str) -> int:
     return per_shape * len(grid["dtypes"]) * len(grid["shapes"])
 
 
-def cpu_impls() -> list[str]:
-    """The configured implementations that run without a GPU (an engine other than cuda)."""
+def cpu_impls(profile: str = "smoke") -> list[str]:
+    """The configured implementations that run without a GPU (an engine other than cuda): ``impls``, and
+    ``tensor_impls`` where the profile has tensorcore on."""
     from strassenbench.impls import get_impl
 
-    return [i for i in config()["impls"] if set(get_impl(i).engines) - {"cuda"}]
+    cfg = config()
+    tensor = cfg["profiles"][profile].get("tensorcore") or []
+    listed = [*cfg["impls"], *(cfg["tensor_impls"] if tensor is True else tensor)]
+    return [i for i in dict.fromkeys(listed) if set(get_impl(i).engines) - {"cuda"}]
+
+
+def impl_checks(impls: list[str]) -> int:
+    """Rows of verify_impls.csv: one per implementation and dtype it computes."""
+    from strassenbench.impls import get_impl
+
+    return sum(len(get_impl(i).dtypes) for i in impls)

@@ -197,8 +197,9 @@ def build(
     every kernel of every fresh unit in ``out`` (this build's and earlier ones) to its fatbin;
     strassenbench.fused.cuda loads from it. ``counts`` limits the build to those operand counts (default: the
     GEMM and every variant). ``driver`` is the CUDA version the GPU's driver runs (default: this machine's);
-    it and the architecture choose the toolchain (toolchain_for). ``cutlass`` (default: when float32 Huge is
-    built) also builds the CUTLASS baseline (strassenbench.fused.cutlass), which needs an nvcc front end."""
+    it and the architecture choose the toolchain (toolchain_for). ``cutlass`` (default: when float32 Huge or
+    TcHuge is built) also builds the CUTLASS baselines of those tiles (strassenbench.fused.cutlass: SIMT, 3xTF32
+    on sm_80 and later), which need an nvcc front end."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
@@ -244,9 +245,10 @@ def build(
     for arch in archs:
         index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
         write_atomic(out / f"strassen_{arch}.json", index)
-    # The SIMT baseline beside Huge; the 3xTF32 one beside the tensor-core kernels (sm_80 and later).
+    # The SIMT baseline beside Huge, the 3xTF32 one beside TcHuge (sm_80 and later): each beside our tile of
+    # its size.
     wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
-              "3xtf32": any(inst.tensor for inst in selected)}
+              "3xtf32": any(inst.tensor and inst.strategy.name == "TcHuge" for inst in selected)}
     if cutlass if cutlass is not None else any(wanted.values()):
         from . import cutlass as baseline
 

@@ -88,6 +88,8 @@ def _check_config():
     checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
     checks += [("impls", impl, get_impl) for impl in config["impls"]]
     checks += [(key, impl, get_impl) for key in ("tensor_impls", "accuracy_impls") for impl in config[key]]
+    checks += [(f"profiles.{name}.tensorcore", impl, get_impl) for name, grid in config["profiles"].items()
+               if isinstance(grid.get("tensorcore"), list) for impl in grid["tensorcore"]]
     for key, value, check in checks:
         try:
             check(value)
@@ -102,6 +104,9 @@ SWEEP_NAMES = list(SWEEPS)
 # every GPU of the run has TF32 tensor cores (sm_80 and later; the CPU emulator runs them too).
 TENSORCORE = bool(GRID.get("tensorcore", False)) and all(
     int(g["arch"][len("sm_"):]) >= 80 for g in GPUS.values() if g["arch"])
+# The profile's tensor-core implementations: tensor_impls, or its own list.
+TENSOR_RUN = (config["tensor_impls"] if GRID.get("tensorcore") is True else GRID.get("tensorcore") or []) \
+    if TENSORCORE else []
 if GRID.get("tensorcore", False) and not TENSORCORE:
     print("strassenbench: tensorcore is on but a GPU of this run is older than sm_80 (no TF32 tensor cores): "
           "the tensor-core implementations and the accuracy table are left out", file=sys.stderr)
@@ -154,7 +159,7 @@ def run_impls():
     stand-in), every other one everywhere."""
     from strassenbench.impls import get_impl
 
-    impls = [*config["impls"], *(config["tensor_impls"] if TENSORCORE else [])]
+    impls = [*config["impls"], *TENSOR_RUN]
     return [i for i in dict.fromkeys(impls) if BACKEND == "cuda" or set(get_impl(i).engines) - {"cuda"}]
 
 
