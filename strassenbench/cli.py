@@ -162,6 +162,11 @@ FOLDER_OUTPUTS = ("build", "report", "compare")  # commands whose --out is a fol
 _RESULT_KIND = {"memlimit": "memlimit", "verify": "verify", "bench": "bench", "accuracy": "accuracy"}  # the results a command writes
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: a bench, an accuracy."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every command's --out, checked before it does any work."""
     out = getattr(args, "out", None)
@@ -181,10 +186,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         header = head.decode("utf-8", errors="replace").strip().split(",")
         found = kind_of(header)
         if found is None or found.name != kind:
-            what = f"a {found.name} results file" if found else f"it begins {','.join(header)[:30]!r}"
+            what = f"{_a(found.name)} results file" if found else f"it begins {','.join(header)[:30]!r}"
             if not head.strip() or b"\0" in head:
                 what = "an empty file" if not head.strip() else "not a CSV file: binary data"
-            raise UsageError(f"output {out} is not a {kind} results file ({what}): give another --out, or remove it "
+            raise UsageError(f"output {out} is not {_a(kind)} results file ({what}): give another --out, or remove it "
                              "first")
 
 
@@ -296,8 +301,11 @@ def _cmd_accuracy(args: argparse.Namespace) -> int:
     for n in args.sizes:
         _check_memory(n, n, n)
     impls = args.impl
-    for name in impls:
-        if "float32" not in get_impl(name).dtypes:
+    for name in impls:  # every implementation checked before any runs: where it runs, what it computes
+        impl = get_impl(name)
+        if args.engine not in impl.engines and "numpy" not in impl.engines:
+            raise UsageError(f"{name} runs on {', '.join(impl.engines)} only, not {args.engine} (nor numpy)")
+        if "float32" not in impl.dtypes:
             raise UsageError(f"{name} does not compute float32, which the accuracy table compares")
     options = {"build_dir": args.build_dir} if args.engine == "cuda" else {}
     say = None if args.no_progress else \

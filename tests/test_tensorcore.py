@@ -415,8 +415,12 @@ def test_accuracy_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.C
     out = tmp_path / "accuracy.csv"
     assert main(["accuracy", "--impl", "gemm", "--inputs", "normal", "--out", str(out)]) == 2
     assert main(["accuracy", "--impl", "gemm-5xtf32", "--out", str(out)]) == 2
+    assert main(["accuracy", "--impl", "gemm,cutlass", "--engine", "emu", "--sizes", "8", "--out", str(out)]) == 2
+    out.write_text("keep\n")
+    assert main(["accuracy", "--impl", "gemm", "--sizes", "8", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "unknown inputs 'normal'" in err and not out.exists()
+    assert "unknown inputs 'normal'" in err and "cutlass runs on cuda only, not emu" in err
+    assert "is not an accuracy results file" in err and out.read_text() == "keep\n"
 
 
 def test_model_puts_the_tensor_cores_beside_the_simt_kernels(sim_build: str) -> None:
