@@ -100,11 +100,15 @@ class CupyOps(NumpyOps):
     def axpy(self, out, x, a: float) -> None:  # noqa: ANN001
         self._axpy(x, out.dtype.type(a), _clip(out, x))
 
+    def _stream(self) -> int:
+        """The stream cuBLAS runs on: CuPy's current one."""
+        return self.xp.cuda.get_current_stream().ptr
+
     def sum2(self, out, x, a: float, y, b: float) -> None:  # noqa: ANN001
         if x.shape == y.shape == out.shape:
             self._sum2(x, y, out.dtype.type(a), out.dtype.type(b), out)
             return
-        out.fill(0)
+        self.fill_zero(out)
         self.axpy(out, x, a)
         self.axpy(out, y, b)
 
@@ -122,7 +126,7 @@ class CupyOps(NumpyOps):
                 raise ValueError(f"{name} must have unit column stride for cuBLAS")
         ld = lambda x: max(1, x.strides[0] // item)  # noqa: E731
         # Row-major C (m x n) = A B  <=>  column-major C^T (n x m) = B^T A^T.
-        self._cublas.gemm(out.dtype, self.xp.cuda.get_current_stream().ptr, n, m, k, alpha, b.data.ptr, ld(b),
+        self._cublas.gemm(out.dtype, self._stream(), n, m, k, alpha, b.data.ptr, ld(b),
                           a.data.ptr, ld(a), beta, out.data.ptr, ld(out), compute)
 
 
@@ -131,8 +135,8 @@ class Cublas:
 
     CuPy's own wrappers refuse every call while a stream is capturing (its ``setStream`` raises, CuPy issue
     6290), so a CUDA graph could not hold a cuBLAS call made through them. The C API can be captured when the
-    handle has a fixed workspace (cublasSetWorkspace_v2, set once here, outside any capture: cuBLAS then never
-    allocates during a call). Scalars are host pointers (the default pointer mode), read when the call is made.
+    handle has a fixed workspace (cublasSetWorkspace_v2, allocated once here, outside any capture, and set again
+    after every cublasSetStream, which resets it: cuBLAS then never allocates during a call). Scalars are host pointers (the default pointer mode), read when the call is made.
 
     The handle's math mode is set to CUBLAS_DEFAULT_MATH once (whatever CUPY_TF32 asked for): cublasSgemm then
     computes in FP32 on every GPU; compute "tf32" calls cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32."""
@@ -172,6 +176,9 @@ class Cublas:
         scalars = np.array([alpha, beta], dtype=dtype)
         op = 0  # CUBLAS_OP_N
         self._check("cublasSetStream_v2", self.handle, stream)
+        # cublasSetStream resets the handle's workspace to cuBLAS's own pool (cuBLAS documentation, as PyTorch
+        # does after every setStream): set ours again, or a captured GEMM would allocate inside the graph.
+        self._check("cublasSetWorkspace_v2", self.handle, self.workspace.data.ptr, self.WORKSPACE_BYTES)
         if compute == "tf32":
             if dtype != np.float32:
                 raise ValueError(f"TF32 compute multiplies float32, not {dtype}")

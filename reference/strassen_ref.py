@@ -215,17 +215,19 @@ def multiply(
     algorithm: str = "strassen",
     workspace: Workspace | None = None,
     leaf: Leaf | None = None,
+    ops: NumpyOps | None = None,
 ) -> Workspace:
     """C <- alpha A B + beta C by ``levels`` levels of the workspace-based Strassen; returns the workspace.
 
     ``leaf(out, a, b, alpha, beta)`` multiplies below the last level (BLAS GEMM by default: cuBLAS for CuPy
-    arrays, NumPy's matmul for NumPy arrays; the hybrid 2-level passes the fused 1-level kernel).
+    arrays, NumPy's matmul for NumPy arrays; the hybrid 2-level passes the fused 1-level kernel). ``ops``: the
+    array operations (default: those of C's kind, array_ops.ops_for).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown reference schedule '{schedule}' (choose from {', '.join(SCHEDULES)})")
     m, k = A.shape
     n = B.shape[1]
-    ops = ops_for(C)
+    ops = ops or ops_for(C)
     if workspace is None:
         workspace = Workspace(m, k, n, levels, C.dtype, ops)
     elif workspace.dtype != C.dtype or not workspace.fits(m, k, n, levels):

@@ -439,27 +439,54 @@ def _backend(engine: str, expect_device: str | None = None, timing: str | None =
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.runner import run_sweep
+    from .bench.runner import injection, run_sweep
 
     for name in args.impl:
         get_impl(name).check(args.engine, None, None)
+    try:
+        hook = injection()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if hook and hook[1] == "fault" and args.engine != "cuda":
+        raise UsageError(f"{hook[0][0]}:...:fault poisons a CUDA context: it needs --engine cuda")
     points = _points(args)
     if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
         biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
         _check_memory(biggest.m, biggest.n, biggest.k)
-    backend = _backend(args.engine, args.expect_device, args.timing, args.out)
+    timing = _sweep_timing(args, points)
+    backend = _backend(args.engine, args.expect_device, timing, args.out)
     try:
         backend.check_timing(args.build_dir)
         if args.engine == "numpy":
             print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
                   file=sys.stderr)
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
-                          build_dir=args.build_dir, progress=False if args.no_progress else None)
+                          build_dir=args.build_dir, progress=False if args.no_progress else None,
+                          retry_faults=args.retry_faults)
     except (ValueError, CudaError) as err:  # an --out that is not a results file, or of another timing; no build
         raise UsageError(str(err)) from None
     bad = frame[frame["status"] != "ok"] if len(frame) else frame
-    print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok)", file=sys.stderr)
+    faults = int((frame["status"] == "fault").sum()) if len(frame) else 0
+    print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok"
+          f"{f', {faults} faults' if faults else ''})", file=sys.stderr)
     return 0
+
+
+def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
+    """The GPU timing method of this sweep (strassenbench.bench.queue.choose_timing: ``auto`` is blocking
+    unless a call queues more than the blocking kernel may hold), said once when auto chose graph."""
+    from .bench.queue import choose_timing
+    from .bench.runner import queue_points
+
+    if args.engine != "cuda":
+        return None if args.timing in (None, "auto") else args.timing
+    try:
+        choice = choose_timing(args.timing, (call for p in points for call in queue_points(p)))
+    except (ValueError, ImplError, FusedError) as err:
+        raise UsageError(str(err)) from None
+    if choice.reason:
+        print(f"strassenbench: {choice.reason}", file=sys.stderr)
+    return choice.method
 
 
 def _cmd_memlimit(args: argparse.Namespace) -> int:
@@ -827,9 +854,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-time", type=_seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
     p.add_argument("--throttle-threshold", type=_fraction, default=0.75,
                    help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")
-    p.add_argument("--timing", choices=GPU_TIMING,
-                   help="cuda: blocking (default: nvbench's blocking kernel holds the stream while the call is "
-                        "enqueued) or graph (every implementation captured into a CUDA graph and replayed)")
+    p.add_argument("--timing", choices=[*GPU_TIMING, "auto"],
+                   help="cuda: blocking (nvbench's blocking kernel holds the stream while the call is enqueued), "
+                        "graph (every implementation captured into a CUDA graph and replayed) or auto (default: "
+                        "blocking unless a call queues more than the 32 operations a GPU holds behind the "
+                        "blocking kernel, then graph for every implementation)")
+    p.add_argument("--retry-faults", action="store_true",
+                   help="measure again the points an earlier run recorded as fault (a sticky CUDA error or a "
+                        "worker that died)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)

@@ -244,7 +244,7 @@ def test_allocation_failures_of_every_layer_are_oom(err: BaseException, oom: boo
 def test_a_cublas_allocation_failure_is_recorded_as_oom(monkeypatch: pytest.MonkeyPatch) -> None:
     import strassenbench.bench.runner as runner
 
-    def fail(point) -> None:  # noqa: ANN001
+    def fail(*_: object) -> None:
         raise _error("CUBLASError", 3)
 
     monkeypatch.setattr(runner, "_inject", fail)

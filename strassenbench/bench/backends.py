@@ -11,7 +11,8 @@ import numpy as np
 from .telemetry import Device, cuda_pci_bus_id, cuda_versions
 from .timing import GPU_TIMING, CudaTimer, HostTimer
 
-__all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom"]
+__all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom",
+           "STICKY_ERRORS", "sticky_error"]
 
 REF64_LIMIT = 8192**3  # m n k up to this: the check's reference is float64; above: the working dtype
 
@@ -70,6 +71,14 @@ class Backend:
 
     def free(self) -> None:
         pass
+
+    def sticky_error(self) -> str | None:
+        """The name of the sticky error that poisoned this process's device context, or None."""
+        return None
+
+    def inject_fault(self, build_dir: str = "build") -> None:
+        """Poison the device context (the test hook's ``fault``); only a GPU backend has one."""
+        raise ValueError("a fault poisons a CUDA context: inject it on the cuda engine")
 
     def device(self) -> Device | None:
         return None
@@ -157,6 +166,22 @@ class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/cudasi
         self.synchronize()
         self.cupy.get_default_memory_pool().free_all_blocks()
 
+    def sticky_error(self) -> str | None:
+        """A sticky error fails every later call of the process, so waiting for the whole device says whether
+        there is one."""
+        try:
+            self.cupy.cuda.runtime.deviceSynchronize()
+        except Exception as err:  # noqa: BLE001 - only a sticky one is an answer
+            return sticky_error(err)
+        return None
+
+    def inject_fault(self, build_dir: str = "build") -> None:
+        """An illegal address for real: the blocking kernel launched with a null flag pointer, which it reads
+        (cudaErrorIllegalAddress, 700, at the next synchronisation)."""
+        kernel = self._block_kernel(build_dir)
+        kernel((1,), (32,), (np.uint64(0), np.uint64(0), np.uint64(10**9)))
+        self.cupy.cuda.runtime.deviceSynchronize()
+
     def device(self) -> Device:
         return self._device
 
@@ -192,6 +217,24 @@ def is_oom(err: BaseException) -> bool:
         return True
     code = _OOM_STATUS.get(type(err).__name__)
     return code is not None and getattr(err, "status", None) == code
+
+
+# CUDA errors after which the process's context is unusable: every later call fails with them (cudaError_t;
+# the CUDA runtime API's error types: "the process must be terminated and relaunched"). ECC uncorrectable,
+# illegal address, launch timeout, assert, hardware stack error, illegal instruction (a trap), misaligned
+# address, invalid address space, invalid PC, launch failure.
+STICKY_ERRORS = {214: "cudaErrorECCUncorrectable", 700: "cudaErrorIllegalAddress", 702: "cudaErrorLaunchTimeout",
+                 710: "cudaErrorAssert", 714: "cudaErrorHardwareStackError", 715: "cudaErrorIllegalInstruction",
+                 716: "cudaErrorMisalignedAddress", 717: "cudaErrorInvalidAddressSpace", 718: "cudaErrorInvalidPc",
+                 719: "cudaErrorLaunchFailure"}
+
+
+def sticky_error(err: BaseException) -> str | None:
+    """The name of a sticky CUDA error (STICKY_ERRORS) that ``err`` is, from the CUDA runtime or the driver
+    (the same numbers), or None. By class name, so that the rule holds (and is tested) without CuPy."""
+    if type(err).__name__ in ("CUDARuntimeError", "CUDADriverError"):
+        return STICKY_ERRORS.get(getattr(err, "status", None))
+    return None
 
 
 def make_backend(engine: str, timing: str | None = None) -> Backend:

@@ -9,13 +9,16 @@ samples (timing.sample), the reference implementations reusing one workspace all
 Results are rewritten atomically after every point, so an interrupted sweep keeps every finished point and a
 rerun skips them. Every timed sample goes to ``<name>.samples.jsonl`` beside the CSV (strassenbench.samples),
 written before the CSV lists the point. A point that fails (out of memory, a failed check, any error) is recorded in ``status``
-and the sweep goes on.
+and the sweep goes on. Points are measured in a worker process (strassenbench.bench.isolate): a point that
+ends in a sticky CUDA error, or whose worker dies, is recorded as ``fault`` and the rest of the sweep goes on
+in a fresh worker; a rerun counts fault rows as done unless asked to measure them again (``retry_faults``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,11 +33,13 @@ from ..io import write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import append_samples, samples_path
 from ..strategies import STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
-from .backends import Backend, is_oom
+from .backends import Backend, is_oom, sticky_error
+from .isolate import WorkerConfig, Workers
 from .telemetry import git_commit, host_description
 from .timing import Criterion, TimingError, sample
 
-__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY"]
+__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY",
+           "INJECT_VARIABLE", "INJECT_KINDS", "injection", "queue_points"]
 
 COLUMNS = BENCH_COLUMNS  # strassenbench.results: one schema for every reader
 MEMORY_GRANULARITY = 512  # bytes: CuPy's pool rounds every allocation up to this
@@ -57,11 +62,37 @@ class Point:
         return (self.impl, self.m, self.n, self.k, self.dtype, self.strategy or "", self.scheme or "", self.sweep)
 
 
-def _inject(point: Point) -> None:
-    """Test hook: STRASSENBENCH_INJECT_FAILURE="impl:m:n:k" makes that point raise (documented in the README)."""
-    wanted = os.environ.get("STRASSENBENCH_INJECT_FAILURE")
-    if wanted and wanted == f"{point.impl}:{point.m}:{point.n}:{point.k}":
-        raise RuntimeError("injected failure (STRASSENBENCH_INJECT_FAILURE)")
+INJECT_VARIABLE = "STRASSENBENCH_INJECT_FAILURE"
+# What the test hook does at its point: raise an error (the default), kill the worker process (a crash), or
+# poison the CUDA context with an illegal address (a sticky fault; the cuda engine only).
+INJECT_KINDS = ("error", "crash", "fault")
+
+
+def injection() -> tuple[tuple[str, int, int, int], str] | None:
+    """The test hook STRASSENBENCH_INJECT_FAILURE="impl:m:n:k[:kind]" (README, Benchmarks): ((impl, m, n, k),
+    kind), or None when unset; ValueError naming the variable when it is malformed."""
+    text = os.environ.get(INJECT_VARIABLE)
+    if not text:
+        return None
+    parts = text.split(":")
+    kind = parts.pop() if len(parts) == 5 else "error"
+    if len(parts) != 4 or kind not in INJECT_KINDS or not all(p.isascii() and p.isdigit() for p in parts[1:]):
+        raise ValueError(f"{INJECT_VARIABLE}={text!r}: expected impl:m:n:k or impl:m:n:k:KIND with KIND one of "
+                         f"{', '.join(INJECT_KINDS)}")
+    return (parts[0], int(parts[1]), int(parts[2]), int(parts[3])), kind
+
+
+def _inject(point: Point, backend: Backend, build_dir: str) -> None:
+    """The test hook at ``point``: an error, a crash of this process (SIGKILL, as a poisoned context leaves it
+    useless), or a sticky fault (Backend.inject_fault)."""
+    hook = injection()
+    if hook is None or hook[0] != (point.impl, point.m, point.n, point.k):
+        return
+    if hook[1] == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if hook[1] == "fault":
+        backend.inject_fault(build_dir)
+    raise RuntimeError(f"injected failure ({INJECT_VARIABLE})")
 
 
 def _options(point: Point, engine: str, strategy: str | None) -> dict[str, object]:
@@ -76,34 +107,42 @@ def _options(point: Point, engine: str, strategy: str | None) -> dict[str, objec
     return out
 
 
+def _strategies(point: Point, engine: str) -> list[str | None]:
+    """The strategies a point times on ``engine`` (the fastest is kept): every one for ``best``, Huge by
+    default, in the tensor-core family for a tensor-core implementation (tensor_counterpart); [None] where the
+    implementation takes no strategy there."""
+    impl = get_impl(point.impl)
+    if engine not in FUSED_ENGINES or "strategy" not in impl.options:
+        return [None]
+    strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy or "Huge"]
+    if impl.tensor:
+        strategies = list(TENSOR_STRATEGIES) if point.strategy == "best" else \
+            [tensor_counterpart(s) for s in strategies]
+    return strategies
+
+
+def queue_points(point: Point) -> list[tuple]:
+    """What each timed call of ``point`` on the GPU is, for strassenbench.bench.queue.call_ops: (impl, m, n, k,
+    dtype, strategy, scheme) per strategy it times."""
+    return [(point.impl, point.m, point.n, point.k, point.dtype, strategy,
+             _options(point, "cuda", strategy).get("scheme")) for strategy in _strategies(point, "cuda")]
+
+
 def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 0,
               build_dir: str = "build", records: list | None = None) -> dict[str, object]:
     """One point's row; ``records`` (a list) receives every sample of the kept strategy (timing.Samples)."""
     impl = get_impl(point.impl)
     engine = backend.engine
     m, n, k = point.m, point.n, point.k
-    row: dict[str, object] = {
-        "engine": engine, "commit": git_commit(), "m": m, "n": n, "k": k, "dtype": point.dtype, "alpha": ALPHA,
-        "beta": BETA, "seed": seed, "sweep": point.sweep, "x": point.x if point.x is not None else "",
-        "impl": impl.name, "label": impl.label, "strategy": "", "scheme": "", "strategy_request": point.strategy or "",
-        "levels": impl.effective_levels(m, k, n),
-        "extra_bytes": impl.extra_bytes(m, n, k, point.dtype), **backend.tags(),
-    }
+    row = _base_row(point, backend, seed)
     device = backend.device()
     start = end = device.snapshot() if device else {}  # replaced by readings taken in the timed loop
     clocks: list[float] = []
+    fault = None
     try:
-        _inject(point)
+        _inject(point, backend, build_dir)
         impl.check(engine, None, None)
-        strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy]
-        fused = engine in FUSED_ENGINES and "strategy" in impl.options
-        if not fused:
-            strategies = [None]
-        elif strategies == [None]:
-            strategies = ["Huge"]
-        if fused and impl.tensor:  # the sweep's strategies in the tensor-core family (tensor_counterpart)
-            strategies = list(TENSOR_STRATEGIES) if point.strategy == "best" else \
-                [tensor_counterpart(s) for s in strategies]
+        strategies = _strategies(point, engine)
         extra = {"build_dir": build_dir} if engine == "cuda" else {}
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
         ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
@@ -148,12 +187,24 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
         })
     except Exception as err:  # noqa: BLE001 - recorded, and the sweep goes on
         first = (str(err).splitlines() or [""])[0][:160]
-        if is_oom(err):
+        fault = sticky_error(err) or backend.sticky_error()
+        if fault:
+            row.update({"status": "fault", "message": f"{fault} ({type(err).__name__}: {first})"[:200]})
+        elif is_oom(err):
             row.update({"status": "oom", "message": f"out of memory: {first}"})
         else:
             row.update({"status": "error", "message": f"{type(err).__name__}: {first}"})
     finally:
-        backend.free()
+        if not fault:
+            try:
+                backend.free()
+            except Exception as err:  # noqa: BLE001 - a fault that surfaced only when the work was waited for
+                fault = sticky_error(err) or backend.sticky_error()
+                if not fault:
+                    raise
+                row.update({"status": "fault", "message": fault})
+    if fault:
+        return row  # nothing more can be read from a poisoned context
     if device:  # the SM clock of the first and last kept sample, read right after each
         row.update({
             "sm_clock_start_mhz": clocks[0] if clocks else start.get("sm_clock_mhz", ""),
@@ -163,6 +214,19 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
             "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
         })
     return row
+
+
+def _base_row(point: Point, backend: Backend, seed: int) -> dict[str, object]:
+    """The columns of a point's row known before it runs (the row of a point whose worker died is this)."""
+    impl = get_impl(point.impl)
+    m, n, k = point.m, point.n, point.k
+    return {
+        "engine": backend.engine, "commit": git_commit(), "m": m, "n": n, "k": k, "dtype": point.dtype,
+        "alpha": ALPHA, "beta": BETA, "seed": seed, "sweep": point.sweep, "x": point.x if point.x is not None else "",
+        "impl": impl.name, "label": impl.label, "strategy": "", "scheme": "", "strategy_request": point.strategy or "",
+        "levels": impl.effective_levels(m, k, n), "extra_bytes": impl.extra_bytes(m, n, k, point.dtype),
+        **backend.tags(),
+    }
 
 
 def _memory_check(engine: str, declared: int, measured: int) -> str:
@@ -224,8 +288,10 @@ def _key_of(row: dict | pd.Series) -> tuple:
 def run_sweep(
     points: Iterable[Point], backend: Backend, out: Path, criterion: Criterion, *, seed: int = 0,
     build_dir: str = "build", progress: bool | None = None, on_point: Callable[[dict], None] | None = None,
+    retry_faults: bool = False,
 ) -> pd.DataFrame:
-    """Run every point not already in ``out``; rewrite ``out`` atomically after each one."""
+    """Run every point not already in ``out`` (fault rows too with ``retry_faults``) in worker processes;
+    rewrite ``out`` atomically after each one."""
     from tqdm import tqdm
 
     out = Path(out)
@@ -234,22 +300,27 @@ def run_sweep(
     if modes:
         raise ValueError(f"{out} holds rows timed by {', '.join(modes)}; this run times by {backend.timing}: every "
                          f"row of a sweep is timed alike (another --out, or --timing {modes[0]})")
-    rows = frame.to_dict("records")
+    rows = [r for r in frame.to_dict("records") if not (retry_faults and r.get("status") == "fault")]
     done = {_key_of(r) for r in rows}
     todo = [p for p in points if p.key() not in done]
     write_atomic(out.parent / "system.json", system_json(backend))
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
-    for point in bar:
-        bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")
-        records: list = []
-        row = run_point(point, backend, criterion, seed, build_dir, records)
-        row["scheme_request"] = point.scheme or ""
-        if records:
-            append_samples(samples_path(out), row, str(row.get("timing", "")), records)
-        rows.append(row)
-        frame = pd.DataFrame(rows)
-        frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")
-        write_atomic(out, frame.to_csv(index=False))
-        if on_point:
-            on_point(row)
+    config = WorkerConfig(backend.engine, backend.timing, criterion, seed, build_dir)
+    with Workers(config, backend) as workers:
+        for point in bar:
+            bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")
+            row, records = workers.measure(point)
+            if row is None:  # the worker died measuring it (records: how)
+                row = {**_base_row(point, backend, seed), "status": "fault",
+                       "message": f"the worker process died: {records}"}
+                records = []
+            row["scheme_request"] = point.scheme or ""
+            if records:
+                append_samples(samples_path(out), row, str(row.get("timing", "")), records)
+            rows.append(row)
+            frame = pd.DataFrame(rows)
+            frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")
+            write_atomic(out, frame.to_csv(index=False))
+            if on_point:
+                on_point(row)
     return frame

@@ -5,8 +5,10 @@ How a sample is timed (``Samples.timing``, the CSV's ``timing`` column; one mode
 - ``blocking`` (GPU, the default): nvbench's cold measurement. The L2 flush, then a kernel that spins on a flag
   in mapped host memory (kernels/blocking.cuh), then the start event, the call, the stop event, all enqueued
   while the GPU spins; then the host releases the flag. The host's enqueue time (Python, CuPy, a library's
-  wrapper) never lands between the events, for any implementation, whatever library it calls. A wait that
-  hits the kernel's timeout is counted (``blocking_timeouts``).
+  wrapper) never lands between the events, for any implementation, whatever library it calls. At most
+  strassenbench.bench.queue.QUEUE_LIMIT operations are queued behind the spin (a sweep whose calls hold
+  more is timed by ``graph``). A sample whose spin reached its timeout (the host did not release it in time:
+  the sample may hold host time) is discarded and counted (``blocking_timeouts``).
 - ``graph`` (GPU, ``--timing graph``): the call is captured once into a CUDA graph, and each sample replays
   the graph behind the same blocking kernel. An implementation that cannot be captured is an error naming
   it (TimingError): never a silent fallback to another mode.
@@ -73,7 +75,7 @@ class Samples:
     stop: str = ""  # "noise" (converged), "stable" (noise stopped falling), "max_time" or "max_samples"
     noise: list[float] = field(default_factory=list)  # the relative stdev after each kept sample
     timing: str = "host"  # TIMING_MODES
-    timeouts: int = 0  # samples whose blocking kernel gave up waiting for the host
+    timeouts: int = 0  # samples discarded because their blocking kernel gave up waiting for the host
     host_enqueue_s: float = float("nan")  # median host time of one call (without waiting), from the warm-up
     records: list[tuple[float, float | None, bool, bool]] = field(default_factory=list)  # every sample:
     # (seconds, SM clock in MHz or None, throttle reasons set, kept)
@@ -247,21 +249,25 @@ def sample(
         timer.flush()
         enqueue.append(timer.enqueue(fn))
     out = Samples(timing=timer.prepare(fn), host_enqueue_s=statistics.median(enqueue) if enqueue else float("nan"))
-    timeouts_before = getattr(timer, "timeouts", 0)
     floor = criterion.throttle_threshold * max_clock_mhz if max_clock_mhz else None
+    running = _Running()
     started = time.perf_counter()
     while True:
         timer.flush()
+        timeouts = getattr(timer, "timeouts", 0)
         seconds = timer.time(fn)
+        timed_out = getattr(timer, "timeouts", 0) > timeouts
         clock, flagged = probe()
-        kept = floor is None or clock is None or clock >= floor
+        kept = not timed_out and (floor is None or clock is None or clock >= floor)
         out.records.append((seconds, clock, flagged, kept))
-        if not kept:
+        if timed_out:
+            out.timeouts += 1
+        elif not kept:
             out.discarded += 1
         else:
             out.times.append(seconds)
-            out.noise.append(out.rel_stdev)  # once per sample: it reads every sample so far
-        if kept and len(out.times) >= criterion.min_samples and sum(out.times) >= criterion.min_time:
+            out.noise.append(running.add(seconds))
+        if kept and len(out.times) >= criterion.min_samples and running.total >= criterion.min_time:
             noise = out.noise[-1]
             if noise < criterion.max_noise:
                 out.converged, out.stop = True, "noise"
@@ -275,10 +281,29 @@ def sample(
         if len(out.records) >= criterion.max_samples:
             out.stop = "max_samples"
             break
+    if out.timeouts and not out.times:
+        raise TimingError(f"every sample ({out.timeouts}) reached the blocking kernel's timeout")
     if not out.times:  # every sample throttled: keep them all (the throttled_samples column says so)
         out.times = [seconds for seconds, *_ in out.records]
-    out.timeouts = getattr(timer, "timeouts", 0) - timeouts_before
     return out
+
+
+class _Running:
+    """The relative standard deviation of the samples so far, updated in O(1) per sample (Welford's
+    algorithm; nvbench made its stdrel bookkeeping O(n) the same way, its PR 374)."""
+
+    def __init__(self) -> None:
+        self.count, self.mean, self.m2, self.total = 0, 0.0, 0.0, 0.0
+
+    def add(self, x: float) -> float:
+        self.count += 1
+        self.total += x
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (x - self.mean)
+        if self.count < 2 or self.mean <= 0:
+            return float("nan")
+        return (self.m2 / (self.count - 1)) ** 0.5 / self.mean
 
 
 def _stable(noise: list[float], criterion: Criterion) -> bool:

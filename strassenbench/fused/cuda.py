@@ -17,7 +17,7 @@ from .modules import built_by, toolchain_for, unit_fresh
 from .toolchain import ToolchainError
 
 __all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "driver_mismatch", "runtime_mismatch",
-           "function", "module", "on_device", "Prepared", "run", "clear_caches"]
+           "function", "module", "on_device", "Prepared", "program_ops", "run", "clear_caches"]
 
 
 def _cupy():  # noqa: ANN202
@@ -104,29 +104,53 @@ def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
     return module(build_dir, module_file).get_function(kernel)
 
 
-class Prepared:
-    """``program`` ready to enqueue again and again: its kernels resolved, their arguments marshalled and the
-    events that order its stages made once (timing disabled: they only order streams), its operands owned.
+def program_ops(program: Program) -> int:
+    """The operations one ``Prepared(program)`` call enqueues: its kernel launches, and on several streams also
+    its event records and stream waits (strassenbench.bench.queue counts what a call queues behind the
+    blocking kernel with this)."""
+    launches = len(program.launches)
+    if program.num_streams == 1:
+        return launches
+    ops, previous = 1, 1  # the start event
+    for stage in program.stages:
+        ops += len(stage) * (previous + 1)  # each stream waits for the stage before, then records its event
+        previous = len(stage)
+    return launches + ops + previous  # the origin stream waits for the last stage
 
-    A call enqueues the program on CuPy's current stream: stage by stage, stream s of a stage on CUDA stream s,
-    every stream of a stage waiting for every stream of the stage before (events), as the paper's streaming
-    scheme does; a stage of one stream runs on the current stream itself. A CUDA graph captured from a call
-    holds the raw addresses of the operands: ``operands`` keeps the arrays alive as long as the call is."""
+
+class Prepared:
+    """``program`` ready to enqueue again and again: its kernels resolved and checked against the device's
+    launch limits, their arguments marshalled and the events that order its stages made once (timing
+    disabled: they only order streams), its operands owned.
+
+    A call enqueues the program on CuPy's current stream. A program of one stream is its launches in order on
+    that stream. Otherwise stage by stage, stream s of a stage on CUDA stream s, every stream of a stage waiting
+    for every stream of the stage before (events), as the paper's streaming scheme does; a stage of one stream
+    runs on the current stream itself. A CUDA graph captured from a call holds the raw addresses of the
+    operands: ``operands`` keeps the arrays alive as long as the call is. ``ops``: what one call enqueues."""
 
     def __init__(self, program: Program, build_dir: str = "build", operands: tuple = ()) -> None:
         cupy = _cupy()
         arch = device_arch()
-        self.program, self.operands = program, operands
+        self.program, self.operands, self.ops = program, operands, program_ops(program)
+        limits = _device_limits()
         self._stages = [
-            [[(function(build_dir, arch, launch.kernel), launch.grid, launch.block, _kernel_args(launch.args))
-              for launch in lane] for lane in stage]
+            [[(_checked(function(build_dir, arch, launch.kernel), launch, limits), launch.grid, launch.block,
+               _kernel_args(launch.args)) for launch in lane] for lane in stage]
             for stage in program.stages]
-        self._pool = _streams(program.num_streams) if program.num_streams > 1 else []
-        self._start = cupy.cuda.Event(disable_timing=True)
-        self._done = [[cupy.cuda.Event(disable_timing=True) for _ in stage] for stage in program.stages]
+        self._single = program.num_streams == 1
+        self._pool = [] if self._single else _streams(program.num_streams)
+        self._start = None if self._single else cupy.cuda.Event(disable_timing=True)
+        self._done = [] if self._single else \
+            [[cupy.cuda.Event(disable_timing=True) for _ in stage] for stage in program.stages]
 
     def __call__(self) -> None:
         origin = _cupy().cuda.get_current_stream()
+        if self._single:
+            for stage in self._stages:
+                for kernel, grid, block, args in stage[0]:
+                    kernel(grid, block, args, stream=origin)
+            return
         self._start.record(origin)
         previous = [self._start]
         for stage, done in zip(self._stages, self._done):
@@ -140,6 +164,29 @@ class Prepared:
             previous = done
         for event in previous:
             origin.wait_event(event)
+
+
+@lru_cache(maxsize=None)
+def _device_limits() -> dict[str, int]:
+    """The current device's per-block limits (cudaGetDeviceProperties)."""
+    props = _cupy().cuda.runtime.getDeviceProperties(_cupy().cuda.Device().id)
+    return {"threads": int(props["maxThreadsPerBlock"]), "smem": int(props["sharedMemPerBlock"])}
+
+
+def _checked(kernel, launch, limits: dict[str, int]):  # noqa: ANN001, ANN202
+    """``kernel`` once its launch fits the device: block threads within the kernel's maximum (its
+    __launch_bounds__ and the device's) and static shared memory within a block's (CUDA Programming Guide,
+    "Compute Capabilities": 1,024 threads and 48 KiB of static shared memory per block). A launch past them
+    fails on the GPU with cudaErrorInvalidValue or a launch error: refused here, naming the kernel."""
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    most = min(limits["threads"], int(kernel.max_threads_per_block))
+    if threads > most:
+        raise CudaError(f"{launch.kernel}: a block of {threads} threads, above the {most} it can launch with")
+    smem = int(kernel.shared_size_bytes)
+    if smem > limits["smem"]:
+        raise CudaError(f"{launch.kernel}: {smem} bytes of shared memory per block, above the device's "
+                        f"{limits['smem']}")
+    return kernel
 
 
 def run(program: Program, build_dir: str = "build") -> None:
@@ -166,5 +213,5 @@ def _streams(count: int) -> list:
 
 def clear_caches() -> None:
     """Forget loaded modules, resolved kernels and streams (another device, another build)."""
-    for cached in (_index, _check_fresh, module, function, _streams):
+    for cached in (_index, _check_fresh, module, function, _streams, _device_limits):
         cached.cache_clear()

@@ -8,15 +8,38 @@ import pandas as pd
 
 from ..model.predict import crossover
 
-__all__ = ["ok_rows", "speedups", "measured_crossover", "claims"]
+__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims"]
 
 BASELINE = "cublas"
 
 
+def _timeouts(frame: pd.DataFrame) -> pd.Series:
+    """Samples of each row whose blocking kernel reached its timeout (0 where none or not recorded)."""
+    if "blocking_timeouts" not in frame:
+        return pd.Series(0, index=frame.index)
+    return pd.to_numeric(frame["blocking_timeouts"], errors="coerce").fillna(0)
+
+
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows figures, tables and comparisons use: status ok, and no sample that reached the blocking
+    kernel's timeout (such a sample may hold host time; results of earlier versions kept them)."""
     if frame.empty:
         return frame
-    return frame[frame["status"] == "ok"]
+    return frame[(frame["status"] == "ok") & (_timeouts(frame) == 0)]
+
+
+def left_out(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows ok_rows leaves out, each with why: its status (fault, error, oom, check_failed) and message,
+    or how many of its samples reached the blocking kernel's timeout."""
+    columns = ["sweep", "impl", "m", "n", "k", "dtype", "status", "why"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    timeouts = _timeouts(frame)
+    out = frame[(frame["status"] != "ok") | (timeouts > 0)].copy()
+    out["why"] = [str(r["message"]) if r["status"] != "ok" else
+                  f"{int(t)} samples reached the blocking kernel's timeout: left out"
+                  for (_, r), t in zip(out.iterrows(), timeouts[out.index])]
+    return out[[c for c in columns if c in out]]
 
 
 def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:

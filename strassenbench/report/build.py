@@ -30,7 +30,7 @@ from ..occupancy import ARCHS
 from ..results import ResultsError, folder_devices, read_results, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
-from .analysis import claims, ok_rows, speedups
+from .analysis import claims, left_out, ok_rows, speedups
 from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, fig_intro_comparison, fig_issue_bounds,
                       fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more,
                       fig_tensorcore_square, label_of)
@@ -42,7 +42,8 @@ REPORT_FIGURES = ["fig_stra_square", "fig_stra_square_more", "fig_intro_comparis
                   "fig_model_sweeps", "fig_issue_bounds", "fig_algorithms", "fig_memlimit", "fig_tensorcore_square"]
 REPORT_TABLES = ["block_sizes", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "occupancy",
                  "model_bounds", "issue_bounds", "model_crossover", "algorithms", "kernel_resources", "memory_limits",
-                 "numerical_error", "numerical_error_checks", "claims", "tensorcore_accuracy", "tensorcore_kernels"]
+                 "numerical_error", "numerical_error_checks", "claims", "tensorcore_accuracy", "tensorcore_kernels",
+                 "points_left_out"]
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame | None:
@@ -361,6 +362,8 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_mod
                                 "no accuracy table in this run (the tensorcore profile writes accuracy.csv)"),
         "tensorcore_kernels": (tensorcore_kernels(resources),
                                "no tensor-core kernels in the build (`strassenbench build --strategy TcHuge`)"),
+        "points_left_out": (left_out(sweeps), "every timed point is in the figures (status ok, no blocking "
+                                              "timeout)"),
     }
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from ..io import write_atomic
 from ..results import timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
-from .analysis import ok_rows
+from .analysis import left_out, ok_rows
 from .build import gpu_name, load_run
 from .figures import fig_compare
 
@@ -52,6 +52,20 @@ def _samples(folder: Path) -> dict[tuple, object]:
             out[(line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])] = \
                 kept_times(line)
     return out
+
+
+def _left_out_html(runs: list) -> str:
+    """The points each run has that no comparison uses (a status other than ok: fault, error, ...; samples that
+    reached the blocking kernel's timeout), said plainly."""
+    import html
+
+    parts = []
+    for name, run, _ in runs:
+        out = left_out(run["sweeps"])
+        if not out.empty:
+            parts.append(f"<h3>{html.escape(name)}: {len(out)} points left out</h3>"
+                         + out.to_html(index=False, escape=True))
+    return "<h2>Points left out</h2>" + "".join(parts) if parts else ""
 
 
 def _name(folder: Path, run: dict) -> str:
@@ -106,6 +120,7 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
 <title>strassenbench compare</title></head><body><h1>Compare: {len(runs)} runs, baseline {base_name}</h1>
 <img src="fig_compare_speedup.png" style="max-width:100%"><p><a href="fig_compare_speedup.pdf">PDF</a></p>
 <h2>Verdicts</h2>{summary.to_html() if not summary.empty else '<p>no common points</p>'}
+{_left_out_html(runs)}
 <h2>Per point</h2>{table.to_html(index=False, float_format=lambda v: f"{v:.4g}") if not table.empty else ''}
 <p>Sources: {json.dumps([str(f) for f in folders])}</p></body></html>
 """)

@@ -190,11 +190,43 @@ def sweep_fixed(sweep):
     return f"--fixed {fixed}" if fixed else ""
 
 
+def run_timing():
+    """The GPU timing method of the whole run (strassenbench.bench.queue.choose_timing over every call the
+    sweeps and the strategies rule time: auto is blocking unless one queues more than the blocking kernel may
+    hold), said once when auto chose graph; None on the CPU backend."""
+    from strassenbench.bench.queue import choose_timing
+    from strassenbench.bench.runner import Point, queue_points
+    from strassenbench.impls import ImplError
+    from strassenbench.sweeps import parse_sizes, shape
+
+    if BACKEND != "cuda":
+        return None
+    points = []
+    for sweep, grid in GRID["sweeps"].items():
+        for x in parse_sizes(grid["sizes"]):
+            m, k, n = shape(sweep, x, grid.get("fixed"))
+            points += [Point(impl, m, n, k, "float32", config["strategy"], config["scheme"]) for impl in run_impls()]
+    for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # rule strategies
+        points += [Point(impl, x, x, x, "float32", s, "sequential")
+                   for s in ("Huge", "Small") for impl in ("gemm", "strassen1", "strassen2-direct")]
+    try:
+        choice = choose_timing(GRID["timing"].get("method", "auto"),
+                               (call for p in points for call in queue_points(p)))
+    except (ValueError, ImplError) as err:
+        raise WorkflowError(f"config: profiles.{PROFILE}.timing.method: {err}") from None
+    if choice.reason:
+        print(f"strassenbench: {choice.reason}", file=sys.stderr)
+    return choice.method
+
+
+RUN_TIMING = run_timing()
+
+
 def timing_args():
-    """The sampling rule, and on a GPU the timing method (one for every job, so every row is timed alike)."""
+    """The sampling rule, and on a GPU the run's timing method (one for every job, so every row is timed alike)."""
     t = GRID["timing"]
     warmup = f" --warmup-time {t['warmup_time']}" if "warmup_time" in t else ""
-    method = f" --timing {t.get('method', 'blocking')}" if BACKEND == "cuda" else ""
+    method = f" --timing {RUN_TIMING}" if RUN_TIMING else ""
     return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}{warmup}{method}"
 
 
