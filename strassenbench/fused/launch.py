@@ -13,7 +13,7 @@ finishes before the next stage starts. The paper's three schemes (Sec. s:task) a
 
 Every launch carries its products' terms (block address, extent, coefficient) in one kernel parameter,
 sb::Products (``products_dtype``): no device memory is allocated for parameters, and a batch larger than
-the kernel's Z takes several launches.
+the kernel's Z takes several launches, as do more block rows than a grid's y holds (MAX_GRID).
 
 beta is applied once: folded into the GEMM's epilogue, otherwise by a scale launch in a first stage.
 """
@@ -31,13 +31,18 @@ from ..strategies import Strategy, TensorStrategy
 from ..algebra.schedule import schedule
 from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel
 
-__all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "plan_launches", "param_bytes"]
+__all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "param_bytes"]
 
 SCHEMES = ("sequential", "streams", "atomic")
 DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
 
+# The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
+# Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
+# from compute capability 3.0 on). A launch past it does not start.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
 SCALE_BLOCK = 256
-SCALE_MAX_GRID = 1024
+SCALE_MAX_GRID = 1024  # far below MAX_GRID's x: the scale kernel's grid-stride loop covers any m x n
 
 
 class FusedError(ValueError):
@@ -97,12 +102,18 @@ def _term_address(view: BlockView, base: int, ld: int, itemsize: int) -> int:
 
 
 def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], dtype: np.dtype,
-              inst: Instance) -> np.ndarray:
+              inst: Instance, rows0: int = 0) -> np.ndarray:
     """sb::Products<T, terms, batch> for the steps of one launch: block addresses, extents and coefficients.
 
     Each operand has the kernel's count of terms (instances.kernel_counts); the ones beyond the step's are
     empty (the first term's address, so as aligned as it; zero extent; coefficient 0), so the kernel
     predicates them off.
+
+    A launch of a grid split along y (MAX_GRID) starts rows0 rows down the blocks: the kernel's rows, row0 =
+    blockIdx.y m_S on, count from each term's first row, so every A and C term moves rows0 rows down and loses
+    rows0 rows of its extent (B's rows are k, the same for every block row). A term with no rows left keeps
+    its own address (valid, and as aligned as _vector_loads found it) with zero rows. Whole rows keep a term's
+    alignment: the vector kernels need ld a multiple of V.
 
     The A and B sums are normalised (``normalised``): the kernel forms x_0 + sum_t (u_t / u_0) x_t, one FFMA
     per element and extra term, and multiplies the product by u_0 with the output coefficients."""
@@ -112,9 +123,11 @@ def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, in
         for i, (side, base, ld, width) in enumerate(zip((step.a, step.b, step.c), bases, lds, inst.counts)):
             buf["address"][z, first: first + width] = _term_address(side[0][0], base, ld, dtype.itemsize)
             coeffs = normalised([c for _, c in side]) if i < 2 else [c for _, c in side]
+            down = 0 if i == 1 else rows0
             for t, ((view, _), coeff) in enumerate(zip(side, coeffs), start=first):
-                buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
-                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
+                shift = down if view.rows > down and not view.empty else 0
+                buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize) + shift * ld * dtype.itemsize
+                buf["rows"][z, t], buf["cols"][z, t] = max(view.rows - down, 0), view.cols
                 buf["coeff"][z, t] = float(coeff)  # exact in the dtype for the catalogue's 1/2, +-1, +-2
             first += width
     return buf
@@ -160,21 +173,29 @@ def _vector_loads(group: list[Step], bases: tuple[int, int, int], lds: tuple[int
     return True
 
 
-def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan, mode) -> list[Launch]:  # noqa: ANN001
-    """The launches of one group of products: one, or several when the group exceeds the kernel's batch."""
+def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan, mode,  # noqa: ANN001
+              max_grid: tuple[int, int, int]) -> list[Launch]:
+    """The launches of one group of products: one, or several when the group exceeds the kernel's batch (or
+    the grid's z) or its block rows exceed the grid's y (each launch then covers at most max_grid[1] block
+    rows, _products)."""
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_loads(group, bases, lds, strategy, dtype) else "scalar"
     inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads, mode=mode)
     bm, bk, bn = plan.block
+    block_cols, block_rows = _ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S)
+    if block_cols > max_grid[0]:  # a check, not a split: the kernel's int extents keep n below 2^31 anyway
+        raise FusedError(f"{inst.name}: {block_cols} blocks along n, past the {max_grid[0]} of a grid's x")
+    batch = min(inst.batch, max_grid[2])
     launches = []
-    for first in range(0, len(group), inst.batch):
-        part = group[first: first + inst.batch]
-        grid = (_ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S), len(part))
-        args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
-                dtype.type(beta), _products(part, bases, lds, dtype, inst))
-        launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args, tuple(s.primitive.name for s in part),
-                               inst))
+    for first in range(0, len(group), batch):
+        part = group[first: first + batch]
+        for r0 in range(0, block_rows, max_grid[1]):
+            grid = (block_cols, min(block_rows - r0, max_grid[1]), len(part))
+            args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), dtype.type(alpha),
+                    dtype.type(beta), _products(part, bases, lds, dtype, inst, r0 * strategy.m_S))
+            launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args,
+                                   tuple(s.primitive.name for s in part), inst))
     return launches
 
 
@@ -211,9 +232,12 @@ def plan_launches(
     scheme: str = "sequential",
     streams: int | None = None,
     mode: str = "simt",
+    max_grid: tuple[int, int, int] = MAX_GRID,
 ) -> Program:
     """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``, on the SIMT
-    kernels (``mode`` simt, a Strategy) or the tensor-core ones (1xtf32 or 3xtf32, a TensorStrategy)."""
+    kernels (``mode`` simt, a Strategy) or the tensor-core ones (1xtf32 or 3xtf32, a TensorStrategy).
+    ``max_grid``: the largest grid of a launch (the device's; tests pass smaller ones to split small
+    problems)."""
     streams = _check_scheme(scheme, streams)
     dtype = np.dtype(C.dtype)
     if (mode != "simt") != isinstance(strategy, TensorStrategy):
@@ -237,7 +261,7 @@ def plan_launches(
             stages.append(tuple(
                 tuple(launch for g in lane
                       for launch in _launches(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, plan,
-                                              mode))
+                                              mode, max_grid))
                 for lane in stage
             ))
     return Program(tuple(stages))
