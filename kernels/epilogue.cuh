@@ -32,10 +32,10 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& 
         const int col = col0 + wt.col(j);
         if (!ATOMIC && vectors && col + V <= cols) {  // one V-wide read-modify-write
           Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
-          Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : *p;
+          Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : SB_LOAD(p, "global load");
 #pragma unroll
           for (int v = 0; v < V; ++v) c.v[v] = (beta == T(1) ? c.v[v] : beta * c.v[v]) + scale * acc[i][j + v];
-          *p = c;
+          SB_STORE(p, c, "global store");
           continue;
         }
 #pragma unroll

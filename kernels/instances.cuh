@@ -34,11 +34,20 @@ extern "C" unsigned long long emu_trace_size() { return emu::trace_log.size(); }
 extern "C" void emu_trace_copy(void* out) {
   std::copy(emu::trace_log.begin(), emu::trace_log.end(), static_cast<emu::SmemRecord*>(out));
 }
+// The first misaligned access since the last call (emu::check_aligned), copied NUL-terminated into out (cut
+// to size bytes) and cleared; returns its length, 0 when there is none. Read by strassenbench.fused.emu.
+extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size) {
+  std::lock_guard<std::mutex> lock(emu::fault_mutex);
+  const unsigned long long length = emu::fault.size();
+  if (size > 0) out[emu::fault.copy(out, std::min(length, size - 1))] = '\0';
+  emu::fault.clear();
+  return length;
+}
 
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)                                                                   \
   extern "C" void emu_##NAME(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
                              PARAMS) {                                                                     \
-    emu::launch(&NAME, emu::dim3(gx, gy, gz), emu::dim3(bx, by, bz), ARGS);                                \
+    emu::launch(#NAME, &NAME, emu::dim3(gx, gy, gz), emu::dim3(bx, by, bz), ARGS);                         \
   }
 #endif
 

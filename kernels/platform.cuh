@@ -16,12 +16,18 @@ namespace sb { namespace stdx = ::std; }
 #if defined(__CUDACC__)
 #define SB_HOST_DEVICE __host__ __device__
 #define SB_SMEM_TRACE(ptr, bytes, store)
+#define SB_LOAD(ptr, what) (*(ptr))
+#define SB_STORE(ptr, value, what) (*(ptr) = (value))
 #else
 #include <cstdio>
 #include <cstdlib>
 #include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomicAdd, shared-memory traces on the CPU
 #define SB_HOST_DEVICE
 #define SB_SMEM_TRACE(ptr, bytes, store) ::emu::trace_smem(ptr, bytes, store)
+// One load or store through a pointer, `what` ("global load", ...) naming it: alignment-checked in the
+// emulator (emu::load, emu::store), a plain *ptr on the GPU, whose machine code is unchanged.
+#define SB_LOAD(ptr, what) ::emu::load(ptr, what)
+#define SB_STORE(ptr, value, what) ::emu::store(ptr, value, what)
 #endif
 
 namespace sb {
@@ -67,18 +73,18 @@ __device__ __forceinline__ void fail([[maybe_unused]] const char* what) {
 }
 
 // Every shared-memory access of the kernels goes through these two, so that the emulator can record the
-// addresses of each warp-level access and count wavefronts (strassenbench.fused.smem); on the GPU they are
-// plain LDS / STS of sizeof(V) bytes.
+// addresses of each warp-level access and count wavefronts (strassenbench.fused.smem) and check their
+// alignment; on the GPU they are plain LDS / STS of sizeof(V) bytes.
 template <class V>
 __device__ __forceinline__ V lds(const V* p) {
   SB_SMEM_TRACE(p, sizeof(V), false);
-  return *p;
+  return SB_LOAD(p, "shared load");
 }
 
 template <class V>
 __device__ __forceinline__ void sts(V* p, const V& value) {
   SB_SMEM_TRACE(p, sizeof(V), true);
-  *p = value;
+  SB_STORE(p, value, "shared store");
 }
 
 // A predicated global load of one 32/64/128-bit vector: zeros when `guard` is false (then p is not read).
@@ -102,7 +108,7 @@ __device__ __forceinline__ Vec<T, N> ldg(const T* p, bool guard) {
                  : "+r"(w[0]) : "l"(p), "r"(int(guard)));
   }
 #else
-  if (guard) x = *reinterpret_cast<const Vec<T, N>*>(p);
+  if (guard) x = ::emu::load(reinterpret_cast<const Vec<T, N>*>(p), "global load");
 #endif
   return x;
 }
@@ -127,7 +133,7 @@ __device__ __forceinline__ Vec<T, N> ldg_at(const T* base, long long offset) {
   }
   return x;
 #else
-  return *p;
+  return ::emu::load(p, "global load");
 #endif
 }
 

@@ -103,7 +103,8 @@ __device__ __forceinline__ void ldmatrix_x4(float (&r)[4], const float* row) {
   for (int i = 0; i < 4; ++i) r[i] = __uint_as_float(x[i]);
 #else
   // The lane's row is one 16-byte shared-memory access (traced as such: ldmatrix reads 8 rows per phase), then
-  // the rows are dealt out to the lanes.
+  // the rows are dealt out to the lanes. PTX ISA, "ldmatrix": each row address must be 16-byte aligned.
+  emu::check_aligned(row, 16, "ldmatrix row");
   const auto rows = emu::warp_gather(lds(reinterpret_cast<const Vec<float, 4>*>(row)));
   const int l = static_cast<int>(emu::lane);
   for (int i = 0; i < 4; ++i) r[i] = rows[8 * i + l / 4].v[l % 4];

@@ -11,21 +11,43 @@ The real ``cupy`` package is imported; ``install`` replaces, on its own modules,
   kernelParams array. A scalar of another width is refused (the driver would silently read its first bytes:
   right for a small non-negative Python int on a little-endian host, garbage for a double passed to a float).
   The kernel runs on the emulator (strassenbench.fused.emu.entry).
-- **Streams and events.** Work is queued per stream; the device runs it when the host waits (a synchronize, a
-  read of a result), in an order chosen among every order the streams and their event waits allow: random
-  (seeded) or ``lifo`` (the latest enqueued first, which exposes any missing wait deterministically).
+- **Streams and events.** Work is queued per stream; the device runs it when the host waits, and only what the
+  wait covers: a stream's synchronize (or a read of a result on it) what that stream's work depends on (the
+  legacy default stream also every blocking stream's), an event's synchronize what the event depends on, a
+  device synchronize everything. It runs in an order chosen among every order the streams and their event
+  waits allow: random (seeded) or ``lifo`` (the latest enqueued first, which exposes any missing wait
+  deterministically). A missing join therefore leaves work unrun, as on a GPU.
+- **The queue behind a spinning kernel.** Behind the blocking kernel (kernels/blocking.cuh) still waiting for
+  the host, at most ``queue_capacity`` operations can be pending (a graph launch is one). An enqueue past that
+  blocks until the device gets through the queue: the spin runs first, and since the host that would release
+  it is the one blocked, it waits out its timeout, exactly as on a GPU.
+- **Faults.** A sticky error poisons the context: the blocking kernel reading a flag outside mapped host memory
+  is an illegal address (700), an access the emulator finds misaligned is 716. From then on every runtime,
+  stream, event, launch and cuBLAS wrapper call raises that error, and the C API's calls return
+  CUBLAS_STATUS_EXECUTION_FAILED; queued work is lost. ``poison(status)`` does it directly.
+- **Launch limits.** A launch past the grid's (2^31 - 1, 65,535, 65,535) or a block's (1,024 threads, 64 in z,
+  the kernel's ``.maxntid``) limits, or with more shared memory than a block has (the kernel's static shared
+  memory from ``cuobjdump -res-usage`` plus the dynamic), fails as the driver's cuLaunchKernel does
+  (CUDA_ERROR_INVALID_VALUE).
 - **Graphs.** Capture records the work of the capturing stream and of the streams that join it by waiting on one
   of its events. As CUDA does, end_capture refuses work that was not joined back (cudaErrorStreamCaptureUnjoined),
   and a synchronisation or an allocation during a capture fails (cudaErrorStreamCaptureUnsupported).
 - **cuBLAS.** CuPy's wrapper (``cupy_backends.cuda.libs.cublas``) refuses a capturing stream exactly as CuPy 14
   does (``setStream`` raises NotImplementedError, CuPy issue 6290); the C-API stand-in that
-  ``reference.array_ops.cublas_library`` returns computes on the host and can be captured.
+  ``reference.array_ops.cublas_library`` returns computes on the host and can be captured. As the cuBLAS
+  documentation says, ``cublasSetStream`` resets the handle's workspace to cuBLAS's own pool; a GEMM captured
+  without a user workspace would allocate from that pool inside the graph and is refused here
+  (CUBLAS_STATUS_NOT_SUPPORTED).
 - **Time.** A virtual device clock in host seconds: an operation starts when the device reaches it, never before
   the host enqueued it, and lasts a modelled duration (``duration``). Events around a Python call therefore
   include the host's enqueue gaps; a graph replay, or a call queued behind the blocking kernel, does not.
 
 Kernels and cuBLAS calls compute exactly what the GPU would (the emulator runs the CUDA sources; GEMM in the
 working precision); timings are the model's and say nothing about any GPU.
+
+From a shell, any command of the CLI runs on a CPU device: ``python -m tests.cudasim [OPTIONS] strassenbench
+bench --engine cuda ...`` (``python -m tests.cudasim --help`` lists the options: queue capacity, order,
+memory, an injected failure; each also from the environment).
 """
 
 from __future__ import annotations
@@ -48,20 +70,48 @@ LAUNCH_S = 3e-6  # modelled cost of any launch
 FLOP_RATE = 2e13  # modelled FLOP/s of a GEMM
 BYTE_RATE = 2e12  # modelled bytes/s of a memory-bound kernel
 
+QUEUE_CAPACITY = 32  # operations pending behind an unreleased blocking kernel (nvbench: about 32 launches)
+MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA Programming Guide, "Compute Capabilities"
+MAX_BLOCK, MAX_BLOCK_THREADS, MAX_SHARED = (1024, 1024, 64), 1024, 48 << 10
+
 # CUDA runtime errors the device raises (cudaError_t)
 ERR_ALLOCATION, ERR_INVALID_VALUE, ERR_INVALID_HANDLE, ERR_NOT_READY = 2, 1, 400, 600
 ERR_CAPTURE_UNSUPPORTED, ERR_CAPTURE_INVALIDATED, ERR_CAPTURE_UNMATCHED = 900, 901, 903
 ERR_CAPTURE_UNJOINED, ERR_CAPTURE_ISOLATION = 904, 905
+ERR_ILLEGAL_ADDRESS, ERR_MISALIGNED_ADDRESS = 700, 716  # sticky
+CUBLAS_EXECUTION_FAILED, CUBLAS_NOT_SUPPORTED = 13, 15
 
 
 class LaunchError(TypeError):
     """A launch whose arguments do not match the kernel's PTX signature."""
 
 
+class CudaFault(Exception):
+    """A kernel did what faults on a GPU (``status``: the sticky cudaError_t); raised while the device runs it."""
+
+    def __init__(self, status: int, what: str) -> None:
+        super().__init__(what)
+        self.status = status
+
+
 def _runtime_error(status: int) -> Exception:
     from cupy_backends.cuda.api.runtime import CUDARuntimeError
 
     return CUDARuntimeError(status)
+
+
+_DRIVER_NAMES = {1: "CUDA_ERROR_INVALID_VALUE: invalid argument", 500: "CUDA_ERROR_NOT_FOUND: named symbol not found"}
+
+
+def _driver_error(status: int) -> Exception:
+    """CuPy's CUDADriverError as cuLaunchKernel or cuModuleGetFunction raise it (made without libcuda, which
+    CuPy's constructor would load for the message)."""
+    from cupy_backends.cuda.api.driver import CUDADriverError
+
+    err = CUDADriverError.__new__(CUDADriverError, status)
+    err.status = status
+    Exception.__init__(err, _DRIVER_NAMES[status])
+    return err
 
 
 # ---------------------------------------------------------------------------------------------- the device
@@ -76,6 +126,7 @@ class _Op:
     end: float = 0.0
     done: bool = False
     spin: bool = False  # the blocking kernel: it lasts until it returns
+    replay: int | None = None  # the graph launch this op is part of (one queued operation for them all)
 
 
 @dataclass(eq=False)
@@ -90,9 +141,13 @@ class CpuDevice:
     """The device behind one ``install``: its memory, queues, capture, clock and logs (for the tests)."""
 
     def __init__(self, memory_bytes: int = 1 << 30, order: str = "random", seed: int = 0, l2_bytes: int = 1 << 20,
-                 compute_capability: str = "90") -> None:
+                 compute_capability: str = "90", queue_capacity: int = QUEUE_CAPACITY) -> None:
         if order not in ("random", "lifo", "fifo"):
             raise ValueError(order)
+        self.queue_capacity = queue_capacity
+        self.queue_full = 0  # enqueues that found the queue behind a spinning kernel full
+        self.sticky: int | None = None  # the sticky error that poisoned the context
+        self.fault = ""  # what caused it
         self.capacity, self.used = memory_bytes, 0
         self.order, self.rng = order, random.Random(seed)
         self.l2_bytes, self.compute_capability = l2_bytes, compute_capability
@@ -115,13 +170,43 @@ class CpuDevice:
         self.null = Stream(null=True, _device=self)
         self.current: list[Stream] = [self.null]
 
+    def mapped(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in mapped host memory (hostAlloc with hostAllocMapped)."""
+        return any(base <= address and address + nbytes <= base + self.buffers[base].nbytes
+                   for base in self.host_mapped)
+
+    # -- faults
+    def alive(self) -> None:
+        """Every call into a poisoned context fails with its sticky error."""
+        if self.sticky is not None:
+            raise _runtime_error(self.sticky)
+
+    def poison(self, status: int, what: str = "") -> None:
+        """A sticky error: the context is unusable from now on and its queued work is lost."""
+        self.sticky, self.fault, self.pending = status, what, []
+
     # -- queues
     def enqueue(self, stream: Stream, op: _Op) -> None:
+        self.alive()
+        if stream.capture is None:
+            self.wait_for_room()
         op.seq, op.enqueued = next(self._seq), time.perf_counter()
         if stream.last is not None:
             op.deps.append(stream.last)
         stream.last = op
         (stream.capture.nodes if stream.capture else self.pending).append(op)
+
+    def wait_for_room(self) -> None:
+        """An enqueue behind a blocking kernel that has not run yet, with ``queue_capacity`` operations already
+        behind it, waits for the device to get through the queue: the kernel first, which nobody releases while
+        the host is stuck here, so it spins to its timeout."""
+        spin = next((op for op in self.pending if op.spin), None)
+        if spin is None:
+            return
+        behind = [op for op in self.pending if op.seq > spin.seq]
+        if sum(op.replay is None for op in behind) + len({op.replay for op in behind} - {None}) >= self.queue_capacity:
+            self.queue_full += 1
+            self._run(list(self.pending))
 
     def refuse_in_capture(self, what: str) -> None:
         """A synchronisation or an allocation while a capture is under way (CUDA's global capture mode)."""
@@ -129,24 +214,40 @@ class CpuDevice:
             self.capture.invalidated = True
             raise _runtime_error(ERR_CAPTURE_UNSUPPORTED)
 
-    def synchronize(self) -> None:
-        """Run everything queued, in an order the dependencies allow (``order``), on the virtual clock."""
+    def synchronize(self, covered: list | None = None) -> None:
+        """Wait for the operations ``covered`` and everything they depend on (default: everything queued), run
+        in an order the dependencies allow (``order``), on the virtual clock."""
         self.refuse_in_capture("synchronize")
+        self.alive()
         self.syncs += 1
-        pending, self.pending = self.pending, []
-        while pending:
-            ready = [op for op in pending if all(d.done for d in op.deps)]
+        if covered is None:
+            todo = list(self.pending)
+        else:
+            needed = _ancestors(*covered)
+            todo = [op for op in self.pending if op in needed]
+        self._run(todo)
+
+    def _run(self, todo: list[_Op]) -> None:
+        waiting = set(todo)
+        while todo:
+            ready = [op for op in todo if all(d.done for d in op.deps)]
             if self.order == "random":
                 op = self.rng.choice(ready)
             else:
                 op = (max if self.order == "lifo" else min)(ready, key=lambda o: o.seq)
-            pending.remove(op)
+            todo.remove(op)
             start = max([op.enqueued, *(d.end for d in op.deps)])
-            op.fn()
+            try:
+                op.fn()
+            except CudaFault as fault:
+                self.poison(fault.status, str(fault))
+                raise _runtime_error(fault.status) from None
             op.end = max(start, time.perf_counter()) if op.spin else start + op.duration
-            op.done = True
+            op.done, op.deps = True, []  # a finished op's dependencies are finished: forget them
             self.executed.append(op.label)
-        self.freed.clear()
+        self.pending = [op for op in self.pending if op not in waiting]
+        if not self.pending:
+            self.freed.clear()
 
     # -- memory
     def new_address(self, nbytes: int) -> tuple[int, np.ndarray]:
@@ -158,6 +259,7 @@ class CpuDevice:
     def allocate(self, nbytes: int) -> tuple[object, np.ndarray]:
         """(a memory pointer owning the allocation, its host bytes): through the allocator in use, if any."""
         self.refuse_in_capture("allocation")
+        self.alive()
         if self.allocator is not None:
             memory = self.allocator(nbytes)
             return memory, self.buffers[memory.ptr][:nbytes]
@@ -209,6 +311,7 @@ class Stream:
     def __init__(self, null: bool = False, non_blocking: bool = False, ptr: int = 0, priority: int | None = None,
                  _device: CpuDevice | None = None) -> None:
         dev = _device or device()
+        dev.alive()
         self.null, self.non_blocking = null, non_blocking
         self.ptr = 0 if null else next(dev._ptrs) * 16
         self.last: _Op | None = None
@@ -230,6 +333,7 @@ class Stream:
 
     def wait_event(self, event: Event) -> None:
         dev = device()
+        dev.alive()
         if event.op is None:  # never recorded: nothing to wait for
             return
         capture = next((c for c in [dev.capture] if c is not None and event.op in c.nodes), None)
@@ -243,10 +347,19 @@ class Stream:
         dev.enqueue(self, op)
 
     def synchronize(self) -> None:
-        device().synchronize()
+        device().synchronize(self.covered())
+
+    def covered(self) -> list[_Op]:
+        """What a wait for this stream waits for: its last operation, and on the legacy default stream every
+        blocking stream's too (a non-blocking stream's work needs an explicit join)."""
+        streams = [self]
+        if self.null:
+            streams += [s for s in device().streams.values() if not s.non_blocking and not s.null]
+        return [s.last for s in streams if s.last is not None]
 
     def begin_capture(self, mode: object = None) -> None:
         dev = device()
+        dev.alive()
         if self.null:
             raise _runtime_error(ERR_CAPTURE_UNSUPPORTED)  # the legacy default stream cannot capture
         if dev.capture is not None:
@@ -277,9 +390,10 @@ class Stream:
         return f"<cpu stream {self.ptr:#x}>"
 
 
-def _ancestors(op: _Op | None) -> set:
+def _ancestors(*ops: _Op | None) -> set:
+    """The operations and all they depend on (finished ones forget their dependencies)."""
     seen: set = set()
-    todo = [op] if op is not None else []
+    todo = [op for op in ops if op is not None]
     while todo:
         node = todo.pop()
         if node not in seen:
@@ -297,15 +411,18 @@ class Graph:
 
     def launch(self, stream: Stream | None = None) -> None:
         dev = device()
+        dev.alive()
         stream = stream if stream is not None else dev.current[-1]
         if stream.capture is not None:
             raise _runtime_error(ERR_CAPTURE_UNSUPPORTED)
+        dev.wait_for_room()
         self.replays += 1
         copies: dict[_Op, _Op] = {}
         before, now = stream.last, time.perf_counter()
         for node in self.nodes:  # capture order: every node after its dependencies
             deps = [copies[d] for d in node.deps] or ([before] if before is not None else [])
-            copy = _Op(node.fn, node.duration, node.label, deps, next(dev._seq), now, spin=node.spin)
+            copy = _Op(node.fn, node.duration, node.label, deps, next(dev._seq), now, spin=node.spin,
+                       replay=id(self) + self.replays)
             copies[node] = copy
             dev.pending.append(copy)
         if self.sink is not None:
@@ -319,6 +436,7 @@ class Event:
     """cupy.cuda.Event on the CPU device."""
 
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
+        device().alive()
         self.disable_timing = disable_timing
         self.op: _Op | None = None
 
@@ -329,7 +447,7 @@ class Event:
         dev.enqueue(stream, self.op)
 
     def synchronize(self) -> None:
-        device().synchronize()
+        device().synchronize([self.op] if self.op is not None else [])
 
     @property
     def done(self) -> bool:
@@ -338,6 +456,7 @@ class Event:
 
 def get_elapsed_time(start: Event, stop: Event) -> float:
     """Milliseconds between two recorded, completed events with timing (cudaEventElapsedTime)."""
+    device().alive()
     if start.disable_timing or stop.disable_timing or start.op is None or stop.op is None:
         raise _runtime_error(ERR_INVALID_HANDLE)
     if not (start.op.done and stop.op.done):
@@ -394,7 +513,7 @@ class DeviceArray:
         return _read(lambda: self._h.copy())
 
     def get(self) -> np.ndarray:
-        device().synchronize()
+        _wait_current()
         return self._h.copy()
 
     def max(self) -> DeviceArray:
@@ -407,15 +526,15 @@ class DeviceArray:
         return _read(lambda: np.asarray(self._h.sum()))
 
     def __float__(self) -> float:
-        device().synchronize()
+        _wait_current()
         return float(self._h)
 
     def __int__(self) -> int:
-        device().synchronize()
+        _wait_current()
         return int(self._h)
 
     def __bool__(self) -> bool:
-        device().synchronize()
+        _wait_current()
         return bool(self._h)
 
     def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
@@ -477,9 +596,16 @@ def _new(host: np.ndarray) -> DeviceArray:
     return DeviceArray(out, memory)
 
 
+def _wait_current() -> None:
+    """A read of a result: CuPy's copy runs on the current stream, so the host waits for what that covers."""
+    dev = device()
+    dev.synchronize(dev.current[-1].covered())
+
+
 def _read(compute) -> DeviceArray:  # noqa: ANN001
-    """A synchronous operation: the device drains first (refused during a capture), then a new array."""
-    device().synchronize()
+    """A synchronous operation on the current stream: the host waits for it (refused during a capture), then
+    a new array."""
+    _wait_current()
     return _new(np.asarray(compute(), order="C"))  # (ascontiguousarray would make a 0-d result 1-d)
 
 
@@ -605,10 +731,11 @@ class _Runtime:
     @staticmethod
     def getDeviceProperties(index: int) -> dict:
         dev = device()
+        dev.alive()
         cc = dev.compute_capability
         return {"name": b"CPU device (strassenbench tests)", "l2CacheSize": dev.l2_bytes, "major": int(cc[:-1]),
                 "minor": int(cc[-1]), "multiProcessorCount": 2, "memoryBusWidth": 64, "totalGlobalMem": dev.capacity,
-                "clockRate": 1_000_000}
+                "clockRate": 1_000_000, "maxThreadsPerBlock": MAX_BLOCK_THREADS, "sharedMemPerBlock": MAX_SHARED}
 
     @staticmethod
     def deviceGetPCIBusId(index: int) -> str:
@@ -617,12 +744,14 @@ class _Runtime:
     @staticmethod
     def memGetInfo() -> tuple[int, int]:
         dev = device()
+        dev.alive()
         return dev.capacity - dev.used, dev.capacity
 
     @staticmethod
     def malloc(size: int) -> int:
         dev = device()
         dev.refuse_in_capture("cudaMalloc")
+        dev.alive()
         if dev.used + size > dev.capacity:
             raise _runtime_error(ERR_ALLOCATION)
         ptr, host = dev.new_address(size)
@@ -633,6 +762,7 @@ class _Runtime:
     @staticmethod
     def free(ptr: int) -> None:
         dev = device()
+        dev.alive()
         host = dev.buffers.pop(ptr)
         dev.used -= host.nbytes
         dev.freed.append(host)  # queued work may still read it (see _Memory)
@@ -640,6 +770,7 @@ class _Runtime:
     @staticmethod
     def hostAlloc(size: int, flags: int) -> int:
         dev = device()
+        dev.alive()
         ptr, host = dev.new_address(size)
         dev.buffers[ptr] = host
         if flags & _Runtime.hostAllocMapped:
@@ -649,12 +780,14 @@ class _Runtime:
     @staticmethod
     def freeHost(ptr: int) -> None:
         dev = device()
+        dev.alive()
         dev.buffers.pop(ptr)
         dev.host_mapped.discard(ptr)
 
     @staticmethod
     def pointerGetAttributes(ptr: int) -> object:
         """cudaPointerGetAttributes: a mapped host allocation's device address (unified addressing: the same)."""
+        device().alive()
         if ptr not in device().host_mapped:
             raise _runtime_error(ERR_INVALID_VALUE)
         return type("PointerAttributes", (), {"devicePointer": ptr, "hostPointer": ptr, "device": 0, "type": 1})()
@@ -665,6 +798,7 @@ class _Runtime:
 
     @staticmethod
     def streamIsCapturing(stream: int) -> bool:
+        device().alive()
         found = device().streams.get(stream)
         return bool(found and found.capture)
 
@@ -690,23 +824,40 @@ class CudaDevice:
 
 
 # ---------------------------------------------------------------------------------------------- kernels
-_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)", re.S)
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)\s*(?:\.maxntid\s+(\d+),\s*(\d+),\s*(\d+))?", re.S)
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(u64|s64|u32|s32|f32|f64|b8)\b(?:[^\[,]*\[(\d+)\])?")
+_SHARED = re.compile(r"Function (\w+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:(\d+)")
 _WIDTH = {"u64": 8, "s64": 8, "u32": 4, "s32": 4, "f32": 4, "f64": 8}
 _CTYPES = {"u64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32, "s32": ctypes.c_int32,
            "f32": ctypes.c_float, "f64": ctypes.c_double}
 
 
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the driver knows of a kernel: its parameters (PTX type, bytes), its ``.maxntid`` (threads per block
+    it was built for, 1,024 when unset) and its static shared memory per block (bytes)."""
+
+    params: tuple[tuple[str, int], ...]
+    max_threads: int
+    shared_bytes: int
+
+
 @lru_cache(maxsize=None)
-def ptx_signatures(path: str) -> dict[str, tuple[tuple[str, int], ...]]:
-    """Each kernel's parameters (PTX type, bytes) from the PTX in a fatbin (cuobjdump -ptx)."""
+def ptx_signatures(path: str) -> dict[str, KernelInfo]:
+    """Each kernel of a fatbin: its parameters and .maxntid from the PTX (cuobjdump -ptx), its static shared
+    memory from the machine code's resource usage (cuobjdump -res-usage)."""
     from strassenbench.fused.toolchain import find_tool
 
-    ptx = subprocess.run([find_tool("cuobjdump"), "-ptx", path], capture_output=True, text=True, check=True).stdout
+    def dump(flag: str) -> str:
+        return subprocess.run([find_tool("cuobjdump"), flag, path], capture_output=True, text=True, check=True).stdout
+
+    shared = {name: int(size) for name, size in _SHARED.findall(dump("-res-usage"))}
     out = {}
-    for name, params in _ENTRY.findall(ptx):
-        out[name] = tuple((kind, int(count) if kind == "b8" else _WIDTH[kind])
-                          for kind, count in _PARAM.findall(params))
+    for name, params, *maxntid in _ENTRY.findall(dump("-ptx")):
+        out[name] = KernelInfo(tuple((kind, int(count) if kind == "b8" else _WIDTH[kind])
+                                     for kind, count in _PARAM.findall(params)),
+                               int(np.prod([int(x) for x in maxntid])) if maxntid[0] else MAX_BLOCK_THREADS,
+                               shared.get(name, 0))
     if not out:
         raise RuntimeError(f"no PTX entry in {path}")
     return out
@@ -722,9 +873,7 @@ class RawModule:
 
     def get_function(self, name: str) -> RawKernel:
         if name not in self.signatures:
-            from cupy_backends.cuda.api.driver import CUDADriverError
-
-            raise CUDADriverError(500)  # CUDA_ERROR_NOT_FOUND
+            raise _driver_error(500)
         return RawKernel(name, self.signatures[name])
 
 
@@ -745,11 +894,13 @@ def _marshal(arg: object):  # noqa: ANN202 - a CuPy CPointer (CScalar is one)
 
 
 class RawKernel:
-    """A kernel of a RawModule: a launch copies its parameters at their PTX widths and queues the emulator's
-    run of the kernel on the stream."""
+    """A kernel of a RawModule: a launch checks the launch limits, copies its parameters at their PTX widths
+    and queues the emulator's run of the kernel on the stream."""
 
-    def __init__(self, name: str, params: tuple[tuple[str, int], ...]) -> None:
-        self.name, self.params = name, params
+    def __init__(self, name: str, info: KernelInfo) -> None:
+        self.name, self.params, self.info = name, info.params, info
+        self.max_threads_per_block = info.max_threads
+        self.shared_size_bytes = info.shared_bytes
 
     def _parameters(self, args: tuple) -> list[bytes]:
         from cupy._core._scalar import CScalar
@@ -768,9 +919,20 @@ class RawKernel:
             raw.append(ctypes.string_at(marshalled.ptr, width))  # the driver's copy, at the launch
         return raw
 
+    def _check_limits(self, grid: tuple, block: tuple, shared_mem: int) -> None:
+        """cuLaunchKernel's checks: CUDA_ERROR_INVALID_VALUE past a grid or block limit or the shared memory."""
+        threads = int(np.prod(block))
+        if (any(g < 1 or g > most for g, most in zip(grid, MAX_GRID)) or any(b < 1 or b > most for b, most in
+                                                                               zip(block, MAX_BLOCK))
+                or threads > min(MAX_BLOCK_THREADS, self.info.max_threads)
+                or self.info.shared_bytes + shared_mem > MAX_SHARED):
+            raise _driver_error(1)
+
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, stream: Stream | None = None):
         dev = device()
+        dev.alive()
         grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+        self._check_limits(grid, block, shared_mem)
         values = self._parameters(tuple(args))
         stream = stream if stream is not None else dev.current[-1]
         dev.launches.append((self.name, grid, block))
@@ -782,6 +944,11 @@ class RawKernel:
     def _run(self, grid: tuple, block: tuple, values: list[bytes]) -> None:
         from strassenbench.fused import emu
 
+        if self.name == _block_kernel():  # it reads its flag and writes its timeout word: mapped host memory
+            for raw in values[:2]:
+                address = int.from_bytes(raw, "little")
+                if not device().mapped(address, 4):
+                    raise CudaFault(ERR_ILLEGAL_ADDRESS, f"{self.name} read address {address:#x}: not mapped")
         fn = emu.entry(self.name)
         types, converted = [], []
         for (kind, width), raw in zip(self.params, values):
@@ -791,6 +958,9 @@ class RawKernel:
         fn.argtypes = [ctypes.c_uint] * 6 + types
         fn.restype = None
         fn(*grid, *block, *converted)
+        fault = emu.take_fault(self.name)
+        if fault:
+            raise CudaFault(ERR_MISALIGNED_ADDRESS, fault)
 
 
 def _block_kernel() -> str:
@@ -839,10 +1009,12 @@ class CublasWrapper:
         if _Runtime.streamIsCapturing(stream):
             raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
         device().cublas_stream[handle] = stream
+        device().cublas_workspace.pop(handle, None)  # cublasSetStream resets the workspace to cuBLAS's pool
 
     @classmethod
     def _gemm(cls, dtype: np.dtype, handle: int, transa: int, transb: int, m: int, n: int, k: int, alpha: int,
               A: int, lda: int, B: int, ldb: int, beta: int, C: int, ldc: int) -> None:
+        device().alive()
         cls.setStream(handle, device().current[-1].ptr)
         ctype = ctypes.c_float if dtype == np.float32 else ctypes.c_double
         op = _gemm_op(dtype, transa, transb, m, n, k, ctype.from_address(alpha).value, A, lda, B, ldb,
@@ -889,22 +1061,42 @@ class CublasLibrary:
     @staticmethod
     def _cublasSetStream_v2(handle: int, stream: int | None) -> int:
         dev = device()
+        if dev.sticky is not None:
+            return CUBLAS_EXECUTION_FAILED
         if (stream or 0) not in dev.streams:
             return 7  # CUBLAS_STATUS_INVALID_VALUE
         dev.cublas_stream[handle] = stream or 0
+        dev.cublas_workspace.pop(handle, None)  # "resets the workspace to the default workspace pool"
         return 0
 
     @staticmethod
     def _cublasSetWorkspace_v2(handle: int, workspace: int | None, size: int) -> int:
+        if device().sticky is not None:
+            return CUBLAS_EXECUTION_FAILED
         device().cublas_workspace[handle] = (workspace or 0, size)
+        return 0
+
+    @staticmethod
+    def _refused(handle: int) -> int:
+        """The status a GEMM gets before it is enqueued: not initialised, a poisoned context, or a capture
+        without a user workspace (which would allocate from cuBLAS's pool inside the graph); 0 when it runs."""
+        dev = device()
+        if handle != dev.cublas_handle:
+            return 1  # CUBLAS_STATUS_NOT_INITIALIZED
+        if dev.sticky is not None:
+            return CUBLAS_EXECUTION_FAILED
+        stream = dev.streams[dev.cublas_stream.get(handle, 0)]
+        if stream.capture is not None and handle not in dev.cublas_workspace:
+            return CUBLAS_NOT_SUPPORTED
         return 0
 
     @staticmethod
     def _gemm(dtype: np.dtype, ctype: type, handle: int, transa: int, transb: int, m: int, n: int, k: int,
               alpha: int, A: int, lda: int, B: int, ldb: int, beta: int, C: int, ldc: int) -> int:
         dev = device()
-        if handle != dev.cublas_handle:
-            return 1  # CUBLAS_STATUS_NOT_INITIALIZED
+        refused = CublasLibrary._refused(handle)
+        if refused:
+            return refused
         op = _gemm_op(dtype, transa, transb, m, n, k, ctype.from_address(alpha).value, A, lda, B, ldb,
                       ctype.from_address(beta).value, C, ldc)
         dev.enqueue(dev.streams[dev.cublas_stream.get(handle, 0)], op)
@@ -912,6 +1104,8 @@ class CublasLibrary:
 
     @staticmethod
     def _cublasSetMathMode(handle: int, mode: int) -> int:
+        if device().sticky is not None:
+            return CUBLAS_EXECUTION_FAILED
         device().cublas_math[handle] = mode
         return 0
 
@@ -922,8 +1116,9 @@ class CublasLibrary:
         """Float32 operands (CUDA_R_32F) with CUBLAS_COMPUTE_32F_FAST_TF32 only: the TF32 product of
         strassenbench.tensorcore."""
         dev = device()
-        if handle != dev.cublas_handle:
-            return 1
+        refused = CublasLibrary._refused(handle)
+        if refused:
+            return refused
         if (atype, btype, ctype, compute) != (0, 0, 0, 77):
             return 15  # CUBLAS_STATUS_NOT_SUPPORTED
         f32 = np.dtype(np.float32)
@@ -948,11 +1143,13 @@ def install(monkeypatch, **options: object) -> CpuDevice:  # noqa: ANN001 - pyte
     import cupy.cuda.runtime
     import cupy_backends.cuda.libs
 
+    from strassenbench.bench import isolate
     from strassenbench.fused import cuda as fused_cuda
     from strassenbench.reference import array_ops
 
     dev = CpuDevice(**options)  # type: ignore[arg-type]
     monkeypatch.setattr(sys.modules[__name__], "_DEVICE", dev)
+    monkeypatch.setattr(isolate, "START_METHOD", "fork")  # bench's workers inherit this device
     for name, value in {"RawModule": RawModule, "ElementwiseKernel": ElementwiseKernel, "asarray": asarray,
                         "asnumpy": asnumpy, "empty": empty, "zeros": zeros, "full": full, "ones": ones,
                         "get_default_memory_pool": _Pool}.items():
@@ -975,3 +1172,49 @@ def install(monkeypatch, **options: object) -> CpuDevice:  # noqa: ANN001 - pyte
     fused_cuda.clear_caches()  # modules and streams of an earlier device (the fixture clears them after, too)
     array_ops.clear_caches()
     return dev
+
+
+# ---------------------------------------------------------------------------------------------- from a shell
+class _Patches:
+    """What ``install`` asks of pytest's MonkeyPatch, for a process that keeps the device to its end."""
+
+    @staticmethod
+    def setattr(target: object, name: str, value: object) -> None:
+        setattr(target, name, value)
+
+    @staticmethod
+    def setitem(mapping: dict, key: object, value: object) -> None:
+        mapping[key] = value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.cudasim [OPTIONS] strassenbench COMMAND ...``: a CLI command on a CPU device."""
+    import argparse
+    import os
+
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="python -m tests.cudasim", description="Run a strassenbench command on "
+                                     "the CPU device of tests/cudasim.py (real CuPy, kernels on the emulator).")
+    parser.add_argument("--queue-capacity", type=int, default=int(env("CUDASIM_QUEUE_CAPACITY", QUEUE_CAPACITY)),
+                        help="operations pending behind an unreleased blocking kernel (env CUDASIM_QUEUE_CAPACITY)")
+    parser.add_argument("--order", choices=("random", "lifo", "fifo"), default=env("CUDASIM_ORDER", "random"),
+                        help="the order the device runs what the streams allow (env CUDASIM_ORDER)")
+    parser.add_argument("--memory", type=int, default=int(env("CUDASIM_MEMORY", 1 << 30)),
+                        help="device memory in bytes (env CUDASIM_MEMORY)")
+    parser.add_argument("--inject", metavar="IMPL:M:N:K[:KIND]",
+                        help="STRASSENBENCH_INJECT_FAILURE for the command (KIND error, crash or fault)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="strassenbench COMMAND [ARGS]")
+    args = parser.parse_args(argv)
+    if not args.command or args.command[0] != "strassenbench":
+        parser.error("give the command to run: strassenbench COMMAND [ARGS]")
+    if args.inject:
+        os.environ["STRASSENBENCH_INJECT_FAILURE"] = args.inject
+    install(_Patches(), queue_capacity=args.queue_capacity, order=args.order, memory_bytes=args.memory)
+    from strassenbench.cli import main as cli
+
+    return cli(args.command[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -280,11 +280,19 @@ def test_a_bench_sweep_through_the_runner_times_every_row_alike(cpu_device, sim_
     frame = pd.read_csv(out, keep_default_na=False)
     assert len(frame) == 2 * len(CUDA_IMPLS)
     assert (frame["status"] == "ok").all(), frame[["impl", "m", "status", "message"]]
-    assert set(frame["timing"]) == {"blocking"} and (frame["blocking_timeouts"] == 0).all()
+    # auto: the 2-level references and direct Strassen do not fit behind the blocking kernel, so all by graph
+    assert set(frame["timing"]) == {"graph"} and (frame["blocking_timeouts"] == 0).all()
     assert (frame["memory_check"] == "ok").all(), frame[["impl", "extra_bytes", "measured_extra_bytes"]]
     assert (tmp_path / "square.samples.jsonl").is_file() and (tmp_path / "system.json").is_file()
     # Resuming into these rows with the other method is refused: a sweep is timed alike.
-    assert main([*argv, "--timing", "graph"]) == 2
+    assert main([*argv, "--timing", "blocking"]) == 2
+    fits = tmp_path / "fits.csv"  # GEMM, 1-level Strassen and the 1-level reference fit: blocking
+    assert main([*argv[:4], "cublas,gemm,strassen1,strassen1-ref", "--sizes", "40", "--out", str(fits),
+                 *argv[argv.index("--build-dir"):]]) == 0
+    frame = pd.read_csv(fits, keep_default_na=False)
+    assert set(frame["timing"]) == {"blocking"} and (frame["status"] == "ok").all()
+    assert main([*argv[:4], "cublas", "--sizes", "40", "--out", str(fits), "--timing", "graph",
+                 *argv[argv.index("--build-dir"):]]) == 2
 
 
 def test_a_graph_sweep_captures_cublas_and_the_references(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001

@@ -13,15 +13,21 @@
 // thread, the thread's access number within the block, address, bytes, load or store). All lanes of a warp
 // run the same sequence of shared-memory accesses, so the n-th access of the 32 lanes of a warp is one
 // warp-level instruction; strassenbench.fused.smem counts its wavefronts.
+//
+// Alignment: every access of sb::ldg / ldg_at / lds / sts and of the epilogue's vectors (emu::load, emu::store)
+// and every ldmatrix row address is checked (check_aligned); the first misaligned one, which faults on the
+// GPU, is kept for emu_fault_take.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,9 +94,50 @@ inline void trace_smem(const void* p, unsigned bytes, bool store) {
                          static_cast<std::uint16_t>(bytes), static_cast<std::uint16_t>(store)});
 }
 
-// Run kernel(args...) over grid x block threads as described above.
+// The running launch's kernel (one launch at a time) and the first misaligned access since the last
+// emu_fault_take.
+inline const char* kernel_name = "";
+inline std::mutex fault_mutex;
+inline std::string fault;
+
+// PTX ISA, "Addresses as Operands": the address of an ld/st is aligned to the size of the access (a GPU
+// faults with cudaErrorMisalignedAddress otherwise), and ldmatrix's row addresses to 16 bytes. The fault is
+// recorded and the thread goes on: stopping it would leave the rest of its block waiting at a barrier.
+inline void check_aligned(const void* p, unsigned bytes, const char* what) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (address % bytes == 0) return;
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  if (!fault.empty()) return;
+  char message[512];
+  std::snprintf(message, sizeof message, "misaligned %u-byte %s at 0x%llx in %s (block (%u,%u,%u), thread %u)",
+                bytes, what, static_cast<unsigned long long>(address), kernel_name, blockIdx.x, blockIdx.y,
+                blockIdx.z, threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  fault = message;
+}
+
+// One checked access of a V at p, by memcpy through a void pointer (whose alignment the compiler cannot take
+// from V): a misaligned one then reads and writes what it would if it were allowed, where *p would be
+// undefined (g++ moves a 16-byte aligned Vec with movaps, which faults on x86).
+template <class V>
+inline V load(const V* p, const char* what) {
+  check_aligned(p, sizeof(V), what);
+  const void* from = p;
+  V value;
+  std::memcpy(&value, from, sizeof(V));
+  return value;
+}
+
+template <class V>
+inline void store(V* p, const V& value, const char* what) {
+  check_aligned(p, sizeof(V), what);
+  void* to = p;
+  std::memcpy(to, &value, sizeof(V));
+}
+
+// Run kernel(args...), named `name` in fault messages, over grid x block threads as described above.
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
+void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
+  kernel_name = name;
   const unsigned threads = block.x * block.y * block.z;
   std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
   std::deque<Warp> warps;  // Warp holds a barrier: not movable
@@ -121,6 +168,12 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
     });
   }
   for (auto& thread : pool) thread.join();
+}
+
+// The launches of the test probes (tests/probes), which name no kernel.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
+  launch("a probe kernel", kernel, grid, block, args...);
 }
 
 }  // namespace emu

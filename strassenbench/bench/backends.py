@@ -100,7 +100,10 @@ class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/cudasi
         self.timing = timing  # checked by make_backend, and by the CudaTimer it makes
         self.cupy = self.xp = cupy
         self._device = Device(pci_bus_id=cuda_pci_bus_id(device_index))  # the GPU CUDA runs on, not NVML's 0
-        self.l2_bytes = int(cupy.cuda.runtime.getDeviceProperties(device_index)["l2CacheSize"])
+        props = cupy.cuda.runtime.getDeviceProperties(device_index)
+        self.l2_bytes = int(props["l2CacheSize"])
+        name = props["name"]
+        self.name = name.decode() if isinstance(name, bytes) else str(name)  # CUDA's, where NVML has none
 
     def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201
         rng = self.cupy.random.default_rng(seed)
@@ -188,7 +191,7 @@ class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/cudasi
     def tags(self) -> dict[str, object]:
         d = self._device.describe()
         v = cuda_versions()
-        return {"gpu": d.get("gpu", ""), "driver": d.get("driver", ""), "cuda": v.get("cuda_runtime", ""),
+        return {"gpu": d.get("gpu") or self.name, "driver": d.get("driver", ""), "cuda": v.get("cuda_runtime", ""),
                 "cublas": v.get("cublas", "")}
 
 

@@ -248,8 +248,9 @@ def system_json(backend: Backend) -> str:
 def system_description(backend: Backend) -> dict[str, object]:
     """Host, GPU (pynvml, CUDA, cuBLAS) and the model's device attributes (for the report's peak and model)."""
     device = backend.device()
+    gpu = (device.describe() or {"gpu": backend.tags()["gpu"]}) if device else {}  # CUDA's name without NVML
     out: dict[str, object] = {"engine": backend.engine, "commit": git_commit(), "host": host_description(),
-                              "gpu": device.describe() if device else {}}
+                              "gpu": gpu}
     if backend.engine == "cuda":  # pragma: no cover - needs a GPU
         try:
             from ..model.gpus import query_device

@@ -5,6 +5,10 @@ Strassen's) so a test pays only for what it runs, plus one per other plan's kern
 $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
 process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how).
+
+The emulator checks the alignment of the kernels' global and shared loads and stores and ldmatrix rows (a
+misaligned one faults on the GPU): run raises EmuFault after a launch that made one; after a launch through
+entry, take_fault gives it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_
 from .launch import Program
 from .toolchain import first_error
 
-__all__ = ["EmuError", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run", "tracing"]
+__all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run",
+           "take_fault", "tracing"]
 
 CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
 _LOCK = threading.Lock()
@@ -46,7 +51,29 @@ def loaded_libraries() -> list[ctypes.CDLL]:
 
 
 class EmuError(RuntimeError):
-    """The emulator library did not build."""
+    """The emulator library did not build, or a launch on it faulted (EmuFault)."""
+
+
+class EmuFault(EmuError):
+    """A launch made an access that faults on the GPU: the message names the access, its address, the kernel,
+    the block and the thread."""
+
+
+def _take(lib: ctypes.CDLL) -> str | None:
+    """The first misaligned access since the last take (kernels/instances.cuh: emu_fault_take), cleared. g++
+    makes the emulator's globals unique symbols, which every loaded library shares: one fault per process."""
+    take = lib.emu_fault_take
+    take.argtypes, take.restype = [ctypes.c_char_p, ctypes.c_ulonglong], ctypes.c_ulonglong
+    out = ctypes.create_string_buffer(1024)
+    return out.value.decode() if take(out, len(out)) else None
+
+
+def take_fault(kernel: str) -> str | None:
+    """After a launch of ``kernel`` through entry: the message of the first misaligned access since the last
+    take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
+    cleared, from the loaded libraries that have the kernel (none is built)."""
+    faults = [_take(lib) for lib in list(_LOADED.values()) if hasattr(lib, f"emu_{kernel}")]
+    return next((fault for fault in faults if fault), None)
 
 
 def cache_dir() -> Path:
@@ -159,12 +186,16 @@ def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
         fn.argtypes = [ctypes.c_uint] * 6 + list(types)
         fn.restype = None
         fn(*launch.grid, *launch.block, *values)
+        fault = _take(lib)
+        if fault:
+            raise EmuFault(fault)
 
 
 def entry(kernel: str, extra_flags: tuple[str, ...] = ()):  # noqa: ANN201 - a ctypes function
     """The emulator's entry point ``emu_<kernel>(grid, block, kernel parameters...)`` of any kernel the build
     names (a default kernel, another algorithm's, scale or blocking), from the library that has it; its
-    argtypes are the caller's to set (strassenbench's CPU device sets them from the kernel's PTX)."""
+    argtypes are the caller's to set (strassenbench's CPU device sets them from the kernel's PTX). After a
+    launch through it, take_fault(kernel) says whether the launch made a misaligned access."""
     inst = parse_instance(kernel)
     if inst is None or inst.counts in set(operand_counts()):
         lib = library(*_strategy_of(kernel), extra_flags)
