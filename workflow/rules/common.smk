@@ -191,9 +191,9 @@ def sweep_fixed(sweep):
 
 
 def run_timing():
-    """The GPU timing method of the whole run (strassenbench.bench.queue.choose_timing over every call the
-    sweeps and the strategies rule time: auto is blocking unless one queues more than the blocking kernel may
-    hold), said once when auto chose graph; None on the CPU backend."""
+    """The GPU timing method of the whole run, said once when auto chose graph; None on the CPU backend. It is
+    strassenbench.bench.queue.choose_timing over every call that the sweeps and the strategies job time (auto
+    is blocking unless one queues more than the blocking kernel may hold)."""
     from strassenbench.bench.queue import choose_timing
     from strassenbench.bench.runner import Point, queue_points
     from strassenbench.impls import ImplError
@@ -206,7 +206,7 @@ def run_timing():
         for x in parse_sizes(grid["sizes"]):
             m, k, n = shape(sweep, x, grid.get("fixed"))
             points += [Point(impl, m, n, k, "float32", config["strategy"], config["scheme"]) for impl in run_impls()]
-    for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # rule strategies
+    for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # the strategies rule
         points += [Point(impl, x, x, x, "float32", s, "sequential")
                    for s in ("Huge", "Small") for impl in ("gemm", "strassen1", "strassen2-direct")]
     try:
