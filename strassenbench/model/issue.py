@@ -18,8 +18,10 @@ thread and slice; and over a kernel (as T_flop, Eq. eqn:t_flop, shares the peak 
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
+
 import pandas as pd
 
 from ..fused.instances import load_widths, vec_width
@@ -68,17 +70,35 @@ def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tu
     return float(fp_ops + lds + ldg + sts + overhead), float(fp_ops)
 
 
-def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, int, int],
-                dtype: str) -> pd.DataFrame:
-    """The resources.csv rows of the fused kernel that runs (W_A, W_B, W_C) with strategy ``s`` on ``arch``:
-    its plain write-back with vector loads (the CUTLASS baseline is a row of the table too)."""
-    rows = resources[(resources["arch"] == arch) & (resources["strategy"] == s.name) & (resources["dtype"] == dtype)
-                     & (resources["W_A"] == w[0]) & (resources["W_B"] == w[1]) & (resources["W_C"] == w[2])]
+_KEY = ["arch", "strategy", "dtype", "W_A", "W_B", "W_C"]
+_INDEXES: dict[int, tuple[weakref.ref, dict[tuple, pd.DataFrame], pd.DataFrame]] = {}
+
+
+def _index(resources: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], pd.DataFrame]:
+    """The fused kernels' rows of ``resources`` (plain write-back, vector loads) by (arch, strategy, dtype, W_A,
+    W_B, W_C), made once per table (read-only): a prediction asks for them tens of thousands of times."""
+    cached = _INDEXES.get(id(resources))
+    if cached is not None and cached[0]() is resources:
+        return cached[1], cached[2]
+    rows = resources
     if "write_mode" in rows:
         rows = rows[rows["write_mode"] == "plain"]
     if "source" in rows:
         rows = rows[(rows["source"] == "strassenbench") & (rows["loads"] == "vector")]
-    return rows
+    groups = {(str(a), str(st), str(d), int(wa), int(wb), int(wc)): part
+              for (a, st, d, wa, wb, wc), part in rows.groupby(_KEY, sort=False)}
+    for key in [k for k, (ref, *_) in _INDEXES.items() if ref() is None]:  # tables gone since
+        del _INDEXES[key]
+    _INDEXES[id(resources)] = (weakref.ref(resources), groups, rows.iloc[0:0])
+    return groups, rows.iloc[0:0]
+
+
+def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, int, int],
+                dtype: str) -> pd.DataFrame:
+    """The resources.csv rows of the fused kernel that runs (W_A, W_B, W_C) with strategy ``s`` on ``arch``:
+    its plain write-back with vector loads (the CUTLASS baseline is a row of the table too)."""
+    groups, empty = _index(resources)
+    return groups.get((arch, s.name, dtype, int(w[0]), int(w[1]), int(w[2])), empty)
 
 
 def slice_counts(arch: str, s: Strategy, w: tuple[int, int, int], dtype: str,
