@@ -20,8 +20,11 @@ NODE=$(hostname -s)
 PACKAGES=(munge slurm-client slurmctld slurmd slurmdbd mariadb-server)
 DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd)
 
-running() {  # running NAME: its PID file names a live process
-  [[ -s $STATE/$1.pid ]] && kill -0 "$(<"$STATE/$1.pid")" 2>/dev/null
+running() {  # running NAME: its PID file names a live process (a killed daemon stays a zombie until init reaps it)
+  local stat
+  [[ -s $STATE/$1.pid ]] || return 1
+  stat=$(ps -o stat= -p "$(<"$STATE/$1.pid")" 2>/dev/null) || return 1
+  [[ -n $stat && $stat != Z* ]]
 }
 
 launch() {  # launch NAME COMMAND...: in the background unless already running; output to $STATE/NAME.log
@@ -32,11 +35,11 @@ launch() {  # launch NAME COMMAND...: in the background unless already running; 
   echo $! >"$STATE/$name.pid"
 }
 
-await() {  # await WHAT COMMAND: retry COMMAND (each try capped at 5 s) for at most 60 s
-  local what=$1 command=$2 deadline=$((SECONDS + 60))
+await() {  # await WHAT COMMAND: retry COMMAND (each try capped at 5 s) for at most 120 s
+  local what=$1 command=$2 deadline=$((SECONDS + 120))
   until timeout 5 bash -c "$command" >/dev/null 2>&1; do
     if ((SECONDS >= deadline)); then
-      echo "slurm.sh: $what did not come up within 60 s; last log lines:" >&2
+      echo "slurm.sh: $what did not come up within 120 s; last log lines:" >&2
       tail -n 15 "$STATE"/*.log >&2 || true
       return 1
     fi
@@ -99,6 +102,21 @@ CONF
   chmod 600 /etc/slurm/slurmdbd.conf
 }
 
+clear_leftovers() {  # jobs an interrupted earlier run left in slurmctld's saved state would keep the node busy
+  local jobs
+  jobs=$(squeue -h -o %i | tr '\n' ' ')
+  if [[ -n ${jobs// /} ]]; then
+    echo "slurm.sh: cancelling jobs left from an earlier run: $jobs" >&2
+    # shellcheck disable=SC2086  # one argument per job id
+    scancel $jobs
+  fi
+  # a node an earlier run left drained or down is returned to service
+  if sinfo -h -n "$NODE" -o %t | grep -qE '^(drain|drng|down|fail)'; then
+    echo "slurm.sh: resuming node $NODE ($(sinfo -h -n "$NODE" -o %t | head -1))" >&2
+    scontrol update nodename="$NODE" state=resume
+  fi
+}
+
 up() {
   install_packages
   mkdir -p "$STATE" /run/munge /run/mysqld /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
@@ -118,6 +136,8 @@ up() {
   sacctmgr -n -P list cluster format=cluster | grep -qx strassenbench || sacctmgr -i add cluster strassenbench >/dev/null
   launch slurmctld slurmctld -D
   launch slurmd slurmd -D -N "$NODE"
+  await slurmctld "scontrol ping | grep -q UP"
+  clear_leftovers
   await "the node" "sinfo -h -n $NODE -o %t | grep -qx idle"
   sinfo
 }
@@ -129,8 +149,8 @@ down() {
     if running "$name"; then
       pid=$(<"$STATE/$name.pid")
       kill "$pid"
-      for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+      for _ in $(seq 1 60); do running "$name" || break; sleep 0.5; done
+      running "$name" && kill -9 "$pid"
     fi
     rm -f "$STATE/$name.pid"
   done

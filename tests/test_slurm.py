@@ -34,7 +34,8 @@ def slurm() -> None:
         reason = (up.stderr.strip().splitlines() or ["no output"])[0]
         if "needs root and apt-get" in reason:
             pytest.skip(f"SLURM cannot start here: {reason}")
-        pytest.fail(f".ci/slurm.sh up failed: {up.stderr[-2000:]}")
+        said = [line for line in up.stderr.splitlines() if line.startswith("slurm.sh:")]
+        pytest.fail(f".ci/slurm.sh up failed: {' '.join(said) or reason}\n{up.stderr[-2000:]}")
     yield
     subprocess.run(["bash", str(SLURM), "down"], capture_output=True, check=False, timeout=120)
 
