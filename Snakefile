@@ -6,11 +6,15 @@ from snakemake.utils import min_version, validate
 import yaml
 
 from strassenbench.configfile import ConfigFileError, check_config_file, check_finite, schema_error, yaml_types
+from strassenbench.workflow_config import WorkflowConfigError, check_bounded, check_strings, number_as_text
 
 min_version("8.0")
 
-try:  # a missing file, a YAML error or a key given twice: one line naming file, line and column
-    for path in ["config/config.yaml", *getattr(workflow, "overwrite_configfiles", [])]:
+# A missing file, a YAML error or a key given twice: one line naming file, line and column; a file that is too
+# big, not a regular file, or whose aliases expand too far is refused before the configfile directive reads it.
+CONFIG_FILES = ["config/config.yaml", *getattr(workflow, "overwrite_configfiles", [])]
+try:
+    for path in CONFIG_FILES:
         check_config_file(path)
 except ConfigFileError as err:
     raise WorkflowError(str(err)) from None
@@ -22,7 +26,14 @@ configfile: "config/config.yaml"
 SCHEMA = "workflow/schemas/config.schema.yaml"
 with open(SCHEMA) as _schema:
     _rules = yaml.safe_load(_schema)
-config.update(yaml_types(dict(config), _rules))  # --config values with their YAML types
+try:
+    check_bounded(config)  # --config values too: YAML aliases in them expand before anything walks the config
+    number_as_text(config, "driver_cuda", CONFIG_FILES, workflow.config_settings.config_args)  # 12.4, as written
+    config.update(yaml_types(dict(config), _rules))  # --config values with their YAML types
+    check_bounded(config)
+    check_strings(config)  # "paper\n" would pass the schema's patterns
+except WorkflowConfigError as err:
+    raise WorkflowError(str(err)) from None
 _problem = schema_error(config, _rules)  # a schema violation in at most three lines, not the schema dump
 if _problem:
     raise WorkflowError(_problem)
@@ -31,6 +42,10 @@ try:
 except ConfigFileError as err:
     raise WorkflowError(str(err)) from None
 validate(config, schema=SCHEMA)  # fills in the schema's defaults
+
+
+wildcard_constraints:
+    device="[a-z0-9]+(-[a-z0-9]+)*",  # a device folder (strassenbench.device.slug): no other target matches
 
 
 include: "workflow/rules/common.smk"

@@ -22,6 +22,7 @@ from .algebra.levels import plan_products, spec_levels, split_spec
 from .algebra.primitives import variants
 from .algebra.schedule import makespan_lower_bound, schedule
 from .engines import ENGINES, FUSED_ENGINES
+from .env import EnvError
 from .fused.build import SUPPORTED_ARCHS, BuildError
 from .bench.timing import GPU_TIMING
 from .fused.arch import CudaError
@@ -30,7 +31,7 @@ from .fused.launch import SCHEMES, FusedError
 from .fused.toolchain import ToolchainError
 from .gemm import DTYPES, GemmError
 from .impls import ImplError, get_impl, table as impls_table
-from .io import OutputError, check_replace, first_line, output_lock, write_atomic, write_table
+from .io import OutputError, check_names, check_replace, first_line, output_lock, write_atomic, write_table
 from .model.bounds import bounds_rows
 from .model.gpus import SPECS, GPUSpec, get_gpu
 from .model.perf import MODELED_IMPLS, ModelError, load_resources, modeled
@@ -39,6 +40,7 @@ from .strategies import ALL_STRATEGIES, STRATEGIES
 from .sweeps import PAPER_SIZES, SWEEPS, parse_sizes, shape
 from .plan import PlanError
 from .limits import MAX_LEVELS, MAX_PATH_BYTES, MAX_SCHEDULE_PRODUCTS, MAX_STREAMS, LimitError, check_products, decimal
+from .readers import ReadError, check_name
 from .results import ResultsError, check_folder_device
 from .verify import verify
 
@@ -178,6 +180,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
         _check_output(Path(out) / "probe")  # its folder (or the nearest existing one) writable
     else:
         _check_output(out)
+    from .samples import samples_path
+
+    check_names(out, *([samples_path(out)] if args.command in ("bench", "collect") else []))  # its lock, ...
     kind = _RESULT_KIND.get(args.command)
     if kind and getattr(args, "format", "csv") == "csv" and Path(out).is_file():
         from .results import kind_of
@@ -191,6 +196,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
                 what = "an empty file" if not head.strip() else "not a CSV file: binary data"
             raise UsageError(f"output {out} is not {_a(kind)} results file ({what}): give another --out, or remove it "
                              "first")
+    if args.command == "bench":  # the files a sweep writes beside its table
+        from .bench.runner import check_sweep_files
+
+        check_sweep_files(Path(out))
+    if args.command == "build":  # its table of kernels replaces only a build's
+        from .fused.modules import RESOURCE_COLUMNS
+
+        check_replace(Path(out) / "resources.csv", ",".join(RESOURCE_COLUMNS))
 
 
 def _check_memory(m: int, n: int, k: int, copies: float = 3.0) -> None:
@@ -520,8 +533,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_sysinfo(args: argparse.Namespace) -> int:
-    from .bench.runner import system_json
+    from .bench.runner import SYSTEM_HEAD, system_json
 
+    if args.out:  # a system description replaces only a system description
+        check_replace(args.out, SYSTEM_HEAD)
     text = system_json(_backend(args.engine, args.expect_device, out=args.out))
     if args.out:
         write_atomic(args.out, text)
@@ -629,45 +644,28 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _input_name(text: str) -> str:
+    """A file or folder to read, its name one the system takes (readers.check_name), checked before it is used."""
+    try:
+        check_name(text, "input")
+    except ReadError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def _cmd_collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step), and their samples files."""
-    from .results import read_results, timing_modes
-    from .samples import collect_samples, merge_samples
+    from .results import collect_rows
+    from .samples import checked_samples, collect_samples
 
-    twice = [p for i, p in enumerate(args.inputs) if any(Path(p).resolve() == Path(q).resolve()
-                                                          for q in args.inputs[:i])]
-    if twice:
-        raise UsageError(f"{twice[0]} is given twice: its rows would be counted twice")
-    frames = [read_results(path) for path in args.inputs]  # each checked; a broken one names itself
-    first = list(frames[0].columns)
-    for path, frame in zip(args.inputs, frames):
-        if set(frame.columns) != set(first):
-            raise UsageError(f"{path} has other columns than {args.inputs[0]}; collect joins files of one kind")
-    joined = pd.concat([f[first] for f in frames], ignore_index=True)
-    if len(modes := timing_modes(joined)) > 1:
-        raise UsageError(f"the inputs were timed by different methods ({', '.join(sorted(modes))}): one sweep is "
-                         "timed alike")
-    merged = merge_samples(args.inputs)  # every samples file checked before anything is written
-    _check_samples_match(joined, merged, args.inputs)
+    # every input checked (kinds, timing, one device, each point once), and every samples file against its own
+    # CSV's rows, before anything is written
+    joined, frames = collect_rows(args.inputs)
+    merged = checked_samples(args.inputs, frames)
     text = joined.to_csv(index=False)
     check_replace(args.out, text.split("\n", 1)[0])
-    write_atomic(args.out, text)
-    collect_samples(args.inputs, args.out, merged)  # the timed samples beside them, when the inputs have them
+    collect_samples(args.inputs, args.out, merged, table=text)  # the table and its samples: both or neither
     return 0
-
-
-def _check_samples_match(frame: pd.DataFrame, samples: dict, inputs: list[str]) -> None:
-    """Samples files that belong to their CSVs: every samples record is of a measured row (same key, same timing)."""
-    from .samples import KEY
-
-    if not samples or frame.empty or not set(KEY) <= set(frame.columns):
-        return
-    rows = {tuple(str(r[k]) for k in KEY): str(r.get("timing", "")) for r in frame.to_dict("records")}
-    for key, line in samples.items():
-        timing = rows.get(tuple(str(v) for v in key))
-        if timing is None or (timing and str(line.get("timing", "")) not in ("", timing)):
-            raise UsageError(f"the samples beside {', '.join(inputs)} hold a point their CSVs do not measure "
-                             f"({', '.join(map(str, key))}): samples and rows must come from the same run")
 
 
 def _sizes(text: str) -> list[int]:
@@ -891,13 +889,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sysinfo)
 
     p = sub.add_parser("report", help="the HTML report with every figure and table of the paper")
-    p.add_argument("--data", required=True, metavar="DIR", help="a run's results, e.g. data/nvidia-h100-80gb-hbm3")
+    p.add_argument("--data", required=True, type=_input_name, metavar="DIR",
+                   help="a run's results, e.g. data/nvidia-h100-80gb-hbm3")
     p.add_argument("--out", default="report", metavar="DIR")
-    p.add_argument("--resources", metavar="FILE", help="build/resources.csv for the kernel table and the model")
+    p.add_argument("--resources", type=_input_name, metavar="FILE",
+                   help="build/resources.csv for the kernel table and the model")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("compare", help="results of several GPUs side by side (FAST/SLOW beyond the noise)")
-    p.add_argument("folders", nargs="+", metavar="DIR", help="data/<gpu> folders; the first is the baseline")
+    p.add_argument("folders", nargs="+", type=_input_name, metavar="DIR",
+                   help="data/<gpu> folders; the first is the baseline")
     p.add_argument("--out", required=True, metavar="DIR")
     p.set_defaults(func=_cmd_compare)
 
@@ -960,7 +961,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_model_crossover)
 
     p = sub.add_parser("collect", help="concatenate one-row CSVs into one table")
-    p.add_argument("inputs", nargs="+", metavar="CSV")
+    p.add_argument("inputs", nargs="+", type=_input_name, metavar="CSV")
     p.add_argument("--out", metavar="FILE", required=True)
     p.set_defaults(func=_cmd_collect)
     return parser
@@ -990,6 +991,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(_join_signed(sys.argv[1:] if argv is None else argv))
     except SystemExit as stop:  # usage errors, --help and --version: return their status
         return int(stop.code or 0)
+    except EnvError as err:  # a variable read to check an argument (STRASSENBENCH_ALGORITHMS for --algorithm)
+        print(f"strassenbench: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         _check_work(args)
         _check_outputs(args)
@@ -997,7 +1001,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with output_lock(out) if out else contextlib.nullcontext():
             return args.func(args)
     except (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError, CudaError,
-            ResultsError, AlgorithmError, ModelError, LimitError, OutputError) as err:
+            ResultsError, AlgorithmError, ModelError, LimitError, OutputError, EnvError) as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

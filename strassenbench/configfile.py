@@ -1,7 +1,9 @@
 """The workflow's config, checked where Snakemake's own messages fall short: a missing file, a YAML error or a
-key given twice is one line naming the file, the line and the column; values given with ``--config`` are read
-with their YAML types; a schema violation is at most three lines naming the key, the value and what is
-allowed (instead of the schema dump); NaN and infinities are refused."""
+key given twice is one line naming the file, the line and the column; a file over 1 MiB, one that is not a
+regular file, one whose aliases expand to more than 100,000 values or nest deeper than 32 levels, and one that
+asks for Snakemake's templates (``__use_yte__``, which run Python) are refused before Snakemake reads it; values
+given with ``--config`` are read with their YAML types; a schema violation is at most three lines naming the key,
+the value and what is allowed (instead of the schema dump); NaN and infinities are refused."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigFileError", "check_config_file", "yaml_types", "schema_error", "check_finite"]
+from .readers import read_text
+
+__all__ = ["ConfigFileError", "check_config_file", "yaml_types", "schema_error", "check_finite", "MAX_BYTES",
+           "MAX_VALUES", "MAX_DEPTH"]
+
+MAX_BYTES = 1 << 20  # a config file (config/config.yaml is some 4 KB)
+MAX_VALUES = 100_000  # values of a config with every YAML alias expanded
+MAX_DEPTH = 32  # nesting of mappings and lists
 
 
 class ConfigFileError(ValueError):
@@ -18,22 +27,51 @@ class ConfigFileError(ValueError):
 
 def check_config_file(path: str | Path) -> None:
     path = Path(path)
+    # a regular file of at most MAX_BYTES (a FIFO or a device is refused before it is read)
+    text = read_text(path, limit=MAX_BYTES, what="a config file", error=ConfigFileError)
+    loader = _UniqueKeys(text)  # a SafeLoader that refuses duplicate keys
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigFileError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigFileError(f"config file {path} cannot be read: {err}") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader that refuses duplicate keys
+        node = loader.get_single_node()  # composed, aliases not expanded: their size is counted first
+        _check_expansion(node, path)
+        data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise ConfigFileError(f"config file {path}: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         raise ConfigFileError(f"config file {path}, {where}: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
         raise ConfigFileError(f"config file {path}: {err}") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise ConfigFileError(f"config file {path}: not a mapping of keys to values")
+    if "__use_yte__" in data:
+        raise ConfigFileError(f"config file {path}: __use_yte__ (Snakemake's templates, which run Python) is not "
+                              "accepted: give the values themselves")
+
+
+def _check_expansion(root: yaml.Node | None, path: Path) -> None:
+    """ConfigFileError where the document, its aliases expanded, holds more than MAX_VALUES values, nests
+    deeper than MAX_DEPTH, or refers to itself (an alias inside its own anchor). Each node is sized once."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise ConfigFileError(f"config file {path}, line {node.start_mark.line + 1}: nested deeper than "
+                                  f"{MAX_DEPTH} levels (or an alias inside its own anchor)")
+        if id(node) not in sizes:
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+            total = 1 + sum(size(child, depth + 1) for child in children)
+            if total > MAX_VALUES:
+                raise ConfigFileError(f"config file {path}, line {node.start_mark.line + 1}: more than {MAX_VALUES} "
+                                      "values with its aliases expanded")
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    if root is not None:
+        size(root, 0)
 
 
 class _UniqueKeys(yaml.SafeLoader):

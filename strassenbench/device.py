@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
 
+from .env import visible_devices
 
 __all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug"]
 
@@ -15,7 +15,7 @@ def _visible_handles(pynvml) -> list:  # noqa: ANN001
     """NVML handles of the GPUs CUDA_VISIBLE_DEVICES leaves visible, in its order (NVML itself ignores it):
     a UUID entry (GPU-...) by UUID, an integer by NVML's index (NVML numbers GPUs in PCI bus order; CUDA
     agrees under CUDA_DEVICE_ORDER=PCI_BUS_ID, as SLURM's allocations are numbered). Unset: every GPU."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_devices()
     if visible is None:
         return [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     handles = []

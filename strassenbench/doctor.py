@@ -72,12 +72,17 @@ def _libraries() -> str:
 
 
 def host_compiler() -> str:
-    """The host C++ compiler nvcc calls ($NVCC_CCBIN, else g++ or c++ on PATH); Failed naming the fix."""
-    import os
+    """The host C++ compiler nvcc calls ($NVCC_CCBIN, checked by strassenbench.env, else g++ or c++ on PATH);
+    Failed naming the fix."""
     import shutil
 
-    chosen = os.environ.get("NVCC_CCBIN") or shutil.which("g++") or shutil.which("c++")
-    if not chosen or not (shutil.which(chosen) or os.access(chosen, os.X_OK)):
+    from .env import EnvError, compiler_path
+
+    try:
+        chosen = compiler_path("NVCC_CCBIN") or shutil.which("g++") or shutil.which("c++")
+    except EnvError as err:
+        raise Failed(f"no host C++ compiler: {err}") from None
+    if not chosen:
         raise Failed("no host C++ compiler: nvcc needs one (g++) for the CUTLASS baseline's host code, and the "
                      "CPU emulator compiles with it: install g++ (apt-get install g++, or conda install gxx) or "
                      "set NVCC_CCBIN")
@@ -89,6 +94,7 @@ def diagnose() -> Iterator[tuple[str, str]]:
     from .fused.arch import CudaError, build_arch, jit_only
     from .fused.cuda import runtime_mismatch
     from .fused.modules import toolchain_for
+    from .env import EnvError
     from .fused.toolchain import ToolchainError
 
     name, arch, driver = _gpu()
@@ -107,7 +113,7 @@ def diagnose() -> Iterator[tuple[str, str]]:
     try:
         build = build_arch(capability)
         toolchain = toolchain_for(build, driver, jit_only(capability))
-    except (CudaError, ToolchainError) as err:
+    except (CudaError, ToolchainError, EnvError) as err:
         raise Failed(str(err)) from None
     runs = "its PTX, compiled by the driver" if jit_only(capability) else "its SASS"
     yield "toolchain", f"{toolchain.name} builds {build}; the GPU runs {runs}"

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from .readers import MAX_CELL_BYTES, MAX_TABLE_BYTES, check_schema, read_json, read_text
+
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "ACCURACY_COLUMNS",
-           "read_results",
+           "read_results", "read_system", "bad_times", "collect_rows", "point_columns", "POINT_COLUMNS",
            "kind_of", "timing_modes", "folder_devices", "check_folder_device"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
@@ -93,20 +96,34 @@ def kind_of(header: list[str]) -> Kind | None:
 
 
 def _text(path: Path) -> str:
+    """The file's text (readers.read_text: a regular UTF-8 file of at most MAX_TABLE_BYTES)."""
+    return read_text(path, limit=MAX_TABLE_BYTES, what="a CSV file", error=ResultsError)
+
+
+def bad_times(values: pd.Series | Sequence[float], *, positive: bool = False) -> pd.Series:
+    """True where a duration cannot be right: not a finite number (NaN, inf, blank), negative, or zero where
+    ``positive`` (a time something is divided by, as in compare's ratios)."""
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce")
+    return ~(numbers.abs() < float("inf")) | ((numbers <= 0) if positive else (numbers < 0))
+
+
+def _rows(path: Path, text: str) -> list[list[str]]:
+    """The CSV rows of ``text``, every cell at most MAX_CELL_BYTES (ResultsError naming the line)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows = []
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path}: is a folder, not a results file") from None
-    except OSError as err:
-        raise ResultsError(f"{path}: cannot read it ({err.strerror})") from None
-    if b"\0" in data:
-        raise ResultsError(f"{path}: not a CSV file (binary data)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ResultsError(f"{path}: not a CSV file (not UTF-8 text at byte {err.start})") from None
+        for row in reader:
+            if row and max(map(len, row)) > MAX_CELL_BYTES // 4 and \
+                    (size := max(len(cell.encode()) for cell in row)) > MAX_CELL_BYTES:
+                raise ResultsError(f"{path}: line {reader.line_num} has a cell of {size:,} bytes, above the limit "
+                                   f"of {MAX_CELL_BYTES:,}")
+            rows.append(row)
+    except csv.Error as err:
+        too_long = "field limit" in str(err)
+        raise ResultsError(f"{path}: line {reader.line_num} has a cell above the limit of "
+                           f"{MAX_CELL_BYTES:,} bytes" if too_long else f"{path}: line {reader.line_num}: not CSV "
+                           f"({err})") from None
+    return rows
 
 
 def read_results(path: str | Path, kind: str | None = None, *,
@@ -118,7 +135,7 @@ def read_results(path: str | Path, kind: str | None = None, *,
     text = _text(path)
     if not text.strip():
         raise ResultsError(f"{path}: empty file (no header)")
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    rows = _rows(path, text)
     header = rows[0]
     expected = KINDS[kind] if kind else kind_of(header)
     if expected is None or not set(expected.required) <= set(header):
@@ -159,8 +176,7 @@ def read_results(path: str | Path, kind: str | None = None, *,
         elif column in expected.numbers:
             refuse(column, not_number, "a number")
             if column in expected.times:  # a time is finite and non-negative: 'nan', 'inf', -1 cannot be right
-                refuse(column, (frame[column].str.strip() != "") & ~(parsed.abs() < float("inf")) | (parsed < 0),
-                       "a finite non-negative time")
+                refuse(column, (frame[column].str.strip() != "") & bad_times(parsed), "a finite non-negative time")
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
@@ -178,17 +194,30 @@ def timing_modes(frame: pd.DataFrame) -> set[str]:
     return {str(t) for t in frame["timing"] if str(t) not in ("", "nan")}
 
 
+def read_system(path: str | Path) -> dict | None:
+    """A run's system.json (readers.read_json: bounded in size and nesting), checked against the package's
+    schema (schemas/system.schema.json, derived from what bench and sysinfo write): a malformed one is one line
+    naming the key (ResultsError); None without the file."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    system = read_json(path, what="a system description", error=ResultsError)
+    check_schema(system, "system", str(path), "a system description", ResultsError)
+    arch = (system.get("model_spec") or {}).get("arch")
+    if arch is not None:
+        from .occupancy import ARCHS
+
+        if arch not in ARCHS:
+            raise ResultsError(f"{path}: key 'model_spec.arch' is {arch!r}, not one of {', '.join(ARCHS)}")
+    return system
+
+
 def _system_device(path: Path) -> str | None:
     """The device a system.json describes: its GPU's name, 'cpu' for a CPU run; None without the file."""
-    import json
-
-    if not path.is_file():
+    system = read_system(path)
+    if system is None:
         return None
-    try:
-        system = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError, UnicodeDecodeError):
-        raise ResultsError(f"{path}: not a system description (JSON)") from None
-    gpu = (system.get("gpu") or {}).get("gpu") if isinstance(system, dict) else None
+    gpu = system["gpu"].get("gpu")
     return str(gpu) if gpu else "cpu"
 
 
@@ -219,3 +248,77 @@ def check_folder_device(folder: str | Path, device: str) -> None:
         if name != device:
             raise ResultsError(f"{Path(folder) / where} is of {name}, and this run measures {device}: one device per "
                                "folder (give an --out in another folder)")
+
+
+# The columns that name a point (what one job measures) of each kind: a collected table holds each point once.
+# bench: the sweep's key (samples.KEY), or the strategy and scheme run where a table predates the request
+# columns; verify: every column but its results (the options a check was given are columns of their own).
+POINT_COLUMNS = {
+    "bench": ("sweep", "impl", "m", "n", "k", "dtype", "strategy_request", "scheme_request"),
+    "memlimit": ("engine", "impl", "dtype"),
+    "accuracy": ("impl", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed"),
+}
+VERIFY_RESULTS = ("rel_error", "bound", "status")
+
+
+def point_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of ``frame`` (a result table of one kind) that name its points (POINT_COLUMNS)."""
+    kind = kind_of(list(frame.columns))
+    if kind is None or kind.name not in POINT_COLUMNS:
+        return [c for c in frame.columns if c not in VERIFY_RESULTS]
+    named = (c if c in frame else c.removesuffix("_request") for c in POINT_COLUMNS[kind.name])
+    return [c for c in named if c in frame]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def collect_rows(inputs: Sequence[str | Path]) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """The rows of ``collect``'s inputs joined, and each input's own rows (read_results). ResultsError, one line
+    naming the files, for a file given twice, inputs of other kinds or timing methods, rows of two devices (the
+    ``gpu`` column), or one point in two rows (within an input or across them)."""
+    paths = [Path(p) for p in inputs]
+    for i, path in enumerate(paths):
+        if any(_same_file(path, other) for other in paths[:i]):
+            raise ResultsError(f"{path} is given twice: its rows would be counted twice")
+    frames = [read_results(path) for path in paths]  # each checked; a broken one names itself
+    first = list(frames[0].columns)
+    for path, frame in zip(paths, frames):
+        if set(frame.columns) != set(first):
+            raise ResultsError(f"{path} has other columns than {paths[0]}; collect joins files of one kind")
+    joined = pd.concat([f[first] for f in frames], ignore_index=True)
+    if len(modes := timing_modes(joined)) > 1:
+        raise ResultsError(f"the inputs were timed by different methods ({', '.join(sorted(modes))}): one sweep "
+                           "is timed alike")
+    where = pd.DataFrame({"file": [str(p) for p, f in zip(paths, frames) for _ in range(len(f))],
+                          "row": [i + 1 for f in frames for i in range(len(f))]})
+    _check_one_device(joined, where)
+    _check_points_once(joined, where)
+    return joined, frames
+
+
+def _check_one_device(joined: pd.DataFrame, where: pd.DataFrame) -> None:
+    if "gpu" not in joined:
+        return
+    devices = where.assign(gpu=joined["gpu"].astype(str).str.strip()).query("gpu != ''").drop_duplicates("gpu")
+    if len(devices) > 1:
+        (a, file_a), (b, file_b) = devices[["gpu", "file"]].head(2).itertuples(index=False)
+        raise ResultsError(f"the inputs hold rows of two devices, {a} ({file_a}) and {b} ({file_b}): a collected "
+                           "table is of one device (one device per folder)")
+
+
+def _check_points_once(joined: pd.DataFrame, where: pd.DataFrame) -> None:
+    columns = point_columns(joined)
+    keys = joined[columns].astype(str)
+    twice = keys.duplicated(keep=False)
+    if not twice.any():
+        return
+    first = keys[twice].iloc[0]
+    rows = where[(keys == first).all(axis=1)].head(2)
+    at = " and ".join(f"row {r.row} of {r.file}" for r in rows.itertuples())
+    point = ", ".join(f"{c}={v}" for c, v in first.items())
+    raise ResultsError(f"the point {point} is given twice ({at}): a collected table holds each point once")

@@ -4,7 +4,9 @@ A line holds the point's key (sweep, impl, m, n, k, dtype, strategy_request, sch
 timed (strassenbench.bench.timing: graph, events or host) and its samples as [seconds, SM clock in MHz or
 null, throttle reasons set, kept]. The bench appends a point's line before it rewrites the CSV, so a point in
 the CSV always has its samples; a point measured again (a resumed sweep) appends a new line, and the last line
-of a key wins. A last line cut short by an interruption is skipped.
+of a key wins. A last line cut short by an interruption is skipped, and a resumed sweep first drops it and the
+lines of points its CSV does not list (``keep_samples``); a line whose row could not be written (a full disk) is
+taken back (``take_back``).
 
 `compare` uses them to test a difference statistically (median_ratio_interval), and `collect` carries them
 from the sweep's parts to data/.
@@ -12,20 +14,26 @@ from the sweep's parts to data/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from .io import write_atomic
+from .io import OutputError, check_replace, publish, staging, write_atomic, write_error
+from .readers import MAX_SAMPLES_BYTES, check_depth, read_text
 from .results import ResultsError
 
-__all__ = ["KEY", "samples_path", "append_samples", "read_samples", "collect_samples", "median_ratio_interval"]
+__all__ = ["KEY", "samples_path", "append_samples", "read_samples", "collect_samples", "median_ratio_interval",
+           "check_samples_file", "keep_samples", "take_back", "SAMPLES_HEAD", "checked_samples", "check_samples"]
 
 KEY = ("sweep", "impl", "m", "n", "k", "dtype", "strategy_request", "scheme_request")
+SAMPLES_HEAD = f'{{"{KEY[0]}":'  # how every samples file begins (strassenbench.io.signature: its kind)
 
 
 def samples_path(csv: str | os.PathLike[str]) -> Path:
@@ -38,15 +46,68 @@ def _key(row: dict) -> tuple:
     return tuple(str(row.get(name, "")) for name in KEY)
 
 
-def append_samples(path: Path, row: dict, timing: str, records: Sequence[tuple]) -> None:
-    """Append one point's line (and flush it to disk before the CSV that lists the point is rewritten)."""
+def append_samples(path: Path, row: dict, timing: str, records: Sequence[tuple]) -> int:
+    """Append one point's line (flushed to disk before the CSV that lists the point is rewritten), never
+    through a symbolic link; the file's size before it, for ``take_back``. OutputError naming the file when the
+    line cannot be written whole (a full disk), and the file is as it was."""
     line = {**{name: row.get(name, "") for name in KEY}, "timing": timing,
             "samples": [[float(t), clock, bool(flag), bool(kept)] for t, clock, flag, kept in records]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line, separators=(",", ":")) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        raise write_error(path, err) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(f"{path} is not a regular file: remove it, or give another --out")
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise write_error(path, err) from None
+    finally:
+        os.close(fd)
+    return size
+
+
+def take_back(path: Path, size: int) -> None:
+    """Cut the samples file back to ``size`` bytes: the line of a point whose row could not be written."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def check_samples_file(path: Path) -> None:
+    """OutputError unless ``path`` is absent or a samples file (not a link, a folder or another kind of file):
+    checked before a sweep measures anything."""
+    if path.is_symlink():
+        raise OutputError(f"{path} is a symbolic link: a samples file is written only where it is (remove it)")
+    check_replace(path, SAMPLES_HEAD)
+
+
+def keep_samples(path: Path, keys: set[tuple]) -> None:
+    """Before a sweep resumes: drop a last line cut short and the lines of points the CSV does not list (a run
+    stopped between a point's samples and its row), so that every line has its row and new lines start on a
+    line of their own. ``keys``: the rows' KEY values as text."""
+    if not path.is_file():
+        return
+    lines = read_samples(path, allow_cut=True)
+    kept = {key: line for key, line in lines.items() if key in keys}
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        cut = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"
+    if len(kept) != len(lines) or cut:
+        write_atomic(path, "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in kept.values()))
 
 
 def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[tuple, dict]:
@@ -54,16 +115,15 @@ def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[
     not a finite non-negative number, or a last line cut short (no newline after it) is refused (ResultsError
     naming the line); ``allow_cut`` skips a cut last line (the file a running sweep appends to)."""
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (UnicodeDecodeError, OSError) as err:
-        raise ResultsError(f"{path}: not a samples file ({type(err).__name__})") from None
+    # a regular file (never a FIFO or a device) of at most MAX_SAMPLES_BYTES; each line's nesting bounded
+    lines = read_text(path, limit=MAX_SAMPLES_BYTES, what="a samples file", error=ResultsError).split("\n")
     out: dict[tuple, dict] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
+        check_depth(text, f"{path}: line {number}", ResultsError)
         try:
             line = json.loads(text)
             line["samples"] = [[float(t), c, bool(f), bool(k)] for t, c, f, k in line["samples"]]
@@ -90,16 +150,50 @@ def merge_samples(inputs: Iterable[str | os.PathLike[str]]) -> dict[tuple, dict]
     return merged
 
 
+def checked_samples(inputs: Sequence[str | os.PathLike[str]], frames: Sequence[pd.DataFrame]) -> dict[tuple, dict]:
+    """The samples of every input CSV that has them (read_samples), each file checked against the rows of its
+    own CSV (``frames``: check_samples), a table collected before included."""
+    merged: dict[tuple, dict] = {}
+    for csv, frame in zip(inputs, frames):
+        lines = read_samples(samples_path(csv))
+        check_samples(samples_path(csv), frame, lines)
+        merged.update(lines)
+    return merged
+
+
+def check_samples(path: Path, frame: pd.DataFrame, lines: dict[tuple, dict]) -> None:
+    """ResultsError naming the samples file and the point unless every line of it is of a row of its CSV
+    (``frame``): the same key, the same timing, and as many kept samples as the row's ``samples`` count. A table
+    without the request columns (written before them) has them blank, as the bench writes its lines."""
+    rows = {tuple(str(r.get(k, "")) for k in KEY): r for r in frame.to_dict("records")} if lines else {}
+    for key, line in lines.items():
+        row, point = rows.get(key), ", ".join(map(str, key))
+        timing = str(row.get("timing", "")) if row is not None else ""
+        if row is None or (timing and str(line.get("timing", "")) not in ("", timing)):
+            raise ResultsError(f"{path}: samples of a point its rows do not measure ({point}): samples and rows "
+                               "must come from the same run")
+        count = pd.to_numeric(pd.Series([row.get("samples")]), errors="coerce").iloc[0]
+        if count == count and int(count) != len(kept_times(line)):
+            raise ResultsError(f"{path}: {len(kept_times(line))} samples of the point {point}, and its row counts "
+                               f"{int(count)}: samples and rows must come from the same run")
+
+
 def collect_samples(inputs: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str],
-                    merged: dict[tuple, dict] | None = None) -> int:
+                    merged: dict[tuple, dict] | None = None, table: str | None = None) -> int:
     """The samples of every input CSV that has them (or ``merged``, read before any file was written), into
-    the samples file of ``out``; how many points."""
+    the samples file of ``out``, published together with ``table`` (the text of ``out``, when given): both or
+    neither (strassenbench.io.publish); how many points."""
     merged = merge_samples(inputs) if merged is None else merged
+    out = Path(out)
     target = samples_path(out)
-    if merged:
-        write_atomic(target, "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in merged.values()))
-    else:
-        target.unlink(missing_ok=True)
+    check_samples_file(target)
+    with staging(out, out.parent) as stage:
+        if table is not None:
+            write_atomic(stage / out.name, table)
+        if merged:
+            write_atomic(stage / target.name,
+                         "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in merged.values()))
+        publish(stage, out.parent, remove=[] if merged else [target])
     return len(merged)
 
 

@@ -139,7 +139,7 @@ def test_dry_run_with_compare(workdir):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (None, "config file config/config.yaml does not exist"),
+    (None, "config/config.yaml: no such file"),
     ('profile: "paper\n', "config file config/config.yaml, line 2, column 1"),
 ])
 def test_config_file_errors_name_the_file_and_line(workdir, text, message):
@@ -192,7 +192,7 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
     assert "makespan 4 products (lower bound 4" in (workdir / "report/tables/schedule_L1_S2.md").read_text()
     page = (workdir / "report/index.html").read_text()
     assert "CPU run: no GPU was used" in page
-    linked = set(re.findall(r"(?:href|src)='([^'#]+)'", page))
+    linked = set(re.findall(r'(?:href|src)="([^"#]+)"', page))
     report_files = {str(p.relative_to(workdir / "report")) for p in (workdir / "report").rglob("*") if p.is_file()}
     assert report_files - {"index.html"} <= linked, sorted(report_files - linked)
     assert "strassenbench: report in" in proc.stderr and "the smoke profile on the numpy engine" in proc.stderr

@@ -30,7 +30,7 @@ def test_fixture_report_has_every_figure_and_table(tmp_path) -> None:  # noqa: A
         assert f"figures/{fig}.png" in page
     for table in REPORT_TABLES:
         assert (out / "tables" / f"{table}.md").is_file()
-        assert f"id='{table}'" in page
+        assert f'id="{table}"' in page
     assert "synthetic-fixture-A100-model" in page and "CPU run" not in page
     assert "SM clock" in page and "throttling" in page
     claims_md = (out / "tables" / "claims.md").read_text()
@@ -195,8 +195,8 @@ def test_every_report_file_is_reachable_from_the_index(tmp_path) -> None:  # noq
     (out / "README.md").write_text("the folder's description, as in the repository\n")
     build_report(FIXTURES / "gpu_a", out)
     page = (out / "index.html").read_text()
-    linked = set(re.findall(r"(?:href|src)='([^'#]+)'", page))
+    linked = set(re.findall(r'(?:href|src)="([^"#]+)"', page))
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "index.html"}
     assert files <= linked, sorted(files - linked)
     for fig in REPORT_FIGURES:
-        assert f"<figure id='{fig}'>" in page and "Data: " in page or "no measurement" in page
+        assert f'<figure id="{fig}">' in page and "Data: " in page or "no measurement" in page

@@ -3,6 +3,7 @@ figures show; tables as the paper has them (tests/fixtures: synthetic GPU-shaped
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -115,8 +116,8 @@ def test_captions_say_what_the_figures_show(report) -> None:  # noqa: ANN001
     figs, out = report
     page = (out / "index.html").read_text()
     for stem in REPORT_FIGURES:
-        text = re.search(rf"<figure id='{stem}'>.*?<figcaption>(.*?)</figcaption>", page, re.S).group(1)
-        assert f"Lines: {'; '.join(_legend(figs[stem]))}." in text.replace("&#x27;", "'") or not _legend(figs[stem])
+        text = html.unescape(re.search(rf'<figure id="{stem}">.*?<figcaption>(.*?)</figcaption>', page, re.S).group(1))
+        assert f"Lines: {'; '.join(_legend(figs[stem]))}." in text or not _legend(figs[stem])
         for name in re.findall(r"\b[\w-]+\.csv\b", text):
             assert (FIXTURES / "gpu_a" / name).is_file(), (stem, name)
 
@@ -171,7 +172,7 @@ def test_tables_as_the_paper_has_them(report) -> None:  # noqa: ANN001
     for table in (out / "tables").glob("*.md"):
         assert not re.search(r"\d\.\d+e\+\d", table.read_text()), table.name  # never 1.178e+04
     page = (out / "index.html").read_text()
-    assert page.count("<table") == page.count("<div class='scroll'><table") > 10  # wide tables scroll in a box
+    assert page.count("<table") == page.count('<div class="scroll"><table') > 10  # wide tables scroll in a box
 
 
 def test_numbers_in_tables_have_thousands_separators() -> None:

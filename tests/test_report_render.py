@@ -64,7 +64,7 @@ def test_the_report_renders_whole_and_fits_the_width(run: str, tmp_path: Path) -
     out = tmp_path / "report"
     build_report(data, out)
     page = (out / "index.html").read_text()
-    for link in set(re.findall(r"(?:href|src)='([^'#]+)'", page)):
+    for link in set(re.findall(r'(?:href|src)="([^"#]+)"', page)):
         assert (out / link).is_file(), link  # every linked file exists
     for width in (1280, 1000):
         probe = _render(out, tmp_path, width)

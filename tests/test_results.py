@@ -113,8 +113,8 @@ def test_resume_after_a_cut_row_measures_exactly_that_point(square: Path, tmp_pa
 def test_collect_keeps_integers_and_refuses_mixed_kinds(square: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "all.csv"
-    copy = tmp_path / "again.csv"  # the same rows in another file (the same file twice is refused: test_robust)
-    copy.write_bytes(square.read_bytes())
+    copy = tmp_path / "again.csv"  # other points of the same kind (a point given twice is refused: test_secure_readers)
+    copy.write_text(square.read_text().replace(",square,", ",rankk,"))
     assert main(["collect", str(square), str(copy), "--out", str(out)]) == 0
     joined = pd.read_csv(out)
     assert len(joined) == 6 and joined["m"].dtype == "int64" and "32.0" not in out.read_text()

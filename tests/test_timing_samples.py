@@ -170,8 +170,8 @@ def test_results_from_before_the_timing_columns_still_read(tmp_path: Path) -> No
     run_sweep([Point("cublas", x, x, x, sweep="square", x=x) for x in (32, 40)], NumpyBackend(), new, QUICK,
               progress=False)
     old = tmp_path / "old.csv"
-    pd.read_csv(new, keep_default_na=False).drop(columns=["timing", "host_enqueue_s", "sm_clock_median_mhz"]).to_csv(
-        old, index=False)
+    pd.read_csv(new, keep_default_na=False).drop(columns=["timing", "host_enqueue_s", "sm_clock_median_mhz"]).assign(
+        sweep="rankk").to_csv(old, index=False)  # other points (a point given twice is refused)
     assert main(["collect", str(old), str(new), "--out", str(tmp_path / "c.csv")]) == 0
     both = read_results(tmp_path / "c.csv", "bench")
     assert len(both) == 4 and list(both["timing"]) == ["", "", "host", "host"]

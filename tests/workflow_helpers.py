@@ -13,10 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["--config", "profile=smoke", "backend=numpy"]
 
 
-def snakemake(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def snakemake(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=timeout)
 
 
 def copy_workflow(target: Path) -> Path:

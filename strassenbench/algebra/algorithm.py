@@ -28,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import env
+from ..readers import check_name, read_text
+
 __all__ = [
     "Algorithm",
     "AlgorithmError",
@@ -308,23 +311,12 @@ def _grid_from_sizes(path: str, sizes: tuple[int, int, int]) -> tuple[int, int, 
 
 def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
     """Read a coefficient file (format in algorithms/README.md) and check it; errors name the file's line."""
-    from ..limits import MAX_ALGORITHM_BYTES, MAX_ENTRY, MAX_PATH_BYTES, MAX_RANK
+    from ..limits import MAX_ALGORITHM_BYTES, MAX_ENTRY, MAX_RANK
 
+    # a regular file of at most MAX_ALGORITHM_BYTES, its name one the system takes (never a FIFO or /dev/zero)
+    text = read_text(path, limit=MAX_ALGORITHM_BYTES, what="an algorithm file (a coefficient file, "
+                     "algorithms/README.md)", error=AlgorithmError)
     path = Path(path)
-    if any(len(part.encode()) > MAX_PATH_BYTES for part in path.parts):
-        raise AlgorithmError(f"algorithm file name too long ({len(path.name.encode())} bytes, at most "
-                             f"{MAX_PATH_BYTES}): {str(path)[:60]}...")
-    try:
-        if path.is_dir():
-            raise AlgorithmError(f"algorithm file {path} is a folder; give a coefficient file (algorithms/README.md)")
-        if path.is_file() and path.stat().st_size > MAX_ALGORITHM_BYTES:
-            raise AlgorithmError(f"algorithm file {path} is {path.stat().st_size:,} bytes, above the limit of "
-                                 f"{MAX_ALGORITHM_BYTES:,}")
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise AlgorithmError(f"cannot read algorithm file {path}: {getattr(err, 'strerror', None) or err}") from None
-    if "\0" in text:
-        raise AlgorithmError(f"algorithm file {path} is binary, not a coefficient file (algorithms/README.md)")
     name = name or path.stem
     blocks: list[list[tuple[int, list[str]]]] = [[]]
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -366,8 +358,10 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
 
 
 def algorithms_dir() -> Path:
-    """The coefficient files: $STRASSENBENCH_ALGORITHMS, else algorithms/ beside the package."""
-    return Path(os.environ.get("STRASSENBENCH_ALGORITHMS", Path(__file__).resolve().parents[2] / "algorithms"))
+    """The coefficient files: $STRASSENBENCH_ALGORITHMS (a folder; empty means unset, strassenbench.env), else
+    algorithms/ beside the package."""
+    default = Path(__file__).resolve().parents[2] / "algorithms"
+    return env.source_folder("STRASSENBENCH_ALGORITHMS", "the coefficient files") or default
 
 
 def algorithm_names() -> list[str]:
@@ -382,6 +376,7 @@ def get_algorithm(name: str) -> Algorithm:
     """A one-level algorithm by name (built in, or a file of algorithms/), or by a coefficient file's path."""
     if name in ALGORITHMS:
         return ALGORITHMS[name]
+    check_name(f"{name}.txt", "algorithm", AlgorithmError)  # a name the file system takes, before it is asked
     shipped = algorithms_dir() / f"{name}.txt"
     if "/" not in name and shipped.is_file():
         return load_algorithm(shipped, name)

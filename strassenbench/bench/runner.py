@@ -26,12 +26,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import env
 from ..accuracy import bound_from_norms
 from ..engines import FUSED_ENGINES
 from ..impls import get_impl
-from ..io import write_atomic
+from ..io import OutputError, check_replace, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
-from ..samples import append_samples, samples_path
+from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
 from ..strategies import STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
 from .backends import Backend, is_oom, sticky_error
 from .isolate import WorkerConfig, Workers
@@ -39,7 +40,8 @@ from .telemetry import git_commit, host_description
 from .timing import Criterion, TimingError, sample
 
 __all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY",
-           "INJECT_VARIABLE", "INJECT_KINDS", "injection", "queue_points"]
+           "INJECT_VARIABLE", "INJECT_KINDS", "injection", "queue_points", "SYSTEM_HEAD",
+           "check_sweep_files"]
 
 COLUMNS = BENCH_COLUMNS  # strassenbench.results: one schema for every reader
 MEMORY_GRANULARITY = 512  # bytes: CuPy's pool rounds every allocation up to this
@@ -70,15 +72,22 @@ INJECT_KINDS = ("error", "crash", "fault")
 
 def injection() -> tuple[tuple[str, int, int, int], str] | None:
     """The test hook STRASSENBENCH_INJECT_FAILURE="impl:m:n:k[:kind]" (README, Benchmarks): ((impl, m, n, k),
-    kind), or None when unset; ValueError naming the variable when it is malformed."""
-    text = os.environ.get(INJECT_VARIABLE)
-    if not text:
+    kind), or None when unset or empty; ValueError naming the variable when it is malformed or names no
+    implementation."""
+    text = env.value(INJECT_VARIABLE)
+    if text is None:
         return None
     parts = text.split(":")
     kind = parts.pop() if len(parts) == 5 else "error"
-    if len(parts) != 4 or kind not in INJECT_KINDS or not all(p.isascii() and p.isdigit() for p in parts[1:]):
-        raise ValueError(f"{INJECT_VARIABLE}={text!r}: expected impl:m:n:k or impl:m:n:k:KIND with KIND one of "
-                         f"{', '.join(INJECT_KINDS)}")
+    sizes = parts[1:]
+    if len(parts) != 4 or kind not in INJECT_KINDS or not all(p.isascii() and p.isdigit() and 0 < len(p) < 19
+                                                              and int(p) > 0 for p in sizes):
+        raise ValueError(f"{INJECT_VARIABLE}={text!r}: expected impl:m:n:k or impl:m:n:k:KIND with m, n, k "
+                         f"positive and KIND one of {', '.join(INJECT_KINDS)}")
+    try:
+        get_impl(parts[0])
+    except ValueError as err:
+        raise ValueError(f"{INJECT_VARIABLE}={text!r}: {err}") from None
     return (parts[0], int(parts[1]), int(parts[2]), int(parts[3])), kind
 
 
@@ -240,6 +249,9 @@ def _memory_check(engine: str, declared: int, measured: int) -> str:
     return "ok" if measured + slack >= declared else "under"
 
 
+SYSTEM_HEAD = '{"engine":'  # how a system description begins (strassenbench.io.signature: its kind)
+
+
 def system_json(backend: Backend) -> str:
     """The system description as the JSON text written beside the results (system.json)."""
     return json.dumps(system_description(backend), indent=2, default=str) + "\n"
@@ -263,6 +275,13 @@ def system_description(backend: Backend) -> dict[str, object]:
         except (RuntimeError, ValueError) as err:
             out["model_spec_error"] = str(err)
     return out
+
+
+def check_sweep_files(out: Path) -> None:
+    """The files a sweep writes beside its table, checked before anything is measured: its samples file and
+    system.json are absent or of their kind (never a link, a folder or another command's file)."""
+    check_samples_file(samples_path(out))
+    check_replace(out.parent / "system.json", SYSTEM_HEAD)
 
 
 def _load(out: Path) -> pd.DataFrame:
@@ -301,10 +320,14 @@ def run_sweep(
     if modes:
         raise ValueError(f"{out} holds rows timed by {', '.join(modes)}; this run times by {backend.timing}: every "
                          f"row of a sweep is timed alike (another --out, or --timing {modes[0]})")
-    rows = [r for r in frame.to_dict("records") if not (retry_faults and r.get("status") == "fault")]
+    records_of = frame.to_dict("records")
+    rows = [r for r in records_of if not (retry_faults and r.get("status") == "fault")]
     done = {_key_of(r) for r in rows}
     todo = [p for p in points if p.key() not in done]
-    write_atomic(out.parent / "system.json", system_json(backend))
+    samples, system = samples_path(out), out.parent / "system.json"
+    check_sweep_files(out)
+    keep_samples(samples, {tuple(str(r.get(name, "")) for name in KEY) for r in records_of})
+    write_atomic(system, system_json(backend))
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
     config = WorkerConfig(backend.engine, backend.timing, criterion, seed, build_dir)
     with Workers(config, backend) as workers:
@@ -316,12 +339,16 @@ def run_sweep(
                        "message": f"the worker process died: {records}"}
                 records = []
             row["scheme_request"] = point.scheme or ""
-            if records:
-                append_samples(samples_path(out), row, str(row.get("timing", "")), records)
+            size = append_samples(samples, row, str(row.get("timing", "")), records) if records else None
             rows.append(row)
             frame = pd.DataFrame(rows)
             frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")
-            write_atomic(out, frame.to_csv(index=False))
+            try:
+                write_atomic(out, frame.to_csv(index=False))
+            except OutputError:  # the row could not be written (a full disk): nor are its samples kept
+                if size is not None:
+                    take_back(samples, size)
+                raise
             if on_point:
                 on_point(row)
     return frame

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from .. import env
 from ..io import write_atomic
 from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
                         operand_counts, render)
@@ -204,6 +206,7 @@ def build(
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
     check_counts(counts, dtypes)
+    env.seconds(env.COMPILE_TIMEOUT)  # a limit that cannot be used is refused before any work
     archs = list(dict.fromkeys(archs))
     chosen = {arch: toolchain_for(arch, driver) for arch in archs}  # ToolchainError before any work
     if progress:
@@ -237,8 +240,11 @@ def build(
     except BaseException:  # Ctrl-C or a failed unit: stop the queued compiles and kill the running ones now
         pool.shutdown(wait=False, cancel_futures=True)
         kill_tools()
-        for tmp in out.glob(".*.tmp"):  # a killed compile's half-written output
-            tmp.unlink(missing_ok=True)
+        for tmp in out.glob(".*.tmp"):  # a killed compile's half-written output (its private folder)
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
         raise
     pool.shutdown()
     frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]

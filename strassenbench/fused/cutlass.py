@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -90,14 +92,19 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
         compute = arch.replace("sm_", "compute_")
         shared = ["-shared", "-Xcompiler", "-fPIC", "-gencode", f"arch={compute},code=[{arch},{compute}]"]
         for extra, target in (([f"-arch={arch}", "-cubin"], cubin), (shared, lib)):
-            tmp = target.with_name(f".{target.name}.tmp")
-            result = _compile(toolchain.path, arch, extra, tmp, baseline.source)
-            if result.returncode != 0:
-                (out / f"{name}.log").write_text(result.stdout + result.stderr)
-                raise BuildError(f"nvcc failed for the CUTLASS baseline {baseline.kernel} on {arch}: "
-                                 f"{first_error(result.stderr)} (full log: {out / f'{name}.log'})")
-            results[target] = result
-            tmp.replace(target)
+            # nvcc writes into a folder of this compile's own, made exclusively: never through a planted link
+            private = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out))
+            try:
+                tmp = private / target.name
+                result = _compile(toolchain.path, arch, extra, tmp, baseline.source)
+                if result.returncode != 0:
+                    (out / f"{name}.log").write_text(result.stdout + result.stderr)
+                    raise BuildError(f"nvcc failed for the CUTLASS baseline {baseline.kernel} on {arch}: "
+                                     f"{first_error(result.stderr)} (full log: {out / f'{name}.log'})")
+                results[target] = result
+                tmp.replace(target)
+            finally:
+                shutil.rmtree(private, ignore_errors=True)
         log = results[cubin].stdout + results[cubin].stderr
         sass = disassemble(cubin, arch)
         code = next((c for name, c in parse_sass(sass or "").items() if "cutlass" in name), [])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from dataclasses import replace
@@ -25,11 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import env
 from ..strategies import TENSOR_STRATEGIES
 from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render,
                         sources_digest)
 from .launch import Program
-from .toolchain import first_error
+from .toolchain import ToolchainError, first_error, run_tool
 
 __all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run",
            "take_fault", "tracing"]
@@ -77,15 +77,25 @@ def take_fault(kernel: str) -> str | None:
 
 
 def cache_dir() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "strassenbench" / "emu"
-    return Path(os.environ.get("STRASSENBENCH_CACHE", default))
+    """$STRASSENBENCH_CACHE, else $XDG_CACHE_HOME/strassenbench/emu, else ~/.cache/strassenbench/emu; each
+    checked (strassenbench.env: absolute, and a folder this user can write or create)."""
+    own = env.cache_folder("STRASSENBENCH_CACHE")
+    if own is not None:
+        return own
+    return (env.cache_folder("XDG_CACHE_HOME") or env.home_cache()) / "strassenbench" / "emu"
 
 
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+def _compiler_command() -> list[str]:
+    """$CXX (a command and its arguments, checked by strassenbench.env), else g++ or c++ on PATH."""
+    cxx = env.command("CXX") or [found for found in (shutil.which("g++") or shutil.which("c++"),) if found]
     if not cxx:
         raise EmuError("no C++ compiler found (the emulator needs g++ with C++20)")
     return cxx
+
+
+def _compiler() -> str:
+    """The compiler's executable (the first word of _compiler_command)."""
+    return _compiler_command()[0]
 
 
 @lru_cache(maxsize=None)
@@ -103,24 +113,42 @@ def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
     source = render(chosen)
     # A plan's own kernels are compiled for one use at small shapes: -O0 compiles them in two thirds of the time.
     base = CXX_FLAGS if selected is None else [flag if flag != "-O1" else "-O0" for flag in CXX_FLAGS]
-    flags = [*base, *os.environ.get("STRASSENBENCH_EMU_FLAGS", "").split(), *extra_flags]
-    digest = sources_digest(source, _compiler(), " ".join(flags))[:16]
+    flags = [*base, *env.flags("STRASSENBENCH_EMU_FLAGS"), *extra_flags]
+    compiler = _compiler_command()
+    digest = sources_digest(source, " ".join(compiler), " ".join(flags))[:16]
     target = cache_dir() / f"{precision}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
     with _LOCK:
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-                src = Path(tmp) / "instances.cpp"
-                src.write_text(source)
-                out = Path(tmp) / target.name
-                result = subprocess.run([_compiler(), *flags, "-I", str(kernels_dir()), str(src), "-o", str(out)],
-                                        capture_output=True, text=True, check=False)
-                if result.returncode != 0:
-                    raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
-                os.replace(out, target)
-    lib = ctypes.CDLL(str(target))
+            _compile(source, [*compiler, *flags], target)
+    try:
+        lib = ctypes.CDLL(str(target))
+    except OSError as err:
+        raise EmuError(f"the emulator library {target} does not load: {err}") from None
     _LOADED[str(target)] = lib
     return lib
+
+
+def _compile(source: str, command: list[str], target: Path) -> None:
+    """``command`` (compiler and flags) builds ``source`` into ``target``, through a temporary folder beside it;
+    bounded by $STRASSENBENCH_COMPILE_TIMEOUT (checked before the folder is made)."""
+    env.seconds(env.COMPILE_TIMEOUT)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            src = Path(tmp) / "instances.cpp"
+            src.write_text(source)
+            out = Path(tmp) / target.name
+            try:
+                result = run_tool([*command, "-I", str(kernels_dir()), str(src), "-o", str(out)])
+            except ToolchainError as err:
+                raise EmuError(f"emulator build failed: {err}") from None
+            if result.returncode != 0:
+                raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
+            if not out.is_file():
+                raise EmuError(f"emulator build failed: {command[0]} wrote no library")
+            os.replace(out, target)
+    except OSError as err:
+        raise EmuError(f"cannot write the emulator library in {target.parent}: {err.strerror or err}") from None
 
 
 def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctypes.CDLL]:

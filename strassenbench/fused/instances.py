@@ -16,7 +16,6 @@ two, so its kernels are exactly the paper's; the 13 algorithms of algorithms/ at
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 
 import numpy as np
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .. import env
 from ..algebra.primitives import variants
 from ..strategies import ALL_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, TensorStrategy
 from ..tensorcore import MODES as TENSOR_MODES
@@ -89,8 +89,10 @@ def max_batch(dtype: str, terms: int) -> int:
 
 
 def kernels_dir() -> Path:
-    """The CUDA sources: $STRASSENBENCH_KERNELS, else kernels/ beside the package (an editable install)."""
-    return Path(os.environ.get("STRASSENBENCH_KERNELS", Path(__file__).resolve().parents[2] / "kernels"))
+    """The CUDA sources: $STRASSENBENCH_KERNELS (a folder with instances.cuh, strassenbench.env), else kernels/
+    beside the package (an editable install)."""
+    default = Path(__file__).resolve().parents[2] / "kernels"
+    return env.source_folder("STRASSENBENCH_KERNELS", "the CUDA kernel sources", "instances.cuh") or default
 
 
 def kernel_counts(counts: tuple[int, int, int]) -> tuple[int, int, int]:

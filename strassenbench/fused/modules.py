@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -147,7 +149,17 @@ def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: 
     (both, what the GPU loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and
     raises BuildError."""
     log = out / f"{name}.log"
-    ptx, cubin, fatbin = (out / f".{name}{ext}.tmp" for ext in (".ptx", ".cubin", ".fatbin"))
+    # the tools write into a folder of this compile's own, made exclusively: never through a planted link
+    private = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=out))
+    try:
+        return _compile_into(toolchain, arch, source, include_dirs, out, name, ptxas_options, private, log)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _compile_into(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path, name: str,
+                  ptxas_options: tuple[str, ...], private: Path, log: Path) -> tuple[str, str | None]:
+    ptx, cubin, fatbin = (private / f"{name}{ext}" for ext in (".ptx", ".cubin", ".fatbin"))
     try:
         toolchain.ptx(source, arch, include_dirs, ptx)
         report = toolchain.assemble(ptx, arch, cubin, ptxas_options)

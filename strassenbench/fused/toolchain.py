@@ -17,9 +17,11 @@ CUDA 13's disassembler reads sm_75 and newer (so sm_70 builds have no SASS figur
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -28,11 +30,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .. import env
+
 __all__ = ["ToolchainError", "Toolchain", "find_tool", "first_error", "toolchains", "choose",
            "driver_cuda", "parse_cuda_version", "MIN_ARCH"]
 
 # The oldest architecture each CUDA major compiles for (CUDA 13 dropped Maxwell, Pascal and Volta).
 MIN_ARCH = {12: 50, 13: 75}
+CUDA_BIN = "STRASSENBENCH_CUDA_BIN"
 
 
 class ToolchainError(RuntimeError):
@@ -51,11 +56,16 @@ def _pip_bins() -> list[Path]:
     return [root / sub / "bin" for root in _pip_roots() for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump")]
 
 
+def _override() -> Path | None:
+    """$STRASSENBENCH_CUDA_BIN: a folder with nvcc and ptxas, or EnvError (never skipped for PATH's)."""
+    return env.tool_folder(CUDA_BIN, ("nvcc", "ptxas"))
+
+
 def _candidates(name: str) -> list[Path]:
     """Where a CUDA tool may be, in order: $STRASSENBENCH_CUDA_BIN, PATH, the pip wheels' bin/ folders;
     only executables that exist."""
-    override = os.environ.get("STRASSENBENCH_CUDA_BIN")
-    paths = [Path(override) / name] if override else []
+    override = _override()
+    paths = [override / name] if override else []
     paths += [Path(found) for found in [shutil.which(name)] if found] + [b / name for b in _pip_bins()]
     return [p for p in paths if p.is_file() and os.access(p, os.X_OK)]
 
@@ -75,19 +85,42 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def run_tool(cmd: list[str]) -> subprocess.CompletedProcess:
+def run_tool(cmd: list[str], limit: tuple[str, float] = env.COMPILE_TIMEOUT) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd)`` with its output captured, the tool in a process group of its own and known to
     ``kill_tools``: an interrupted build stops its compilers (and their children: nvcc runs cicc and ptxas) at
-    once instead of waiting for them."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    once instead of waiting for them. ``limit`` is the variable (name, default seconds) that bounds the run:
+    past it the tool and its children are killed and ToolchainError names the command, as it does a tool that
+    cannot be started."""
+    seconds = env.seconds(limit)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+    except OSError as err:
+        raise ToolchainError(f"cannot run {cmd[0]}: {err.strerror or err}") from None
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
     try:
-        out, err = proc.communicate()
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a child that left the group may hold the pipes
+            proc.communicate(timeout=5)
+        raise ToolchainError(f"`{shlex.join(cmd)}` did not finish within {seconds:g} s (set {limit[0]} to "
+                             "allow more)") from None
+    except BaseException:  # an interrupt: the tool does not outlive the call
+        _kill(proc)
+        raise
     finally:
         with _RUNNING_LOCK:
             _RUNNING.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def kill_tools() -> None:
@@ -95,10 +128,7 @@ def kill_tools() -> None:
     with _RUNNING_LOCK:
         running = list(_RUNNING)
     for proc in running:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill(proc)
 
 
 def first_error(stderr: str) -> str:
@@ -195,7 +225,8 @@ def _nvrtc_compile(library: str, source: bytes, name: str, options: list[str]) -
 
 
 def _nvcc_version(nvcc: str) -> tuple[int, int] | None:
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+    """The CUDA release ``nvcc --version`` names (bounded by $STRASSENBENCH_PROBE_TIMEOUT), or None."""
+    out = run_tool([nvcc, "--version"], env.PROBE_TIMEOUT).stdout
     m = re.search(r"release (\d+)\.(\d+)", out)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
@@ -214,8 +245,12 @@ def toolchains() -> tuple[Toolchain, ...]:
     """Every toolchain found on this machine, one per CUDA major (the first found of a major wins: the
     override, then PATH, then pip), newest first."""
     found: dict[int, Toolchain] = {}
+    override = _override()
     for nvcc in _candidates("nvcc"):
         version = _nvcc_version(str(nvcc))
+        if version is None and override and nvcc.parent == override:
+            raise env.EnvError(f"{CUDA_BIN}={str(override)!r}: expected a CUDA toolkit's bin/ folder ({nvcc} "
+                               "--version names no CUDA release)")
         ptxas = nvcc.with_name("ptxas")
         if version and ptxas.is_file() and version[0] not in found:
             found[version[0]] = Toolchain(version, "nvcc", str(nvcc), str(ptxas))

@@ -22,6 +22,7 @@ project's extension of the model, not the paper's, and is labelled so in outputs
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,6 +35,7 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import primitives, variants
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
+from ..readers import MAX_TABLE_BYTES, check_name, read_bytes
 from ..strategies import STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
 from . import issue
 from .gpus import GPUSpec
@@ -123,18 +125,17 @@ RESOURCE_KEYS = ("kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "re
 def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | None:
     """``build/resources.csv`` from the kernel build; None when it does not exist and is not ``required`` (a
     path the user named is). A file that is not a resources table is refused (ModelError naming it)."""
-    path = Path(path)
+    path = check_name(path, "--resources", ModelError)  # a name the system takes, before it is asked
     if not path.exists():
         if required:
             raise ModelError(f"--resources {path}: no such file (`strassenbench build` writes build/resources.csv)")
         return None
-    if not path.is_file():
-        raise ModelError(f"--resources {path} is a folder; give the build's resources.csv")
-    data = path.read_bytes()
+    # a regular file (never a FIFO or a device) of at most readers.MAX_TABLE_BYTES
+    data = read_bytes(path, limit=MAX_TABLE_BYTES, what="the build's resources.csv (--resources)", error=ModelError)
     if not data.strip() or b"\0" in data:
         raise ModelError(f"--resources {path} is {'empty' if not data.strip() else 'binary'}, not a resources.csv")
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(io.BytesIO(data))
     except (ValueError, UnicodeDecodeError) as err:
         raise ModelError(f"--resources {path} is not a CSV ({str(err).splitlines()[0][:80]})") from None
     missing = [c for c in RESOURCE_KEYS if c not in frame.columns]

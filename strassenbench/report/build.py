@@ -7,11 +7,7 @@ verify.csv, system.json; any may be missing, and the report says so) and writes 
 
 from __future__ import annotations
 
-import html
-import json
-import os
-import shutil
-import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,14 +16,14 @@ from ..accuracy import growth_constants
 from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
-from ..io import write_atomic
+from ..io import publish, staging, write_atomic
 from ..impls import algorithm_impl, get_impl
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec
 from ..model.perf import MODELED_IMPLS, active_blocks, impl_time, load_resources
 from ..model.predict import crossover, predict
 from ..occupancy import ARCHS
-from ..results import ResultsError, folder_devices, read_results, timing_modes
+from ..results import ResultsError, folder_devices, read_results, read_system, timing_modes
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, left_out, ok_rows, speedups
@@ -35,6 +31,7 @@ from .figures import (MODEL_SQUARE_IMPLS, Drawn, check_caption, fig_algorithms, 
                       fig_memlimit, fig_model_square, fig_model_sweeps, fig_stra_square, fig_stra_square_more,
                       fig_tensorcore_square, label_of)
 from .palette import PAPER_LINES
+from .render import Table, render, table_of
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
@@ -52,15 +49,8 @@ def _read(path: Path, kind: str) -> pd.DataFrame | None:
 
 
 def _system(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        system = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ResultsError(f"{path}: not a system description ({err})") from None
-    if not isinstance(system, dict):
-        raise ResultsError(f"{path}: not a system description (not a JSON object)")
-    return system
+    """The run's system.json, checked (results.read_system); {} without one."""
+    return read_system(path) or {}
 
 
 RESULT_FILES = [*(f"{s}.csv" for s in SWEEPS), "strategies.csv", "memlimit.csv", "verify.csv", "verify_impls.csv",
@@ -126,14 +116,12 @@ def _cell(value: object) -> object:
     return f"{value:.4g}"
 
 
-def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, str]:
-    """(markdown, html) of a table, or of a one-line note when there is nothing to show; the HTML table scrolls
-    sideways inside its own box when it is wider than the page."""
+def _table(frame: pd.DataFrame | None, empty: str) -> tuple[str, Table | None]:
+    """(markdown, the cells the page shows) of a table; (a one-line note, None) when there is nothing to show."""
     if frame is None or frame.empty:
-        return f"_{empty}_\n", f"<p class='note'>{html.escape(empty)}</p>"
+        return f"_{empty}_\n", None
     frame = frame.astype(object).where(frame.notna(), "").map(_cell)
-    table = frame.to_html(index=False, border=0, classes="table")
-    return frame.to_markdown(index=False, disable_numparse=True) + "\n", f"<div class='scroll'>{table}</div>"
+    return frame.to_markdown(index=False, disable_numparse=True) + "\n", table_of(frame)
 
 
 def _device(run: dict) -> str:
@@ -367,7 +355,8 @@ def _tables(run: dict, spec: GPUSpec, resources: pd.DataFrame | None, sweeps_mod
     }
 
 
-def _header(run: dict) -> tuple[str, bool]:
+def _header(run: dict) -> tuple[list[tuple[str, str]], bool]:
+    """The page's header rows (what the run measured on, as (name, value)) and whether it was a CPU run."""
     system, sweeps = run["system"], run["sweeps"]
     gpu = system.get("gpu") or {}
     cpu_run = system.get("engine", "numpy") != "cuda" and (sweeps.empty or (sweeps["engine"] != "cuda").all())
@@ -381,8 +370,7 @@ def _header(run: dict) -> tuple[str, bool]:
         throttled = pd.to_numeric(sweeps.get("throttled_samples"), errors="coerce").fillna(0)
         rows["throttling"] = (f"{int((throttled > 0).sum())} of {len(sweeps)} points had throttled samples "
                               f"({int(throttled.sum())} samples)")
-    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows.items())
-    return f"<table class='header'>{body}</table>", cpu_run
+    return [(k, str(v)) for k, v in rows.items()], cpu_run
 
 
 SOURCES = {  # the files of the run's folder each figure's measured lines come from
@@ -475,24 +463,27 @@ def caption(drawn: Drawn, context: dict[str, str]) -> str:
     return text + where + _listed(drawn.lines)
 
 
+def _checked_caption(drawn: Drawn, context: dict) -> str:
+    """``drawn``'s caption, held to the figure by check_caption with the run's names (device, model, folder:
+    text from results, which may hold anything, such as 'a.csv' or '; dashed') standing in as placeholders."""
+    names = {"device": "DEVICE", "model": "MODEL", "data": "FOLDER"}
+    plain = replace(drawn, lines=[line.replace(context["device"], names["device"]) for line in drawn.lines])
+    check_caption(caption(plain, {**context, **names}), plain, context["sources"])
+    return caption(drawn, context)
+
+
 def build_report(data: Path, out: Path, resources_path: Path | None = None) -> list[Path]:
     """Write ``out/index.html`` with every figure (PNG and PDF, captioned with what it shows and where its data
     came from) and table (Markdown under ``out/tables``, each linked); return the files written.
 
     The report is made in a folder beside ``out`` and its files are moved into ``out`` only when every one of
-    them was made: a report that fails leaves ``out`` as it was. Other files of ``out`` (its README, tables
-    other steps wrote) stay."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial.", dir=out.parent))
-    try:
+    them was made: a report that fails leaves ``out`` as it was, and so does one whose ``out`` holds a folder, a
+    link or another kind of file where a report file goes (strassenbench.io.publish). Other files of ``out`` (its
+    README, tables other steps wrote) stay."""
+    with staging(out) as stage:
         written = _build_report(data, out, stage, resources_path)
-        for path in written:  # publish: each file replaced whole (os.replace within one file system)
-            target = out / path.relative_to(stage)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
+        publish(stage, out)  # all or nothing: an unexpected folder or file in out refuses before any is replaced
         return [out / path.relative_to(stage) for path in written]
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | None) -> list[Path]:
@@ -530,59 +521,39 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     peaks = {"FP32 peak": peak, "TF32 peak": spec.tf32_flops / 1e12} if measured_gpu else {}
     drawn.append(fig_tensorcore_square(sweeps, figures, {k: v for k, v in peaks.items() if v}, device, cpu=cpu_run))
     written: list[Path] = [path for d in drawn for path in d.paths]
-    sections, contents = [], []
+    shown = []
     for name, (frame, empty) in _tables(run, spec, resources, sweeps_model, algorithms_model, bounds_by_gpu).items():
-        markdown, table_html = _table(frame, empty)
+        markdown, cells = _table(frame, empty)
         path = tables / f"{name}.md"
         write_atomic(path, markdown)
         written.append(path)
-        sections.append(f"<h3 id='{name}'>{name.replace('_', ' ')} (<a href='tables/{name}.md'>Markdown</a>)</h3>"
-                        f"{table_html}")
-        contents.append(f"<a href='#{name}'>{name.replace('_', ' ')}</a>")
-    # Tables other steps wrote beside ours (the workflow's schedule tables), linked too.
-    published = out / "tables"
-    extra = sorted(p for p in published.glob("*.md") if p.stem not in REPORT_TABLES) if published.is_dir() else []
-    if extra:
-        links = "".join(f"<li><a href='tables/{p.name}'>{html.escape(p.stem.replace('_', ' '))}</a></li>"
-                        for p in extra)
-        sections.append(f"<h3 id='more_tables'>more tables</h3><ul>{links}</ul>")
-        contents.append("<a href='#more_tables'>more tables</a>")
-    if (out / "README.md").is_file():  # the folder's own description (report/README.md in the repository)
-        contents.append("<a href='README.md'>about these files</a>")
-    banner = ""
-    if cpu_run:
-        banner = ("<div class='banner'>CPU run: no GPU was used. Timings are of CPU stand-ins on the numpy "
-                  "engine at smoke sizes and say nothing about any GPU; model curves are predictions for "
-                  f"{html.escape(spec.name)}.</div>")
+        shown.append({"name": name, "title": name.replace("_", " "), "table": cells, "note": empty})
     timed = set(ok_rows(sweeps)["impl"].astype(str)) if not sweeps.empty else set()
     missing = ", ".join(label_of(i) for i in PAPER_LINES if i not in timed)
     figs = []
-    for i, d in enumerate(drawn):
+    for d in drawn:
         measured_lines = d.solid or any(k in d.marks for k in ("confirmed", "not confirmed"))
         sources = [f for f in SOURCES[d.stem] if (data / f).is_file()] if measured_lines else []
-        text = caption(d, {"device": device, "model": model_name, "data": str(data), "sources": sources,
-                           "missing": missing})
-        check_caption(text, d, sources)
-        f = d.stem
-        figs.append(f"<figure id='{f}'><img src='figures/{f}.png' alt='{f}'><figcaption><b>{f}.</b> "
-                    f"{html.escape(text)} (<a href='figures/{f}.pdf'>PDF</a>)</figcaption></figure>")
-        contents.insert(i, f"<a href='#{f}'>{f}</a>")
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>strassenbench report</title>
-<style>body{{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}} img{{max-width:100%}}
-.banner{{background:#fde68a;border:2px solid #b45309;padding:.8em;font-weight:bold}}
-.scroll{{max-width:100%;overflow-x:auto}}
-table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px solid #ccc;padding:2px 6px}}
-td{{font-variant-numeric:tabular-nums}}
-figcaption{{font-size:13px;margin-bottom:1.5em}} .note{{color:#666;font-style:italic}}</style></head><body>
-<h1>strassenbench: Strassen's algorithm with fused kernels (FLAME Working Note #88)</h1>
-{banner}<div class='scroll'>{header}</div>
-<p>Contents: {' &middot; '.join(contents)}</p>
-<h2>Figures</h2>{''.join(figs)}
-<h2>Tables</h2>{''.join(sections)}
-</body></html>
-"""
+        context = {"device": device, "model": model_name, "data": str(data), "sources": sources, "missing": missing}
+        figs.append({"stem": d.stem, "caption": _checked_caption(d, context)})
+    page = _page(out, header, spec.name if cpu_run else None, figs, shown)
     index = stage / "index.html"
     write_atomic(index, page)
     return [index, *written]
+
+
+def _page(out: Path, header: list[tuple[str, str]], banner_model: str | None, figs: list[dict],
+          shown: list[dict]) -> str:
+    """index.html: the header, contents, every figure with its caption and every table (``shown``), and the
+    tables other steps wrote into ``out/tables`` (the workflow's schedule tables), from the template, every
+    value escaped. ``banner_model``: the model a CPU run's curves predict (None: not a CPU run)."""
+    published = out / "tables"
+    extra = sorted(p for p in published.glob("*.md") if p.stem not in REPORT_TABLES) if published.is_dir() else []
+    more = [(p.name, p.stem.replace("_", " ")) for p in extra]
+    contents = [(f"#{f['stem']}", f["stem"]) for f in figs] + [(f"#{t['name']}", t["title"]) for t in shown]
+    if more:
+        contents.append(("#more_tables", "more tables"))
+    if (out / "README.md").is_file():  # the folder's own description (report/README.md in the repository)
+        contents.append(("README.md", "about these files"))
+    return render("report.html.j2", banner_model=banner_model, header=header, contents=contents, figures=figs,
+                  tables=shown, more_tables=more)

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import write_atomic
-from ..results import timing_modes
+from ..io import publish, staging, write_atomic
+from ..results import ResultsError, bad_times, timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
 from .build import gpu_name, load_run
 from .figures import fig_compare
+from .render import Table, render, table_of
 
 __all__ = ["compare_runs", "verdict", "interval_verdict"]
 
@@ -45,27 +46,51 @@ def interval_verdict(low: float, high: float) -> str:
 
 
 def _samples(folder: Path) -> dict[tuple, object]:
-    """The kept sample times of a run's sweeps by (sweep, impl, m, n, k, dtype)."""
+    """The kept sample times of a run's sweeps by (sweep, impl, m, n, k, dtype); a time that is not positive is
+    refused (ResultsError), as the ratios divide by them."""
     out: dict[tuple, object] = {}
     for name in SWEEP_FILES:
-        for line in read_samples(samples_path(folder / f"{name}.csv")).values():
-            out[(line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])] = \
-                kept_times(line)
+        path = samples_path(folder / f"{name}.csv")
+        for line in read_samples(path).values():
+            key = (line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])
+            times = kept_times(line)
+            if bad_times(times, positive=True).any():
+                raise ResultsError(f"{path}: {_point(key)} has a sample time of {min(times)}: compared times are "
+                                   "finite and above 0")
+            out[key] = times
     return out
 
 
-def _left_out_html(runs: list) -> str:
-    """The points each run has that no comparison uses (a status other than ok: fault, error, ...; samples that
-    reached the blocking kernel's timeout), said plainly."""
-    import html
+def _point(key: tuple) -> str:
+    sweep, impl, m, n, k, dtype = key
+    return f"the {sweep} point {impl} {m}x{n}x{k} {dtype}"
 
-    parts = []
-    for name, run, _ in runs:
-        out = left_out(run["sweeps"])
-        if not out.empty:
-            parts.append(f"<h3>{html.escape(name)}: {len(out)} points left out</h3>"
-                         + out.to_html(index=False, escape=True))
-    return "<h2>Points left out</h2>" + "".join(parts) if parts else ""
+
+def _check_times(folder: Path, sweeps: pd.DataFrame) -> None:
+    """ResultsError naming the point unless every median time compare would divide by (status ok) is finite
+    and above 0 (results.bad_times, the readers' check)."""
+    good = ok_rows(sweeps)
+    bad = bad_times(good["time_median_s"], positive=True).to_numpy()
+    if bad.any():
+        r = good[bad].iloc[0]
+        raise ResultsError(f"{folder / (str(r['sweep']) + '.csv')}: {_point(tuple(r[k] for k in KEYS))} has a median "
+                           f"time of {r['time_median_s']}: compared times are finite and above 0")
+
+
+def _left_out(runs: list) -> list[tuple[str, Table]]:
+    """The points each run has that no comparison uses (a status other than ok: fault, error, ...; samples that
+    reached the blocking kernel's timeout), by run."""
+    parts = [(name, left_out(run["sweeps"])) for name, run, _ in runs]
+    return [(name, table_of(out)) for name, out in parts if not out.empty]
+
+
+def _page(runs: list, table: pd.DataFrame, folders: list[Path]) -> str:
+    """index.html from its template, every value (run and folder names, cells) escaped."""
+    summary = table.groupby(["other", "verdict"]).size().unstack(fill_value=0) if not table.empty else None
+    return render("compare.html.j2", runs=len(runs), baseline=runs[0][0],
+                  summary=None if summary is None else table_of(summary.reset_index()), left_out=_left_out(runs),
+                  points=None if table.empty else table_of(table, lambda v: f"{v:.4g}"),
+                  sources=json.dumps([str(f) for f in folders]))
 
 
 def _name(folder: Path, run: dict) -> str:
@@ -82,6 +107,7 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
         run = load_run(folder)
         if run["sweeps"].empty:
             raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
+        _check_times(folder, run["sweeps"])
         runs.append((_name(folder, run), run, _samples(folder)))
     base_name, base, base_samples = runs[0]
     base_modes = timing_modes(base["sweeps"])
@@ -110,18 +136,11 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
                          "noise_base": r.time_rel_stdev_base, "noise_other": r.time_rel_stdev_other,
                          "verdict": judged})
     table = pd.DataFrame(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "compare.csv", table.to_csv(index=False))
-    write_atomic(out / "compare.md", (table.to_markdown(index=False) if not table.empty else "_no common points_")
-                 + "\n")
-    fig_compare({name: run["sweeps"] for name, run, _ in runs}, out)
-    summary = table.groupby(["other", "verdict"]).size().unstack(fill_value=0) if not table.empty else pd.DataFrame()
-    write_atomic(out / "index.html", f"""<!doctype html><html><head><meta charset="utf-8">
-<title>strassenbench compare</title></head><body><h1>Compare: {len(runs)} runs, baseline {base_name}</h1>
-<img src="fig_compare_speedup.png" style="max-width:100%"><p><a href="fig_compare_speedup.pdf">PDF</a></p>
-<h2>Verdicts</h2>{summary.to_html() if not summary.empty else '<p>no common points</p>'}
-{_left_out_html(runs)}
-<h2>Per point</h2>{table.to_html(index=False, float_format=lambda v: f"{v:.4g}") if not table.empty else ''}
-<p>Sources: {json.dumps([str(f) for f in folders])}</p></body></html>
-""")
+    with staging(out) as stage:  # made beside out, then published all or nothing (strassenbench.io.publish)
+        write_atomic(stage / "compare.csv", table.to_csv(index=False))
+        write_atomic(stage / "compare.md", (table.to_markdown(index=False) if not table.empty else
+                                            "_no common points_") + "\n")
+        fig_compare({name: run["sweeps"] for name, run, _ in runs}, stage)
+        write_atomic(stage / "index.html", _page(runs, table, folders))
+        publish(stage, out)
     return table

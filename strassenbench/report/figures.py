@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from ..impls import get_impl  # noqa: E402
@@ -70,13 +71,17 @@ def _describe(fig: plt.Figure, stem: str) -> Drawn:
 
 
 def save(fig: plt.Figure, out: Path, stem: str) -> Drawn:
-    """Save ``fig`` as ``out/stem.png`` and ``.pdf`` and say what it shows."""
+    """Save ``fig`` as ``out/stem.png`` and ``.pdf`` and say what it shows. Every text (GPU, folder and other
+    names from results among them) is drawn as written, never parsed as mathtext ($...$) or passed to TeX."""
     drawn = _describe(fig, stem)
     out.mkdir(parents=True, exist_ok=True)
-    for ext in ("png", "pdf"):
-        path = out / f"{stem}.{ext}"
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-        drawn.paths.append(path)
+    for text in fig.findobj(Text):
+        text.set(parse_math=False, usetex=False)
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):  # texts made while saving
+        for ext in ("png", "pdf"):
+            path = out / f"{stem}.{ext}"
+            fig.savefig(path, dpi=130, bbox_inches="tight")
+            drawn.paths.append(path)
     plt.close(fig)
     return drawn
 

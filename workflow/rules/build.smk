@@ -20,13 +20,12 @@ rule build:
         "logs/build.log",
     conda:
         "../../environment.yml"
-    params:
-        archs=" ".join(f"--arch {a}" for a in ARCHS),
-        dtypes=" ".join(f"--dtype {d}" for d in GRID["build"]["dtypes"]),
-        strategies=" ".join(f"--strategy {s}" for s in GRID["build"]["strategies"]),
-        driver=f"--driver-cuda {config['driver_cuda']}" if config["driver_cuda"] else "",
+    params:  # lists of words, each quoted for the shell by :q
+        archs=[w for a in ARCHS for w in ("--arch", a)],
+        dtypes=[w for d in GRID["build"]["dtypes"] for w in ("--dtype", d)],
+        strategies=[w for s in GRID["build"]["strategies"] for w in ("--strategy", s)],
+        driver=["--driver-cuda", config["driver_cuda"]] if config["driver_cuda"] else [],
         plans=kernel_plans(),
     shell:
-        "strassenbench build {params.archs} {params.dtypes} {params.strategies} {params.driver} {params.plans} "
-        "--out build "
-        "> {log} 2>&1"
+        "strassenbench build {params.archs:q} {params.dtypes:q} {params.strategies:q} {params.driver:q} "
+        "{params.plans:q} --out build > {log:q} 2>&1"

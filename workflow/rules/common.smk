@@ -8,22 +8,31 @@ from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
 from strassenbench.fused.cuda import build_arch
 from strassenbench.strategies import STRATEGIES
 from strassenbench.sweeps import SWEEPS
+from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus
 
 # Names accepted in any case by the schema, used as spelled in the project from here on.
 config["profile"] = config["profile"].lower()
 config["strategy"] = {s.lower(): s for s in ["best", *STRATEGIES]}[config["strategy"].lower()]
 
-def _listed_gpu(text):
-    """'NAME@sm_XY[@MODEL]' -> (device folder, {name, arch: the build it runs, model: the scheduler's GPU type})."""
-    name, arch, model = (text.split("@") + [""])[:3]
-    return slug(name), {"name": name, "arch": build_arch(arch[len("sm_"):]), "model": model}
 
+def _config_error(check, *args):
+    """A check of strassenbench.workflow_config, its refusal as one WorkflowError naming the key."""
+    try:
+        return check(*args)
+    except WorkflowConfigError as err:
+        raise WorkflowError(str(err)) from None
+
+
+# Names that become file names, and compare folders, stay inside the project (checked before anything else).
+_config_error(check_names, config)
+_config_error(check_compare, config["compare"])
 
 # The devices this run measures, each into data/<device>/: the GPUs listed in `gpus` (a cluster: each GPU job
 # asks the scheduler for its model), the assumed one (dry runs: `-n --config assume_gpu=NAME@sm_XY`), or the
 # visible GPU, or the CPU.
 if config["gpus"] or config["assume_gpu"]:
-    GPUS = dict(_listed_gpu(g) for g in (config["gpus"] or [config["assume_gpu"]]))
+    GPUS = _config_error(listed_gpus, *((config["gpus"], "gpus") if config["gpus"] else
+                                       ([config["assume_gpu"]], "assume_gpu")))
     BACKEND = "cuda"
     BACKEND_REASON = f"listed GPUs {', '.join(g['name'] for g in GPUS.values())}"
 else:
@@ -47,7 +56,7 @@ def gpu_model(wildcards):
 
 def expect_device(wildcards):
     """A GPU job refuses to write data/<device>/ from another GPU (a cluster that gave it another model)."""
-    return f"--expect-device {wildcards.device}" if BACKEND == "cuda" else ""
+    return ["--expect-device", wildcards.device] if BACKEND == "cuda" else []
 
 
 def model_gpu(wildcards):
@@ -66,8 +75,8 @@ GRID = config["profiles"][PROFILE]
 
 def _check_config():
     """What the schema cannot say, checked before any job runs: every size range of every profile parses
-    (start <= stop, step > 0), every compare folder exists, and every algorithm and implementation is known
-    (coefficient files are loaded and Brent-checked)."""
+    (start <= stop, step > 0), and every algorithm and implementation is known (coefficient files are loaded
+    and Brent-checked)."""
     from strassenbench.algebra.algorithm import AlgorithmError
     from strassenbench.impls import ImplError, algorithm_impl, get_impl
     from strassenbench.sweeps import parse_sizes
@@ -81,9 +90,6 @@ def _check_config():
                 parse_sizes(text)
             except ValueError as err:
                 raise WorkflowError(f"config: profiles.{name}.{where}.sizes {text!r}: {err}") from None
-    for folder in config["compare"]:
-        if not os.path.isdir(folder):
-            raise WorkflowError(f"config: compare folder {folder!r} does not exist")
     checks = [("algorithm", config["algorithm"], algorithm_impl)]
     checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
     checks += [("impls", impl, get_impl) for impl in config["impls"]]
@@ -144,7 +150,8 @@ def kernel_plans():
     plans = [(alg, levels) for alg in [config["algorithm"], *config["algorithms"]]
              for levels in GRID["verify"]["levels"] if levels]
     plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, config["impls"]) if impl.kind == "fused"]
-    return " ".join(f"--plan {alg}:{levels}" for alg, levels in dict.fromkeys(plans) if alg != "strassen")
+    return [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
+            for word in ("--plan", f"{alg}:{levels}")]
 
 
 def crossover_impls():
@@ -182,12 +189,12 @@ def impl_shape():
     """The implementations' check uses the profile's second verify shape (MxKxN): it does not divide into tiles."""
     shapes = GRID["verify"]["shapes"]
     m, k, n = shapes[min(1, len(shapes) - 1)].split("x")
-    return f"--m {m} --k {k} --n {n}"
+    return ["--m", m, "--k", k, "--n", n]
 
 
 def sweep_fixed(sweep):
     fixed = GRID["sweeps"][sweep].get("fixed")
-    return f"--fixed {fixed}" if fixed else ""
+    return ["--fixed", str(fixed)] if fixed else []
 
 
 def run_timing():
@@ -225,9 +232,10 @@ RUN_TIMING = run_timing()
 def timing_args():
     """The sampling rule, and on a GPU the run's timing method (one for every job, so every row is timed alike)."""
     t = GRID["timing"]
-    warmup = f" --warmup-time {t['warmup_time']}" if "warmup_time" in t else ""
-    method = f" --timing {RUN_TIMING}" if RUN_TIMING else ""
-    return f"--min-samples {t['min_samples']} --min-time {t['min_time']} --max-time {t['max_time']}{warmup}{method}"
+    warmup = ["--warmup-time", str(t["warmup_time"])] if "warmup_time" in t else []
+    method = ["--timing", RUN_TIMING] if RUN_TIMING else []
+    return ["--min-samples", str(t["min_samples"]), "--min-time", str(t["min_time"]), "--max-time",
+            str(t["max_time"]), *warmup, *method]
 
 
 def fused_args(impl):
@@ -235,7 +243,7 @@ def fused_args(impl):
     from strassenbench.impls import get_impl
 
     options = get_impl(impl).options if BACKEND == "cuda" else ()
-    return " ".join(f"--{option} {config[option]}" for option in options)
+    return [word for option in options for word in (f"--{option}", config[option])]
 
 
 def schedule_targets():

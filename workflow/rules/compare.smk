@@ -12,6 +12,6 @@ rule compare:
     conda:
         "../../environment.yml"
     params:
-        folders=lambda wc, input: " ".join([*(os.path.dirname(f) for f in input), *config["compare"]]),
+        folders=lambda wc, input: [*(os.path.dirname(f) for f in input), *config["compare"]],
     shell:
-        "strassenbench compare {params.folders} --out report/compare > {log} 2>&1"
+        "strassenbench compare {params.folders:q} --out report/compare > {log:q} 2>&1"

@@ -19,10 +19,10 @@ rule memlimit:
         expect=expect_device,
         impls=",".join(run_impls()),
         step=GRID["memlimit"]["step"],
-        budget=(f"--memory-budget {GRID['memlimit']['budget']}" if GRID["memlimit"].get("budget") else ""),
+        budget=(["--memory-budget", GRID["memlimit"]["budget"]] if GRID["memlimit"].get("budget") else []),
     shell:
-        "strassenbench memlimit --engine {params.engine} --impl {params.impls} --step {params.step} "
-        "{params.budget} {params.expect} --out {output} > {log} 2>&1"
+        "strassenbench memlimit --engine {params.engine:q} --impl {params.impls:q} --step {params.step:q} "
+        "{params.budget:q} {params.expect:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule collect_memlimit:
@@ -36,4 +36,4 @@ rule collect_memlimit:
     conda:
         "../../environment.yml"
     shell:
-        "strassenbench collect {input} --out {output} > {log} 2>&1"
+        "strassenbench collect {input:q} --out {output:q} > {log:q} 2>&1"

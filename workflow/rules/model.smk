@@ -21,8 +21,8 @@ rule model_predict:
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
-        "strassenbench model predict --gpu {params.gpu} --sweep {wildcards.sweep} --sizes {params.sizes} "
-        "--resources {input} --out {output} > {log} 2>&1"
+        "strassenbench model predict --gpu {params.gpu:q} --sweep {wildcards.sweep:q} --sizes {params.sizes:q} "
+        "--resources {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule model_crossover:
@@ -35,5 +35,5 @@ rule model_crossover:
     params:
         impls=crossover_impls(),
     shell:
-        "strassenbench model crossover --gpu V100 --gpu A100 --gpu H100 --impl {params.impls} --out {output} "
-        "> {log} 2>&1"
+        "strassenbench model crossover --gpu V100 --gpu A100 --gpu H100 --impl {params.impls:q} --out {output:q} "
+        "> {log:q} 2>&1"

@@ -17,4 +17,4 @@ rule report:
     params:
         data=lambda wc, input: os.path.dirname(input.system),
     shell:
-        "strassenbench report --data {params.data} --resources {input.resources} --out report > {log} 2>&1"
+        "strassenbench report --data {params.data:q} --resources {input.resources:q} --out report > {log:q} 2>&1"

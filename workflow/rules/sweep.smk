@@ -28,9 +28,10 @@ rule sweep:
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
-        "strassenbench bench --engine {params.engine} --impl {wildcards.impl} --sweep {wildcards.sweep} "
-        "--sizes {params.sizes} {params.fixed} {params.fused} {params.timing} {params.expect} --no-progress "
-        "--out {params.partial} > {log} 2>&1 && strassenbench collect {params.partial} --out {output} >> {log} 2>&1"
+        "strassenbench bench --engine {params.engine:q} --impl {wildcards.impl:q} --sweep {wildcards.sweep:q} "
+        "--sizes {params.sizes:q} {params.fixed:q} {params.fused:q} {params.timing:q} {params.expect:q} "
+        "--no-progress --out {params.partial:q} > {log:q} 2>&1 "
+        "&& strassenbench collect {params.partial:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule collect_sweep:
@@ -45,7 +46,7 @@ rule collect_sweep:
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
-        "strassenbench collect {input} --out {output} > {log} 2>&1"
+        "strassenbench collect {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule strategies:
@@ -69,16 +70,16 @@ rule strategies:
         sizes=GRID["model_strategies"]["sizes"],
         timing=timing_args(),
         partial="results/{device}/strategies",
-        cutlass=lambda wc: "cutlass" if "cutlass" in config["impls"] else "",
+        cutlass=lambda wc: "yes" if "cutlass" in config["impls"] else "no",
     shell:
-        "(parts=; if [ -n '{params.cutlass}' ]; then strassenbench bench --engine cuda --impl cutlass --sweep square "
-        "--sizes {params.sizes} {params.timing} {params.expect} --no-progress --out {params.partial}/CUTLASS.csv "
-        "|| exit 1; parts={params.partial}/CUTLASS.csv; fi; "
+        "(parts=; if [ {params.cutlass:q} = yes ]; then strassenbench bench --engine cuda --impl cutlass "
+        "--sweep square --sizes {params.sizes:q} {params.timing:q} {params.expect:q} --no-progress "
+        "--out {params.partial:q}/CUTLASS.csv || exit 1; parts={params.partial:q}/CUTLASS.csv; fi; "
         "for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
-        "--sweep square --sizes {params.sizes} --strategy $s --scheme sequential {params.timing} {params.expect} "
-        "--no-progress --out {params.partial}/$s.csv || exit 1; done; "
-        "strassenbench collect $parts {params.partial}/Huge.csv {params.partial}/Small.csv --out {output}) "
-        "> {log} 2>&1"
+        "--sweep square --sizes {params.sizes:q} --strategy $s --scheme sequential {params.timing:q} "
+        "{params.expect:q} --no-progress --out {params.partial:q}/$s.csv || exit 1; done; "
+        "strassenbench collect $parts {params.partial:q}/Huge.csv {params.partial:q}/Small.csv --out {output:q}) "
+        "> {log:q} 2>&1"
 
 
 rule sysinfo:
@@ -95,4 +96,4 @@ rule sysinfo:
         engine=BACKEND,
         expect=expect_device,
     shell:
-        "strassenbench sysinfo --engine {params.engine} {params.expect} --out {output} > {log} 2>&1"
+        "strassenbench sysinfo --engine {params.engine:q} {params.expect:q} --out {output:q} > {log:q} 2>&1"

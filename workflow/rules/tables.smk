@@ -10,6 +10,9 @@ rule schedule_table:
         "../../environment.yml"
     params:
         algorithm=config["algorithm"],
+    wildcard_constraints:
+        levels=r"\d+",
+        streams=r"\d+",
     shell:
-        "strassenbench schedule --levels {wildcards.levels} --streams {wildcards.streams} "
-        "--algorithm {params.algorithm} --format markdown --out {output} > {log} 2>&1"
+        "strassenbench schedule --levels {wildcards.levels:q} --streams {wildcards.streams:q} "
+        "--algorithm {params.algorithm:q} --format markdown --out {output:q} > {log:q} 2>&1"

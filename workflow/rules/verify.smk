@@ -21,9 +21,9 @@ rule verify:
         k=r"\d+",
         n=r"\d+",
     shell:
-        "strassenbench verify --engine {params.engine} --algorithm {wildcards.algorithm} "
-        "--levels {wildcards.levels} --m {wildcards.m} --k {wildcards.k} --n {wildcards.n} "
-        "--dtype {wildcards.dtype} --alpha 1.5 --beta -0.5 --out {output} > {log} 2>&1"
+        "strassenbench verify --engine {params.engine:q} --algorithm {wildcards.algorithm:q} "
+        "--levels {wildcards.levels:q} --m {wildcards.m:q} --k {wildcards.k:q} --n {wildcards.n:q} "
+        "--dtype {wildcards.dtype:q} --alpha 1.5 --beta -0.5 --out {output:q} > {log:q} 2>&1"
 
 
 rule collect_verify:
@@ -36,7 +36,7 @@ rule collect_verify:
     conda:
         "../../environment.yml"
     shell:
-        "strassenbench collect {input} --out {output} > {log} 2>&1"
+        "strassenbench collect {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule verify_impl:
@@ -56,8 +56,8 @@ rule verify_impl:
         engine=lambda wc: impl_engine(wc.impl),
         shape=lambda wc: impl_shape(),
     shell:
-        "strassenbench verify --impl {wildcards.impl} --engine {params.engine} {params.shape} "
-        "--dtype {wildcards.dtype} --alpha 1.5 --beta -0.5 --out {output} > {log} 2>&1"
+        "strassenbench verify --impl {wildcards.impl:q} --engine {params.engine:q} {params.shape:q} "
+        "--dtype {wildcards.dtype:q} --alpha 1.5 --beta -0.5 --out {output:q} > {log:q} 2>&1"
 
 
 rule collect_verify_impls:
@@ -71,7 +71,7 @@ rule collect_verify_impls:
     conda:
         "../../environment.yml"
     shell:
-        "strassenbench collect {input} --out {output} > {log} 2>&1"
+        "strassenbench collect {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule accuracy:
@@ -93,5 +93,5 @@ rule accuracy:
         impls=",".join(config["accuracy_impls"]),
         sizes=lambda wc: GRID.get("accuracy", {"sizes": "1024"})["sizes"],
     shell:
-        "strassenbench accuracy --engine {params.engine} --impl {params.impls} --sizes {params.sizes} "
-        "--inputs uniform,wide --no-progress --out {output} > {log} 2>&1"
+        "strassenbench accuracy --engine {params.engine:q} --impl {params.impls:q} --sizes {params.sizes:q} "
+        "--inputs uniform,wide --no-progress --out {output:q} > {log:q} 2>&1"
