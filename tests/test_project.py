@@ -31,6 +31,18 @@ def test_readme_main_command_runs_snakemake():
     assert _fenced_command("main-command").endswith("snakemake --cores 1")
 
 
+def test_readme_is_short_and_links_every_manual_page():
+    """A newcomer reads the README in minutes; the manual is docs/, every page linked from it, and every link
+    into docs/ leads to a page."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    linked = set(re.findall(r"\]\((docs/[^)#]+)\)", text))
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert pages and linked == pages, (pages - linked, linked - pages)
+    for page in pages:
+        assert "](../README.md)" in (ROOT / page).read_text(), page
+
+
 _snakemake = snakemake
 
 
