@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from strassenbench.gemm import axpy
+
 __all__ = ["NumpyOps", "CupyOps", "Cublas", "cublas_library", "clear_caches", "ops_for"]
 
 
@@ -40,13 +42,7 @@ class NumpyOps:
 
     def axpy(self, out, x, a: float) -> None:  # noqa: ANN001
         """out[:r, :c] += a x for x of shape r x c."""
-        target = _clip(out, x)
-        if a == 1:
-            target += x
-        elif a == -1:
-            target -= x
-        else:
-            target += out.dtype.type(a) * x
+        axpy(_clip(out, x), x, a)
 
     def sum2(self, out, x, a: float, y, b: float) -> None:  # noqa: ANN001
         """out = a x + b y (zeros where neither covers); x, y do not alias out."""

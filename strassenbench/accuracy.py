@@ -12,6 +12,9 @@ carries its own classical bound (L = 0, u = 2^-53), which is added. The relative
 ||C_hat - C||_F / ||C||_F that ``verify`` prints is compared against sqrt(mn) times that bound divided by
 ||C||_F. The bound is a worst case: measured errors are orders of magnitude below it, but a wrong
 coefficient (an O(1) error) always exceeds it.
+
+This module is the arithmetic alone (it imports only the algebra); strassenbench.verify runs multiplications
+against it, one (``verify``) or the accuracy table (``accuracy_rows``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,7 @@ from .algebra.levels import level_names, multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
 
-__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants", "unit_roundoff",
-           "ACCURACY_COLUMNS", "accuracy_rows"]
+__all__ = ["reference_gemm", "relative_error", "error_bound", "bound_from_norms", "growth_constants", "unit_roundoff"]
 
 # The unit roundoff of the tensor-core modes (strassenbench.tensorcore). 1xTF32 rounds every operand (and every
 # operand sum) to TF32's 10 explicit mantissa bits: u = 2^-11. 3xTF32 drops a_small b_small and the part of each
@@ -112,31 +114,3 @@ def bound_from_norms(
     absolute += _abs_bound(reference_unit, algorithm, 0, k, norms, alpha, beta)
     return math.sqrt(m * n) * absolute / reference_norm if reference_norm > 0 else math.sqrt(m * n) * absolute
 
-
-from .results import ACCURACY_COLUMNS  # noqa: E402 - the table's columns, with the other result files'
-
-
-def accuracy_rows(impls: list[str], sizes: list[int], inputs: tuple[str, ...], engine: str, seed: int = 0,
-                  options: dict[str, object] | None = None, progress=None) -> list[dict]:  # noqa: ANN001
-    """The accuracy table beyond the paper: the relative error against float64 of each implementation (SIMT
-    FP32, 1xTF32, 3xTF32; GEMM and Strassen at any level) on square float32 problems of ``sizes``, for each
-    input distribution (strassenbench.verify.INPUTS), every implementation on the same inputs. Each runs on
-    ``engine`` where it has it, else on numpy (cuBLAS's CPU stand-ins on the emulator); ``options`` (build_dir)
-    go to the cuda engine."""
-    from .impls import get_impl
-    from .verify import verify
-
-    rows = []
-    for name, n, dist in ((i, n, d) for n in sizes for d in inputs for i in impls):
-        impl = get_impl(name)
-        run_on = engine if engine in impl.engines else "numpy"
-        extra = dict(options or {}) if run_on == "cuda" else {}
-        result = verify(impl=name, engine=run_on, m=n, n=n, k=n, dtype="float32", seed=seed, options=extra,
-                        inputs=dist)
-        rows.append({"impl": name, "label": impl.label, "mode": impl.mode, "levels": result["levels"],
-                     "engine": run_on, "inputs": dist, "m": n, "n": n, "k": n, "seed": seed,
-                     "rel_error": float(result["rel_error"]), "bound": float(result["bound"]),
-                     "status": result["status"]})
-        if progress:
-            progress(rows[-1])
-    return rows

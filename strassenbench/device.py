@@ -1,14 +1,22 @@
-"""Which backend a run uses. The only GPU-facing code here is a pynvml query, and it never raises."""
+"""Which backend a run uses, and what the visible GPU is: pynvml queries that never raise, and the hardware
+figures of a device (``query_device``: SMs, cores, clocks, DRAM bandwidth, TF32 peak) that the model's GPU
+spec (strassenbench.model.gpus) and a run's system.json are made from."""
 
 from __future__ import annotations
 
 import re
 
 from .env import visible_devices
+from .occupancy import ARCHS
 
-__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug"]
+__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug", "hardware_figures", "query_device"]
 
 BACKENDS = ("auto", "cuda", "numpy")
+# FP32 and FP64 cores per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
+_CORES_PER_SM = {(7, 0): (64, 32), (8, 0): (64, 32), (8, 6): (128, 2), (8, 9): (128, 2), (9, 0): (128, 64)}
+# Dense TF32 tensor-core flops per SM and clock (the architecture whitepapers: GA100 1024, GA10x and AD10x 256,
+# GH100 2048 at its tensor boost clock).
+_TF32_PER_SM_CLOCK = {(8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048}
 
 
 def _visible_handles(pynvml) -> list:  # noqa: ANN001
@@ -85,3 +93,53 @@ def resolve_backend(requested: str) -> tuple[str, str]:
 def slug(name: str) -> str:
     """A folder name for a device: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def hardware_figures(attrs: dict[str, int | float | str]) -> dict[str, object]:
+    """A device's figures (the fields of strassenbench.model.gpus.GPUSpec) from its attributes (the keys
+    ``query_device`` reads: name, cc_major, cc_minor, sm_count, bus_width_bits, max_sm_clock_mhz,
+    max_mem_clock_mhz). DRAM bandwidth = 2 (double data rate) x memory clock x bus width / 8. ValueError for a
+    compute capability outside the core table."""
+    major, minor = int(attrs["cc_major"]), int(attrs["cc_minor"])
+    if (major, minor) not in _CORES_PER_SM:
+        raise ValueError(f"compute capability {major}.{minor} is not in the model's core table")
+    fp32, fp64 = _CORES_PER_SM[(major, minor)]
+    arch = f"sm_{major}{minor}"
+    if arch not in ARCHS:
+        arch = f"sm_{major}0"
+    clock_hz = float(attrs["max_sm_clock_mhz"]) * 1e6
+    return {
+        "name": str(attrs["name"]), "arch": arch, "sm_count": int(attrs["sm_count"]), "fp32_cores_per_sm": fp32,
+        "fp64_cores_per_sm": fp64, "boost_clock_hz": clock_hz,
+        "dram_bandwidth": 2.0 * float(attrs["max_mem_clock_mhz"]) * 1e6 * int(attrs["bus_width_bits"]) / 8,
+        "tf32_flops": _TF32_PER_SM_CLOCK.get((major, minor), 0) * int(attrs["sm_count"]) * clock_hz,
+        "source": "live device query (CuPy device attributes, pynvml maximum clocks)",
+    }
+
+
+def query_device(index: int = 0) -> dict[str, object]:
+    """The hardware figures (hardware_figures) of CUDA device ``index`` (after CUDA_VISIBLE_DEVICES), through
+    CuPy and pynvml. RuntimeError without one, ValueError for a compute capability the table lacks."""
+    try:
+        import cupy
+        import pynvml
+    except ImportError as err:
+        raise RuntimeError(f"--gpu device needs CuPy and pynvml: {err}") from None
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        pynvml.nvmlInit()
+        # NVML ignores CUDA_VISIBLE_DEVICES: find the GPU CUDA calls ``index`` by its PCI bus id, as the telemetry does.
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(cupy.cuda.runtime.deviceGetPCIBusId(index))
+        attrs = {
+            "name": pynvml.nvmlDeviceGetName(handle),
+            "cc_major": props["major"],
+            "cc_minor": props["minor"],
+            "sm_count": props["multiProcessorCount"],
+            "bus_width_bits": props["memoryBusWidth"],
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+        pynvml.nvmlShutdown()
+    except Exception as err:  # noqa: BLE001 - any driver/runtime failure means "no usable device"
+        raise RuntimeError(f"cannot query GPU {index}: {err}") from None
+    return hardware_figures(attrs)

@@ -12,8 +12,8 @@ never skipped in favour of a default.
   when unset. ``NVCC_CCBIN``: the host compiler nvcc calls, an executable or the folder of one.
 - ``STRASSENBENCH_EMU_FLAGS``: extra emulator compiler flags (shell quoting), each starting with '-'.
 - ``STRASSENBENCH_CUDA_BIN``: a folder with nvcc and ptxas, tried before PATH.
-- ``STRASSENBENCH_KERNELS``, ``STRASSENBENCH_ALGORITHMS``, ``STRASSENBENCH_REFERENCE``: source folders
-  (kernels/, algorithms/, reference/ beside the package when unset); a relative path is from the current folder.
+- ``STRASSENBENCH_KERNELS``, ``STRASSENBENCH_ALGORITHMS``: source folders (kernels/, algorithms/ beside the
+  package when unset); a relative path is from the current folder.
 - ``STRASSENBENCH_PROBE_TIMEOUT`` (30) and ``STRASSENBENCH_COMPILE_TIMEOUT`` (1800): seconds a toolchain probe
   (``nvcc --version``) and one compiler run (nvcc, ptxas, fatbinary, cuobjdump, the emulator's g++) may take.
 - ``STRASSENBENCH_INJECT_FAILURE``: the test hook of strassenbench.bench.runner.

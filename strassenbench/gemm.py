@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GemmError", "DTYPES", "parse_dtype", "check_operands"]
+__all__ = ["GemmError", "DTYPES", "parse_dtype", "check_operands", "axpy"]
 
 DTYPES = ("float32", "float64")
 
@@ -44,3 +44,14 @@ def check_operands(A, B, C) -> tuple[int, int, int]:  # noqa: ANN001 - NumPy or 
         if np.shares_memory(C, A) or np.shares_memory(C, B):
             raise GemmError("C must not overlap A or B")
     return m, k, n
+
+
+def axpy(target, source, coeff) -> None:  # noqa: ANN001 - NumPy or CuPy arrays; a float or a Fraction
+    """target += coeff source in place, without a temporary for coeff = +-1 (any other coefficient, an exact
+    one such as 1/2 included, is rounded to target's dtype once)."""
+    if coeff == 1:
+        target += source
+    elif coeff == -1:
+        target -= source
+    else:
+        target += target.dtype.type(coeff) * source

@@ -24,13 +24,13 @@ from functools import partial
 import numpy as np
 
 from .algebra.algorithm import AlgorithmError
-from .algebra.levels import plan_products, spec_levels
+from .algebra.levels import check_levels, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
-from .fused.launch import SCHEMES, param_bytes
+from .fused.launch import param_bytes
 from .gemm import check_operands
-from .limits import MAX_LEVELS, LimitError, check_products
+from .limits import MAX_LEVELS, LimitError
+from .options import OptionsError, RunOptions
 from .plan import make_plan, max_levels
-from .strategies import STRATEGIES, TENSOR_STRATEGIES
 from .tensorcore import MODES as TENSOR_MODES
 
 __all__ = ["Impl", "IMPLS", "TENSOR_IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
@@ -89,18 +89,28 @@ class Impl:
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
 
-    def check(self, engine: str, strategy: str | None, scheme: str | None) -> None:
+    def takes(self, option: str, engine: str) -> bool:
+        """Whether this implementation takes ``option`` (strategy, scheme) on ``engine``: a fused one on a fused
+        engine; cuBLAS, the references and every implementation on numpy take none."""
+        return option in self.options and engine in FUSED_ENGINES
+
+    def check(self, engine: str, strategy: str | None = None, scheme: str | None = None) -> None:
+        """This implementation runs on ``engine`` and takes the options given there (their values are checked
+        where the options are made: ``run_options``)."""
         if engine not in self.engines:
             raise ImplError(f"{self.name} runs on {', '.join(self.engines)}, not {engine}")
         for option, value in (("strategy", strategy), ("scheme", scheme)):
-            if value is not None and (option not in self.options or engine not in FUSED_ENGINES):
+            if value is not None and not self.takes(option, engine):
                 raise ImplError(f"{self.name} on {engine} takes no --{option}")
-        table = TENSOR_STRATEGIES if self.tensor else STRATEGIES
-        if strategy is not None and strategy not in table:
-            family = "tensor-core strategy" if self.tensor else "strategy"
-            raise ImplError(f"{self.name}: unknown {family} '{strategy}' (choose from {', '.join(table)})")
-        if scheme is not None and scheme not in SCHEMES:
-            raise ImplError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
+
+    def run_options(self, engine: str, strategy: str | None = None, scheme: str | None = None,
+                    build_dir: str = "build") -> RunOptions:
+        """The options of a run on ``engine``, in this implementation's mode, checked once here."""
+        self.check(engine, strategy, scheme)
+        try:
+            return RunOptions(strategy, scheme, build_dir=build_dir, mode=self.mode)
+        except OptionsError as err:
+            raise ImplError(f"{self.name}: {err}") from None
 
     def effective_levels(self, m: int, k: int, n: int) -> int:
         """The levels this implementation runs on an m x k x n problem."""
@@ -123,14 +133,18 @@ class Impl:
         build_dir: str = "build",
     ):  # noqa: ANN204 - returns the reference workspace, if any
         """C <- alpha A B + beta C once. On cuda, NumPy operands run on device copies and C is copied back."""
+        return self.run(A, B, C, alpha, beta, engine, self.run_options(engine, strategy, scheme, build_dir),
+                        workspace)
+
+    def run(self, A, B, C, alpha: float, beta: float, engine: str, options: RunOptions,  # noqa: ANN001
+            workspace=None):  # noqa: ANN001, ANN201
+        """``__call__`` with its options made (``run_options``)."""
         def once(dA, dB, dC):  # noqa: ANN001, ANN202
-            return self.prepare(dA, dB, dC, alpha, beta, engine=engine, strategy=strategy, scheme=scheme,
-                                workspace=workspace, build_dir=build_dir)()
+            return self.prepare_run(dA, dB, dC, alpha, beta, engine, options, workspace)()
 
         if engine == "cuda":
             from .fused.cuda import on_device
 
-            self.check(engine, strategy, scheme)
             check_operands(A, B, C)
             return on_device(once, A, B, C)
         return once(A, B, C)
@@ -143,20 +157,21 @@ class Impl:
         """A call that computes C <- alpha A B + beta C with everything that does not depend on the values
         set up once: the fused kernels' launches and their parameters, the reference's workspace. Operands
         must be the engine's arrays. ``__call__`` runs it once; the benchmark times its replays."""
+        options = self.run_options(engine, strategy, scheme, build_dir)
+        return self.prepare_run(A, B, C, alpha, beta, engine, options, workspace)
+
+    def prepare_run(self, A, B, C, alpha: float, beta: float, engine: str, options: RunOptions,  # noqa: ANN001
+                    workspace=None) -> Callable[[], object]:  # noqa: ANN001
+        """``prepare`` with its options made (``run_options``)."""
         from .reference.array_ops import ops_for
         from .reference.strassen_ref import Workspace, multiply
 
-        self.check(engine, strategy, scheme)
+        self.check(engine)
+        if options.mode != self.mode:
+            raise ImplError(f"{self.name} computes in {self.mode}, not {options.mode} (Impl.run_options)")
         m, k, n = check_operands(A, B, C)
         if str(C.dtype) not in self.dtypes:
             raise ImplError(f"{self.name} computes {', '.join(self.dtypes)}, not {C.dtype}")
-        options: dict[str, object] = {}
-        if engine in FUSED_ENGINES:
-            options = {"strategy": strategy, "scheme": scheme or "sequential"}
-            if engine == "cuda":
-                options["build_dir"] = build_dir
-        if self.tensor:
-            options["mode"] = self.mode
         if self.kind == "blas":
             ops = ops_for(C)
             compute = "tf32" if self.tensor else "fp32"
@@ -164,7 +179,7 @@ class Impl:
         if self.kind == "cutlass":
             from .fused.cutlass import sgemm
 
-            return partial(sgemm, A, B, C, alpha, beta, build_dir, self.mode)
+            return partial(sgemm, A, B, C, alpha, beta, options.build_dir, self.mode)
         if self.kind == "fused":
             plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
             return _engine_call(engine, options, plan, A, B, C, alpha, beta)
@@ -176,16 +191,19 @@ class Impl:
         return lambda: multiply(A, B, C, alpha, beta, levels=levels, workspace=workspace, leaf=leaf)
 
 
-def _engine_call(engine: str, options: dict, plan, A, B, C, alpha: float, beta: float) -> Callable[[], None]:  # noqa: ANN001
+def _engine_call(engine: str, options: RunOptions, plan, A, B, C, alpha: float,  # noqa: ANN001
+                 beta: float) -> Callable[[], None]:
     """``plan`` on ``engine`` as a replayable call: prepared launches on the fused engines."""
     if engine in FUSED_ENGINES:
         from .engines.fused_engine import prepare
 
-        return prepare(engine, plan, A, B, C, alpha, beta, **options)
-    return partial(ENGINES[engine], plan, A, B, C, alpha, beta, **options)
+        return prepare(engine, plan, A, B, C, alpha, beta, options)
+    mode = {"mode": options.mode} if options.tensor else {}  # the numpy engine's one option
+    return partial(ENGINES[engine], plan, A, B, C, alpha, beta, **mode)
 
 
-def _leaf_call(engine: str, options: dict, out, a, b, alpha: float, beta: float) -> Callable[[], None]:  # noqa: ANN001
+def _leaf_call(engine: str, options: RunOptions, out, a, b, alpha: float,  # noqa: ANN001
+               beta: float) -> Callable[[], None]:
     """One of the hybrid's leaf products: fused 1-level Strassen on a product of the reference's top level."""
     m, k = a.shape
     n = b.shape[1]
@@ -206,7 +224,7 @@ class _Leaves:
     """The hybrid's leaf products, each prepared on first sight and replayed after: their operands are
     fixed views of the operands and of the workspace, so the same launches serve every call."""
 
-    def __init__(self, engine: str, options: dict) -> None:
+    def __init__(self, engine: str, options: RunOptions) -> None:
         self.engine, self.options, self.calls = engine, options, {}
 
     def __call__(self, out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
@@ -268,15 +286,13 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> 
     the mixed spec itself (``grey322-11-50+strassen``); on the tensor cores (``mode`` 1xtf32 or 3xtf32) with
     the mode's suffix, ``grey322-11-50x1-3xtf32``."""
     fixed = spec_levels(algorithm)
-    if fixed is not None and levels not in (None, fixed):
-        raise ImplError(f"'{algorithm}' has {fixed} levels, not {levels}")
-    levels = fixed or levels
+    levels = fixed if levels is None else levels
     if not levels:
         raise ImplError(f"{algorithm}: give the levels, e.g. {algorithm}x1")
     if levels > MAX_LEVELS:
         raise ImplError(f"{algorithm}x{levels}: {levels} levels is above the maximum {MAX_LEVELS}")
     try:
-        check_products(plan_products(algorithm, levels), f"{levels} levels of {algorithm}")
+        check_levels(algorithm, levels)
     except (AlgorithmError, LimitError) as err:
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"

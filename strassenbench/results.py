@@ -126,20 +126,21 @@ def _rows(path: Path, text: str) -> list[list[str]]:
     return rows
 
 
-def read_results(path: str | Path, kind: str | None = None, *,
+def read_results(path: str | Path, kind: str | Kind | None = None, *,
                  on_cut: Callable[[int], None] | None = None) -> pd.DataFrame:
-    """The rows of a result file, checked (see the module docstring). ``kind`` ('bench', 'memlimit', 'verify')
-    or None: whichever kind the header matches. ``on_cut``: a cut last row is dropped instead of refused, and
-    on_cut(its line number) is called."""
+    """The rows of a result file, checked (see the module docstring). ``kind`` ('bench', 'memlimit', 'verify'),
+    a Kind of another command's table (strassenbench.model.files), or None: whichever kind the header matches.
+    ``on_cut``: a cut last row is dropped instead of refused, and on_cut(its line number) is called."""
     path = Path(path)
     text = _text(path)
     if not text.strip():
         raise ResultsError(f"{path}: empty file (no header)")
     rows = _rows(path, text)
     header = rows[0]
-    expected = KINDS[kind] if kind else kind_of(header)
+    expected = (KINDS[kind] if isinstance(kind, str) else kind) if kind else kind_of(header)
     if expected is None or not set(expected.required) <= set(header):
-        what = f"a strassenbench {kind} results file" if kind else "a strassenbench results file"
+        name = getattr(kind, "name", kind)
+        what = f"a strassenbench {name} results file" if kind else "a strassenbench results file"
         want = expected.required if expected else KINDS["bench"].required
         missing = next((c for c in want if c not in header), header[0] if header else "")
         raise ResultsError(f"{path}: not {what} (line 1 has no column {missing!r})")

@@ -1,16 +1,22 @@
-"""One multiplication on random inputs, checked against a float64 reference within the error bound."""
+"""Multiplications on random inputs, checked against a float64 reference within the error bound
+(strassenbench.accuracy): one (``verify``), or the accuracy table (``accuracy_rows``)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
 from .accuracy import error_bound, reference_gemm, relative_error
-from .engines import ENGINES
+from .engines import ENGINES, FUSED_ENGINES
+from .engines.fused_engine import run as run_fused
 from .gemm import parse_dtype
 from .impls import get_impl
+from .options import RunOptions
 from .plan import make_plan
+from .results import ACCURACY_COLUMNS
 
-__all__ = ["INPUTS", "random_operands", "verify"]
+__all__ = ["INPUTS", "random_operands", "verify", "ACCURACY_COLUMNS", "accuracy_rows"]
 
 # The input distributions: ``uniform`` in [-1, 1); ``wide``, uniform [-1, 1) times 2^e with e a uniform integer in
 # [-WIDE_EXPONENT, WIDE_EXPONENT] per element (magnitudes over 2 x 12 binades, where Strassen's operand sums mix
@@ -47,26 +53,31 @@ def verify(
     alpha: float = 1.0,
     beta: float = 0.0,
     seed: int = 0,
-    options: dict[str, object] | None = None,
+    options: RunOptions | Mapping[str, object] | None = None,
     inputs: str = "uniform",
 ) -> dict[str, object]:
     """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound.
 
     Either a plan (``algorithm``, ``levels``) on ``engine``, or an implementation of the registry (``impl``)
-    on ``engine``. ``options`` go to the engine or implementation (strategy, scheme, streams, build_dir)."""
-    options = dict(options or {})
+    on ``engine``. ``options`` go to the engine or implementation (strassenbench.options.RunOptions, or its
+    fields by name: strategy, scheme, streams, build_dir, mode)."""
     np_dtype = parse_dtype(dtype)
     A, B, C0 = random_operands(m, n, k, np_dtype, seed, inputs)
     C = C0.copy()
-    mode = str(options.get("mode", "simt"))
     if impl is None:
         if levels is None:
             raise ValueError("verify needs levels or impl")
+        run = options if isinstance(options, RunOptions) else RunOptions(**(options or {}))
         plan = make_plan(algorithm, levels, m, k, n)
-        ENGINES[engine](plan, A, B, C, alpha, beta, **options)
+        if engine in FUSED_ENGINES:
+            run_fused(engine, plan, A, B, C, alpha, beta, run)
+        else:
+            ENGINES[engine](plan, A, B, C, alpha, beta, **({"mode": run.mode} if run.tensor else {}))
+        mode = run.mode
     else:
         chosen = get_impl(impl)
-        chosen(A, B, C, alpha, beta, engine=engine, **options)
+        run = options if isinstance(options, RunOptions) else chosen.run_options(engine, **(options or {}))
+        chosen.run(A, B, C, alpha, beta, engine, run)
         algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode
     reference = reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
@@ -84,8 +95,31 @@ def verify(
         "beta": beta,
         "seed": seed,
         **({"inputs": inputs} if inputs != "uniform" else {}),
-        **{key: value for key, value in options.items() if key != "build_dir"},
+        **run.given(),
         "rel_error": f"{err:.3e}",
         "bound": f"{bound:.3e}",
         "status": "ok" if err <= bound else "FAIL",
     }
+
+
+def accuracy_rows(impls: list[str], sizes: list[int], inputs: tuple[str, ...], engine: str, seed: int = 0,
+                  build_dir: str = "build", progress=None) -> list[dict]:  # noqa: ANN001
+    """The accuracy table beyond the paper: the relative error against float64 of each implementation (SIMT
+    FP32, 1xTF32, 3xTF32; GEMM and Strassen at any level) on square float32 problems of ``sizes``, for each
+    input distribution (INPUTS), every implementation on the same inputs; the columns are ACCURACY_COLUMNS.
+    Each runs on ``engine`` where it has it, else on numpy (cuBLAS's CPU stand-ins on the emulator);
+    ``build_dir``: where the cuda engine finds the kernels."""
+    rows = []
+    for name, n, dist in ((i, n, d) for n in sizes for d in inputs for i in impls):
+        impl = get_impl(name)
+        run_on = engine if engine in impl.engines else "numpy"
+        options = impl.run_options(run_on, build_dir=build_dir)
+        result = verify(impl=name, engine=run_on, m=n, n=n, k=n, dtype="float32", seed=seed, options=options,
+                        inputs=dist)
+        rows.append({"impl": name, "label": impl.label, "mode": impl.mode, "levels": result["levels"],
+                     "engine": run_on, "inputs": dist, "m": n, "n": n, "k": n, "seed": seed,
+                     "rel_error": float(result["rel_error"]), "bound": float(result["bound"]),
+                     "status": result["status"]})
+        if progress:
+            progress(rows[-1])
+    return rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import pytest
@@ -82,3 +83,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "gpu" in item.keywords:
             item.add_marker(mark)
 
+
+
+MODEL_SIZES = "512:20480:512"  # the paper profile's sweep sizes, as the workflow's model rules predict them
+
+
+def write_model_files(folder, gpu: str = "V100", resources=None) -> None:  # noqa: ANN001
+    """The model's files of a run's folder (strassenbench.model.files.MODEL_FILES), written by `strassenbench
+    model` as the workflow's model rules write them, for ``gpu`` (a built-in spec)."""
+    from pathlib import Path
+
+    folder = Path(folder).resolve()
+    more = ["--resources", str(Path(resources).resolve())] if resources else []
+    with contextlib.chdir(folder):  # never the build/resources.csv of the directory the tests run in
+        _write_model_files(folder, gpu, more)
+
+
+def _write_model_files(folder, gpu: str, more: list[str]) -> None:  # noqa: ANN001
+    from strassenbench.cli import main
+
+    for sweep in ("square", "rankk", "panel"):
+        assert main(["model", "predict", "--gpu", gpu, "--sweep", sweep, "--sizes", MODEL_SIZES, *more,
+                     "--out", str(folder / f"model_{sweep}.csv")]) == 0
+    assert main(["model", "predict", "--gpu", gpu, "--sweep", "square", "--sizes", MODEL_SIZES, "--impl",
+                 "gemm,strassen1,strassen2-direct", "--strategy", "Huge", "--strategy", "Small", *more,
+                 "--out", str(folder / "model_strategies.csv")]) == 0
+    assert main(["model", "speedup", *(str(folder / f"model_{s}.csv") for s in ("square", "rankk", "panel")),
+                 "--out", str(folder / "model_speedup.csv")]) == 0
+    assert main(["model", "spec", "--gpu", "V100", "--gpu", gpu, "--out", str(folder / "model_spec.csv")]) == 0
+    assert main(["model", "bounds", "--gpu", gpu, "--out", str(folder / "model_bounds.csv")]) == 0
+    assert main(["model", "occupancy", *more, "--out", str(folder / "model_occupancy.csv")]) == 0
+    assert main(["model", "issue-bounds", *more, "--out", str(folder / "model_issue_bounds.csv")]) == 0
+
+
+@pytest.fixture(scope="session")
+def modeled(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """``modeled(name)``: a copy of tests/fixtures/<name> with the model's files beside its results (for the
+    GPU spec its name holds: gpu_a an A100, gpu_b an H100), made once per session."""
+    import shutil
+    from pathlib import Path
+
+    made: dict[str, Path] = {}
+    gpus = {"gpu_a": "A100", "gpu_b": "H100"}
+
+    def make(name: str) -> Path:
+        if name not in made:
+            folder = tmp_path_factory.mktemp("modeled") / name
+            shutil.copytree(Path(__file__).parent / "fixtures" / name, folder)
+            write_model_files(folder, gpus[name])
+            made[name] = folder
+        return made[name]
+
+    return make

@@ -392,7 +392,8 @@ def test_the_model_queries_the_gpu_cuda_runs_on_by_pci_bus_id(cpu_device, monkey
     """Under CUDA_VISIBLE_DEVICES NVML's index 0 is another GPU: query_device asks NVML by CUDA's PCI bus id."""
     import pynvml
 
-    from strassenbench.model.gpus import query_device
+    from strassenbench.device import query_device
+    from strassenbench.model.gpus import get_gpu
 
     asked = []
     fake = {"nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
@@ -402,8 +403,9 @@ def test_the_model_queries_the_gpu_cuda_runs_on_by_pci_bus_id(cpu_device, monkey
             "nvmlDeviceGetMaxClockInfo": lambda h, which: 1980}
     for name, value in fake.items():
         monkeypatch.setattr(pynvml, name, value)
-    spec = query_device(0)
-    assert asked == ["0000:00:00.0"] and spec.sm_count == 2
+    figures = query_device(0)
+    assert asked == ["0000:00:00.0"] and figures["sm_count"] == 2
+    assert get_gpu("device").sm_count == 2 and asked == ["0000:00:00.0"] * 2  # the model's spec, from the same query
 
 
 def test_the_timer_probe_makes_one_nvml_call_for_the_throttle_reasons(monkeypatch: pytest.MonkeyPatch) -> None:

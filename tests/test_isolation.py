@@ -173,7 +173,7 @@ def test_auto_timing_is_blocking_only_when_every_call_fits() -> None:
 
 def test_bench_with_blocking_refuses_a_sweep_that_does_not_fit(tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
     """Checked before any device is touched: the CLI decides the method from the points."""
-    import strassenbench.cli as cli
+    import strassenbench.cli.runs as cli
 
     def no_backend(*_: object, **__: object) -> None:
         raise AssertionError("the timing is decided before the backend is made")

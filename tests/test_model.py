@@ -253,6 +253,29 @@ def test_issue_fraction_is_the_ffma_share_on_32_lanes_and_free_shadow_slots_on_1
     assert slice_clocks(1100, 512, 16) == 1100 and peak_fraction(1100, 512, 512, 16) == pytest.approx(1024 / 1100)
 
 
+def test_the_model_derives_issue_fractions_from_the_counts_the_build_read():
+    """resources.csv holds the main loop's counts; the model derives the fractions per family of sub-partitions,
+    from each row's own counts and strategy, and none for rows that are not float32 SIMT loops it read."""
+    from strassenbench.fused.modules import RESOURCE_COLUMNS
+    from strassenbench.model.issue import ISSUE_FAMILIES, issue_fractions, peak_fraction
+
+    assert not set(ISSUE_FAMILIES) & set(RESOURCE_COLUMNS)  # the build records no derived rate
+    rows = pd.DataFrame([
+        {"strategy": "Huge", "dtype": "float32", "mode": "simt", "loop_instructions": 560.0, "loop_fp32": 512},
+        {"strategy": "Small", "dtype": "float32", "mode": "simt", "loop_instructions": 300.0, "loop_fp32": 140},
+        {"strategy": "Huge", "dtype": "float64", "mode": "simt", "loop_instructions": 560.0, "loop_fp32": 512},
+        {"strategy": "TcHuge", "dtype": "float32", "mode": "1xtf32", "loop_instructions": 90.0, "loop_fp32": 0},
+        {"strategy": "Huge", "dtype": "float32", "mode": "simt", "loop_instructions": None, "loop_fp32": None},
+    ], index=[10, 11, 12, 13, 14])
+    fractions = issue_fractions(rows)
+    assert list(fractions.columns) == list(ISSUE_FAMILIES) and list(fractions.index) == [10, 11, 12, 13, 14]
+    assert fractions.loc[10].tolist() == [1.0, round(512 / 560, 4)]
+    small = STRATEGIES["Small"]
+    math_ops = small.m_R * small.n_R * small.k_S
+    assert fractions.loc[11].tolist() == [round(peak_fraction(300, 140, math_ops, w), 4) for w in (16, 32)]
+    assert fractions.loc[[12, 13, 14]].isna().all().all()
+
+
 def test_default_slice_counts_count_the_loop_the_kernel_runs():
     """The per-kernel default (no machine code read): math FFMA, sums, fragment loads, global loads and their
     address adds, stores, pointer steps, barrier and loop control, per thread and k_S slice."""
@@ -304,3 +327,45 @@ def test_issue_counts_come_from_the_build_when_it_read_them():
     slower = impl_time(SPECS["H100"], "gemm", HUGE, 16384, 16384, 16384, "float32", resources)
     faster = impl_time(SPECS["H100"], "gemm", HUGE, 16384, 16384, 16384, "float32")
     assert slower.t_issue == pytest.approx(faster.t_issue * 600 / 563)
+
+
+def test_model_tables_the_report_reads(tmp_path, capsys):
+    """`model spec`, `speedup`, `occupancy` and `issue-bounds` write the model's tables the report reads: each
+    what the model computes, as CSV; speedup refuses predictions that hold a point twice in one line, writing
+    nothing."""
+    out = tmp_path / "m"
+    spec_out = str(out / "spec.csv")
+    assert main(["model", "spec", "--gpu", "V100", "--gpu", "H100", "--gpu", "V100", "--out", spec_out]) == 0
+    spec = pd.read_csv(out / "spec.csv").set_index("key")
+    assert list(spec.index) == ["V100", "H100"] and spec.loc["H100", "gpu"] == SPECS["H100"].name
+    assert spec.loc["V100", "tau_smop"] == SPECS["V100"].tau_smop
+    assert spec.loc["H100", "tau_flop_float32"] == SPECS["H100"].tau_flop()
+    sizes = "1024:20480:1024"
+    for sweep in ("square", "panel"):
+        assert main(["model", "predict", "--gpu", "A100", "--sweep", sweep, "--sizes", sizes,
+                     "--out", str(out / f"{sweep}.csv")]) == 0
+    assert main(["model", "speedup", str(out / "square.csv"), str(out / "panel.csv"), "--out", str(out / "s.csv")]) == 0
+    speedup = pd.read_csv(out / "s.csv").set_index(["sweep", "impl"])
+    assert set(speedup.index.get_level_values("sweep")) == {"square", "panel"} and "gemm" not in speedup.index.levels[1]
+    square = predict(SPECS["A100"], ["gemm", "strassen2-hybrid"], "square", parse_sizes(sizes))
+    expected = crossover(square, "strassen2-hybrid")
+    row = speedup.loc[("square", "strassen2-hybrid")]
+    assert [row[k] for k in ("stable", "max_speedup", "at")] == [expected[k] for k in ("stable", "max_speedup", "at")]
+    assert main(["model", "predict", "--gpu", "A100", "--sizes", sizes, "--strategy", "Huge", "--strategy", "small",
+                 "--out", str(out / "both.csv")]) == 0
+    both = pd.read_csv(out / "both.csv")
+    assert set(both["strategy"]) == {"Huge", "Small"} and len(both) == 2 * len(MODELED_IMPLS) * 20
+    capsys.readouterr()
+    assert main(["model", "speedup", str(out / "both.csv"), "--out", str(out / "refused.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "twice" in err and not (out / "refused.csv").exists()
+    assert main(["model", "occupancy", "--out", str(out / "occupancy.csv")]) == 0
+    occupancy = pd.read_csv(out / "occupancy.csv")
+    assert len(occupancy) == 6 * len(ARCHS) and set(occupancy["occupancy"]) == {"register formula"}
+    small = occupancy[(occupancy["strategy"] == "Small") & (occupancy["kernel"] == "GEMM")]
+    assert list(small["blocks_per_sm"]) == [active_blocks(next(s for s in SPECS.values() if s.arch == arch),
+                                                          STRATEGIES["Small"], (1, 1, 1), "float32")[0]
+                                            for arch in small["arch"]]
+    assert main(["model", "issue-bounds", "--size", "4096", "--out", str(out / "issue.csv")]) == 0
+    issue = pd.read_csv(out / "issue.csv")
+    assert set(issue["n"]) == {4096} and set(issue["gpu"]) == set(SPECS) and len(issue) == 3 * len(SPECS)

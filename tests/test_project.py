@@ -218,6 +218,9 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
         assert len(frame) == len(set(frame["x"])) * len(cpu_impls()) and (frame["status"] == "ok").all()
     assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
     assert (workdir / "build/resources.csv").is_file()
+    from strassenbench.model.files import MODEL_FILES
+
+    assert [name for name in MODEL_FILES if not (workdir / "data/cpu" / name).is_file()] == []  # the report's model
     checked = pd.read_csv(workdir / "data/cpu/verify_impls.csv")
     assert len(checked) == impl_checks(cpu_impls()) and (checked["status"] == "ok").all()
     accuracy = pd.read_csv(workdir / "data/cpu/accuracy.csv")  # the smoke profile has the tensor cores on

@@ -20,9 +20,9 @@ from strassenbench.report.compare import compare_runs, verdict
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def test_fixture_report_has_every_figure_and_table(tmp_path) -> None:  # noqa: ANN001
+def test_fixture_report_has_every_figure_and_table(tmp_path, modeled) -> None:  # noqa: ANN001
     out = tmp_path / "report"
-    build_report(FIXTURES / "gpu_a", out)
+    build_report(modeled("gpu_a"), out)
     page = (out / "index.html").read_text()
     for fig in REPORT_FIGURES:
         assert (out / "figures" / f"{fig}.png").stat().st_size > 10_000
@@ -118,22 +118,27 @@ def test_fixtures_are_labelled_synthetic() -> None:
     shutil.rmtree(FIXTURES / "__pycache__", ignore_errors=True)
 
 
-def test_unknown_gpu_uses_the_recorded_attributes(tmp_path) -> None:  # noqa: ANN001
-    import json
+def test_the_model_gpu_is_the_model_spec_file(tmp_path) -> None:  # noqa: ANN001
+    """The report's model GPU is model_spec.csv's last row as `model spec` wrote it: this GPU's (its peaks drawn)
+    when the run measured it (a built-in spec its name holds, or the queried device), the paper's otherwise."""
+    from strassenbench.report.inputs import model_gpu
 
-    from strassenbench.model.gpus import SPECS
-    from strassenbench.report.build import spec_for
-
-    h100 = SPECS["H100"]
-    system = {"engine": "cuda", "gpu": {"gpu": "NVIDIA Future GPU"},
-              "model_spec": {"name": "NVIDIA Future GPU", "arch": "sm_90", "sm_count": 140, "fp32_cores_per_sm": 128,
-                             "fp64_cores_per_sm": 64, "boost_clock_hz": 2.0e9, "dram_bandwidth": 5e12,
-                             "source": "live device query"}}
-    spec, measured = spec_for(system, pd.DataFrame())
-    assert measured and spec.sm_count == 140 and spec.tau_flop() == 2 * 128 * 140 * 2.0e9
-    assert spec_for({"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}}, pd.DataFrame()) == (h100, True)
-    assert spec_for({}, pd.DataFrame())[1] is False
-    json.dumps(system)
+    assert main(["model", "spec", "--gpu", "V100", "--gpu", "H100", "--out", str(tmp_path / "model_spec.csv")]) == 0
+    spec = pd.read_csv(tmp_path / "model_spec.csv")
+    h100 = spec.iloc[-1]
+    run = {"models": {"model_spec.csv": spec}, "system": {"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
+           "sweeps": pd.DataFrame()}
+    model = model_gpu(run, cpu_run=False)
+    assert model.this_gpu and model.name == h100["gpu"] and "this GPU" in model.title
+    assert model.peaks["FP32 peak"] == pytest.approx(h100["tau_flop_float32"] / 1e12)
+    future = {**run, "system": {"gpu": {"gpu": "NVIDIA Future GPU"}}}
+    assert not model_gpu(future, cpu_run=False).this_gpu  # an H100 spec is not a Future GPU's
+    queried = spec.assign(key=["V100", "device"], gpu=["Tesla V100 SXM2 16GB", "NVIDIA Future GPU"])
+    model = model_gpu({**future, "models": {"model_spec.csv": queried}}, cpu_run=False)
+    assert model.this_gpu and model.name == "NVIDIA Future GPU"
+    cpu = model_gpu({**run, "system": {}}, cpu_run=True)
+    assert not cpu.this_gpu and not cpu.peaks and "the paper" in cpu.title
+    assert model_gpu({**run, "models": {}}, cpu_run=False).name == ""
 
 
 def _captured(monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -155,9 +160,10 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> dict:
     return drawn
 
 
-def test_figures_carry_the_papers_titles_axes_device_and_legends_outside(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_figures_carry_the_papers_titles_axes_device_and_legends_outside(tmp_path, monkeypatch,  # noqa: ANN001
+                                                                         modeled) -> None:  # noqa: ANN001
     drawn = _captured(monkeypatch)
-    build_report(FIXTURES / "gpu_a", tmp_path / "report")
+    build_report(modeled("gpu_a"), tmp_path / "report")
     assert set(drawn) == set(REPORT_FIGURES)
     device = "synthetic-fixture-A100-model (cuda engine)"
     stra = drawn["fig_stra_square"]
@@ -193,10 +199,44 @@ def test_every_report_file_is_reachable_from_the_index(tmp_path) -> None:  # noq
     (out / "tables").mkdir(parents=True)
     (out / "tables" / "schedule_L1_S2.md").write_text("written by the workflow's tables rule\n")
     (out / "README.md").write_text("the folder's description, as in the repository\n")
-    build_report(FIXTURES / "gpu_a", out)
+    build_report(FIXTURES / "gpu_a", out)  # a folder without the model's files: its figures and tables say so
     page = (out / "index.html").read_text()
+    assert "no model_spec.csv in the run&#39;s folder: `strassenbench model spec` writes it" in page
     linked = set(re.findall(r'(?:href|src)="([^"#]+)"', page))
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "index.html"}
     assert files <= linked, sorted(files - linked)
     for fig in REPORT_FIGURES:
         assert f'<figure id="{fig}">' in page and "Data: " in page or "no measurement" in page
+
+
+def test_the_report_shows_the_model_files_as_written(tmp_path, modeled, capsys) -> None:  # noqa: ANN001
+    """The report's model numbers are the model's files' (it computes none): a crossover, a bound and a spec
+    value changed in the files are what its tables show; a broken model file is refused in one line naming
+    it, and no report is written."""
+    data = tmp_path / "run"
+    shutil.copytree(modeled("gpu_a"), data)
+    speedup = pd.read_csv(data / "model_speedup.csv", dtype=str, keep_default_na=False)
+    at = (speedup["sweep"] == "square") & (speedup["impl"] == "strassen1")
+    speedup.loc[at, "stable"] = "12345"
+    speedup.to_csv(data / "model_speedup.csv", index=False)
+    spec = pd.read_csv(data / "model_spec.csv")
+    spec.loc[spec.index[-1], "tau_gmop"] = 9.87e12
+    spec.to_csv(data / "model_spec.csv", index=False)
+    issue = pd.read_csv(data / "model_issue_bounds.csv")
+    issue["paper_model"] = 1.2345
+    issue.to_csv(data / "model_issue_bounds.csv", index=False)
+    assert main(["report", "--data", str(data), "--out", str(tmp_path / "r")]) == 0
+    tables = tmp_path / "r" / "tables"
+    crossover = [line for line in (tables / "model_crossover.md").read_text().splitlines() if "| square" in line]
+    assert "12,345" in next(line for line in crossover if "| strassen1 " in line)
+    assert "| 12,345 " in (tables / "algorithms.md").read_text()  # the algorithms table's crossover too
+    assert "9.87 TMOPS" in (tables / "model_notation.md").read_text()
+    assert (tables / "issue_bounds.md").read_text().count("1.234") == len(issue)
+    capsys.readouterr()
+    square = pd.read_csv(data / "model_square.csv", dtype=str, keep_default_na=False)
+    square.loc[0, "time_s"] = "fast"
+    square.to_csv(data / "model_square.csv", index=False)
+    assert main(["report", "--data", str(data), "--out", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model_square.csv: line 2: column 'time_s'" in err, err
+    assert not (tmp_path / "r2").exists()

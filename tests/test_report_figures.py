@@ -17,17 +17,20 @@ from strassenbench.bench.runner import Point, run_sweep
 from strassenbench.bench.timing import Criterion
 from strassenbench.impls import get_impl
 from strassenbench.report.analysis import measured_crossover
-from strassenbench.report.build import REPORT_FIGURES, _cell, build_report, caption
+from strassenbench.report.build import REPORT_FIGURES, build_report
+from strassenbench.report.captions import caption
 from strassenbench.report.figures import CaptionError, Drawn, check_caption
 from strassenbench.report.palette import INTRO_LINES, PAPER_LINES, style
+from strassenbench.report.tables import cell
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAPER_LABELS = [get_impl(i).label for i in PAPER_LINES]
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The fixture run's report, with every figure object as it was saved."""
+def report(tmp_path_factory: pytest.TempPathFactory, modeled) -> tuple[dict, Path]:  # noqa: ANN001
+    """The fixture run's report (its model's files written by `strassenbench model`), with every figure object as
+    it was saved."""
     figs: dict = {}
     real = figures.save
 
@@ -38,7 +41,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(figures, "save", keep)
         out = tmp_path_factory.mktemp("report")
-        build_report(FIXTURES / "gpu_a", out)
+        build_report(modeled("gpu_a"), out)
     return figs, out
 
 
@@ -176,7 +179,7 @@ def test_tables_as_the_paper_has_them(report) -> None:  # noqa: ANN001
 
 
 def test_numbers_in_tables_have_thousands_separators() -> None:
-    assert [_cell(v) for v in (11780.0, 11780, 1.2734, 3.2e-07, 20480.5, "1,536", True)] == [
+    assert [cell(v) for v in (11780.0, 11780, 1.2734, 3.2e-07, 20480.5, "1,536", True)] == [
         "11,780", "11,780", "1.273", "3.2e-07", "20,480.5", "1,536", True]
 
 
@@ -200,9 +203,9 @@ def test_smoke_shaped_report_says_numpy_stand_in(tmp_path: Path) -> None:
 def test_issue_bounds_beside_the_papers_model(report) -> None:  # noqa: ANN001
     """Per GPU model, the speedup over GEMM by the paper's model and by issue slots: on an H100 the issue slots
     lower 1-level Strassen's bound; on a V100 they move the prediction by at most 2%."""
-    from strassenbench.report.build import issue_bounds
+    from strassenbench.model.tables import issue_bound_rows
 
-    bounds = issue_bounds(None).set_index(["gpu", "impl"])
+    bounds = issue_bound_rows(None).set_index(["gpu", "impl"])
     assert set(bounds.index.get_level_values("gpu")) == {"V100", "A100", "H100"}
     h100 = bounds.loc[("H100", "strassen1")]
     assert h100["issue_slots"] < h100["paper_model"] and h100["with_issue_slots"] < h100["paper_model"]

@@ -59,8 +59,8 @@ def _cpu_run(tmp_path: Path) -> Path:
 
 @needs_browser
 @pytest.mark.parametrize("run", ["gpu_fixture", "cpu_run"])
-def test_the_report_renders_whole_and_fits_the_width(run: str, tmp_path: Path) -> None:
-    data = FIXTURES / "gpu_a" if run == "gpu_fixture" else _cpu_run(tmp_path)
+def test_the_report_renders_whole_and_fits_the_width(run: str, tmp_path: Path, modeled) -> None:  # noqa: ANN001
+    data = modeled("gpu_a") if run == "gpu_fixture" else _cpu_run(tmp_path)
     out = tmp_path / "report"
     build_report(data, out)
     page = (out / "index.html").read_text()

@@ -17,7 +17,7 @@ from strassenbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ("STRASSENBENCH_CACHE", "XDG_CACHE_HOME", "CXX", "STRASSENBENCH_EMU_FLAGS", "STRASSENBENCH_CUDA_BIN",
-             "STRASSENBENCH_KERNELS", "STRASSENBENCH_ALGORITHMS", "STRASSENBENCH_REFERENCE", "NVCC_CCBIN",
+             "STRASSENBENCH_KERNELS", "STRASSENBENCH_ALGORITHMS", "NVCC_CCBIN",
              "STRASSENBENCH_PROBE_TIMEOUT", "STRASSENBENCH_COMPILE_TIMEOUT", "STRASSENBENCH_INJECT_FAILURE")
 EMU_VERIFY = ["verify", "--impl", "strassen1", "--engine", "emu", "--m", "32", "--n", "32", "--k", "32"]
 SMALL_BUILD = ["build", "--arch", "sm_90", "--driver-cuda", "13.0", "--dtype", "float32", "--strategy", "Small",
@@ -195,17 +195,6 @@ def test_algorithms_folder_is_checked(value, expects, argv, tmp_path, afile, mon
                                       capsys) -> None:
     monkeypatch.setenv("STRASSENBENCH_ALGORITHMS", value.format(tmp_path=tmp_path, afile=afile))
     assert expects in _refused(capsys, argv, "STRASSENBENCH_ALGORITHMS")
-
-
-def test_the_reference_folder_is_checked(tmp_path) -> None:  # noqa: ANN001
-    """Read when the reference package is imported: a fresh process."""
-    for value in (str(tmp_path), str(tmp_path / "missing")):
-        environ = dict(os.environ, STRASSENBENCH_REFERENCE=value)
-        result = subprocess.run([sys.executable, "-m", "strassenbench", "verify", "--impl", "strassen1-ref",
-                                 "--m", "8", "--n", "8", "--k", "8"], capture_output=True, text=True,
-                                env=environ, cwd=tmp_path, timeout=120, check=False)
-        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert "STRASSENBENCH_REFERENCE=" in result.stderr and "strassen_ref.py" in result.stderr
 
 
 @pytest.mark.parametrize(("setup", "expects"), [

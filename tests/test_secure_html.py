@@ -18,7 +18,7 @@ from markupsafe import escape
 
 from strassenbench.cli import main
 from strassenbench.report import figures
-from strassenbench.report.build import build_report
+from strassenbench.report.build import REPORT_FIGURES, build_report
 from strassenbench.report.compare import compare_runs
 from strassenbench.report.figures import fig_compare, fig_memlimit, fig_stra_square
 
@@ -31,21 +31,22 @@ TABLE = """q"uote'd<svg>&x.md"""
 RAW = (SCRIPT, IMG, "<svg>", "O'Brien & Co")
 
 
-def _run_folder(where: Path, name: str, gpu: str) -> Path:
-    """The synthetic gpu_a fixture copied to ``where/name``, its GPU (system.json and every CSV's gpu column)
+def _run_folder(where: Path, name: str, gpu: str, source: Path = FIXTURES / "gpu_a") -> Path:
+    """The synthetic gpu_a fixture (``source``: with its model's files) copied to ``where/name``, its GPU
+    (system.json and every CSV's gpu column: the model's GPU too, but for the issue bounds' built-in GPUs)
     renamed ``gpu``."""
     folder = where / name
-    shutil.copytree(FIXTURES / "gpu_a", folder)
+    shutil.copytree(source, folder)
     system = json.loads((folder / "system.json").read_text())
     system["gpu"]["gpu"] = gpu
     (folder / "system.json").write_text(json.dumps(system))
-    for path in folder.glob("*.csv"):
+    for path in (p for p in folder.glob("*.csv") if p.name != "model_issue_bounds.csv"):
         with path.open(newline="") as f:
             rows = list(csv.DictReader(f))
         with path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
             writer.writeheader()
-            writer.writerows({**r, "gpu": gpu} for r in rows)
+            writer.writerows({**r, "gpu": gpu} if "gpu" in r else r for r in rows)
     return folder
 
 
@@ -74,7 +75,7 @@ def _assert_inert(page: str, tags: set[str]) -> _Page:
     assert {tag for tag, _ in parsed.tags} <= tags, {tag for tag, _ in parsed.tags} - tags
     assert not any(name.startswith("on") for _, attrs in parsed.tags for name in attrs)
     assert {attrs["src"] for tag, attrs in parsed.tags if tag == "img"} <= {
-        *(f"figures/{f}.png" for f in figures.__all__ if f.startswith("fig_")), "fig_compare_speedup.png"}
+        *(f"figures/{f}.png" for f in REPORT_FIGURES), "fig_compare_speedup.png"}
     assert GPU in "".join(parsed.text)
     assert str(escape(GPU)) in page
     return parsed
@@ -84,8 +85,8 @@ REPORT_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3
                "tr", "th", "td", "p", "a", "figure", "img", "figcaption", "b", "ul", "li"}
 
 
-def test_report_escapes_names_from_the_results_folder(tmp_path: Path) -> None:
-    data = _run_folder(tmp_path, FOLDER, GPU)
+def test_report_escapes_names_from_the_results_folder(tmp_path: Path, modeled) -> None:  # noqa: ANN001
+    data = _run_folder(tmp_path, FOLDER, GPU, modeled("gpu_a"))
     out = tmp_path / "report"
     (out / "tables").mkdir(parents=True)
     (out / "tables" / TABLE).write_text("a table another step wrote\n")
@@ -145,10 +146,10 @@ def test_report_and_compare_with_a_mathtext_gpu_name(tmp_path: Path) -> None:
     assert (tmp_path / "cmp" / "fig_compare_speedup.png").is_file()
 
 
-def test_caption_checks_ignore_what_names_say(tmp_path: Path) -> None:
+def test_caption_checks_ignore_what_names_say(tmp_path: Path, modeled) -> None:  # noqa: ANN001
     """A GPU or folder name that reads like a caption's words (a file name, 'dashed', '; ' or '. ') is text,
-    not a claim about the figure."""
-    data = _run_folder(tmp_path, "run.json", "GPU. dashed; dotted line, break-even.csv")
+    not a claim about the figure (the model's GPU name among them)."""
+    data = _run_folder(tmp_path, "run.json", "GPU. dashed; dotted line, break-even.csv", modeled("gpu_a"))
     build_report(data, tmp_path / "report")
     assert "GPU. dashed; dotted line, break-even.csv" in (tmp_path / "report" / "index.html").read_text()
 

@@ -188,7 +188,7 @@ def test_empty_shapes_are_one_message(workdir: Path) -> None:
     ("driver.yaml", "12.10"),  # unquoted in a file: a float to YAML
 ])
 def test_the_readme_driver_cuda_number_is_read_as_written(workdir: Path, given: str, expected: str) -> None:
-    assert "driver_cuda=12.4" in (ROOT / "README.md").read_text()  # the documented spelling
+    assert "driver_cuda=12.4" in (ROOT / "docs" / "workflow.md").read_text()  # the documented spelling
     (workdir / "driver.yaml").write_text("driver_cuda: 12.10\n")
     args = ["--configfile", given, *SMOKE] if given.endswith(".yaml") else [*SMOKE, given]
     proc = snakemake(["-n", "-p", *args], workdir)

@@ -40,6 +40,7 @@ __all__ = [
     "algorithms_dir",
     "algorithm_names",
     "get_algorithm",
+    "catalogue_rows",
 ]
 
 
@@ -385,3 +386,19 @@ def get_algorithm(name: str) -> Algorithm:
     raise AlgorithmError(
         f"unknown algorithm '{name}' (choose from {', '.join(algorithm_names())}, or give a coefficient file's path)"
     )
+
+
+def catalogue_rows() -> list[dict[str, object]]:
+    """The catalogue of `strassenbench algorithms`: per algorithm its shape, rank, classical products, speed-up,
+    nonzeros of U, V and W, stability factor and source."""
+    rows = []
+    for name in algorithm_names():
+        alg = get_algorithm(name)
+        mt, kt, nt = alg.dims
+        rows.append({
+            "algorithm": name, "shape": f"{mt}x{kt}x{nt}", "rank": alg.rank, "classical": mt * kt * nt,
+            "speedup": round(mt * kt * nt / alg.rank, 4),
+            "nonzeros": int(np.count_nonzero(alg.U) + np.count_nonzero(alg.V) + np.count_nonzero(alg.W)),
+            "stability_factor": str(alg.stability_factor), "source": alg.source or "built in",
+        })
+    return rows

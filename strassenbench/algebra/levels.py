@@ -14,9 +14,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..limits import check_products
 from .algorithm import Algorithm, AlgorithmError, get_algorithm
 
-__all__ = ["CHECK_ENTRIES", "multilevel", "plan_products", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
+__all__ = ["CHECK_ENTRIES", "check_levels", "multilevel", "plan_products", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
 
 # Multi-level results are checked again, so an indexing mistake cannot pass silently: by the full Brent
 # tensor while it has at most this many entries, by exact random products beyond.
@@ -53,6 +54,17 @@ def plan_products(spec: str, levels: int) -> int:
     """The products of ``levels`` levels of ``spec``: the ranks of its levels multiplied (7^L for Strassen),
     known without building the Kronecker product (strassenbench.limits bounds it before any work)."""
     return math.prod(get_algorithm(name).rank for name in level_names(spec, levels))
+
+
+def check_levels(spec: str, levels: int) -> None:
+    """``levels`` levels of ``spec`` make a plan within bounds: a mixed spec names every level (as many parts
+    as levels), and the plan's products are within strassenbench.limits.MAX_PRODUCTS. AlgorithmError or
+    LimitError, before any work."""
+    fixed = spec_levels(spec)
+    if fixed is not None and fixed != levels:
+        raise AlgorithmError(f"algorithm spec '{spec}' has {fixed} levels, not {levels} (give {fixed} levels, or as "
+                             "many parts as levels)")
+    check_products(plan_products(spec, levels), f"{levels} levels of {spec}")
 
 
 def identity_algorithm(name: str) -> Algorithm:

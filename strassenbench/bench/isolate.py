@@ -3,7 +3,8 @@
 A CUDA error such as an illegal address (700), a misaligned address (716), a trap (715) or a launch failure
 (719) is sticky: the CUDA runtime documentation says the process "must be terminated and relaunched", and
 every later call in it fails. So ``bench`` (the parent) holds the results file and hands the points one at a
-time to a worker process, which measures them (strassenbench.bench.runner.run_point). A point that ends in a
+time to a worker process, which measures them with the function the parent gives it in WorkerConfig
+(strassenbench.bench.runner.run_point: this module imports nothing of the runner). A point that ends in a
 sticky error comes back with status ``fault`` and the error's name, and that worker stops; a worker that dies
 (a signal, or ``STRASSENBENCH_INJECT_FAILURE=impl:m:n:k:crash``) costs its point, recorded as ``fault`` by
 the parent. Either way the next point goes to a fresh worker.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["WorkerConfig", "Workers", "START_METHOD", "died"]
@@ -35,6 +37,7 @@ class WorkerConfig:
     criterion: object  # strassenbench.bench.timing.Criterion
     seed: int
     build_dir: str
+    measure: Callable  # (point, backend, criterion, seed, build_dir, records) -> row: runner.run_point
 
 
 def _die_with_parent() -> None:
@@ -52,7 +55,6 @@ def _serve(conn, config: WorkerConfig, backend=None) -> None:  # noqa: ANN001 - 
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
     from .backends import make_backend
-    from .runner import run_point
 
     if backend is None:
         backend = make_backend(config.engine, config.timing)
@@ -61,7 +63,7 @@ def _serve(conn, config: WorkerConfig, backend=None) -> None:  # noqa: ANN001 - 
         if point is None:
             return
         records: list = []
-        row = run_point(point, backend, config.criterion, config.seed, config.build_dir, records)
+        row = config.measure(point, backend, config.criterion, config.seed, config.build_dir, records)
         conn.send((row, records))
         if row["status"] == "fault":  # a sticky error: nothing more can run in this process
             return

@@ -28,8 +28,8 @@ import pandas as pd
 
 from .. import env
 from ..accuracy import bound_from_norms
-from ..engines import FUSED_ENGINES
-from ..impls import get_impl
+from ..impls import Impl, get_impl
+from ..options import RunOptions
 from ..io import OutputError, check_replace, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
@@ -71,7 +71,7 @@ INJECT_KINDS = ("error", "crash", "fault")
 
 
 def injection() -> tuple[tuple[str, int, int, int], str] | None:
-    """The test hook STRASSENBENCH_INJECT_FAILURE="impl:m:n:k[:kind]" (README, Benchmarks): ((impl, m, n, k),
+    """The test hook STRASSENBENCH_INJECT_FAILURE="impl:m:n:k[:kind]" (docs/benchmarks.md): ((impl, m, n, k),
     kind), or None when unset or empty; ValueError naming the variable when it is malformed or names no
     implementation."""
     text = env.value(INJECT_VARIABLE)
@@ -104,16 +104,12 @@ def _inject(point: Point, backend: Backend, build_dir: str) -> None:
     raise RuntimeError(f"injected failure ({INJECT_VARIABLE})")
 
 
-def _options(point: Point, engine: str, strategy: str | None) -> dict[str, object]:
-    """The --strategy/--scheme of a sweep apply to the implementations that take them on this engine; the
-    others (cuBLAS, the references, every implementation on the numpy engine) run without."""
+def _options(point: Point, engine: str, strategy: str | None, build_dir: str = "build") -> RunOptions:
+    """The --strategy/--scheme of a sweep apply to the implementations that take them on this engine
+    (Impl.takes); the others (cuBLAS, the references, every implementation on the numpy engine) run without."""
     impl = get_impl(point.impl)
-    out: dict[str, object] = {}
-    if engine in FUSED_ENGINES and "strategy" in impl.options and strategy:
-        out["strategy"] = strategy
-    if engine in FUSED_ENGINES and "scheme" in impl.options and point.scheme:
-        out["scheme"] = point.scheme
-    return out
+    return impl.run_options(engine, strategy if impl.takes("strategy", engine) else None,
+                            point.scheme if impl.takes("scheme", engine) else None, build_dir)
 
 
 def _strategies(point: Point, engine: str) -> list[str | None]:
@@ -121,7 +117,7 @@ def _strategies(point: Point, engine: str) -> list[str | None]:
     default, in the tensor-core family for a tensor-core implementation (tensor_counterpart); [None] where the
     implementation takes no strategy there."""
     impl = get_impl(point.impl)
-    if engine not in FUSED_ENGINES or "strategy" not in impl.options:
+    if not impl.takes("strategy", engine):
         return [None]
     strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy or "Huge"]
     if impl.tensor:
@@ -134,7 +130,7 @@ def queue_points(point: Point) -> list[tuple]:
     """What each timed call of ``point`` on the GPU is, for strassenbench.bench.queue.call_ops: (impl, m, n, k,
     dtype, strategy, scheme) per strategy it times."""
     return [(point.impl, point.m, point.n, point.k, point.dtype, strategy,
-             _options(point, "cuda", strategy).get("scheme")) for strategy in _strategies(point, "cuda")]
+             _options(point, "cuda", strategy).scheme) for strategy in _strategies(point, "cuda")]
 
 
 def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 0,
@@ -150,9 +146,8 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
     fault = None
     try:
         _inject(point, backend, build_dir)
-        impl.check(engine, None, None)
+        impl.check(engine)
         strategies = _strategies(point, engine)
-        extra = {"build_dir": build_dir} if engine == "cuda" else {}
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
         ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
         norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
@@ -161,27 +156,13 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
                                  ref_norm, ref_unit, impl.mode)
         results = {}
         for strategy in strategies:
-            options = {**_options(point, engine, strategy), **extra}
-            C = C0.copy()
-            impl(A, B, C, ALPHA, BETA, engine=engine, **options)
-            backend.synchronize()
-            err = backend.rel_error(C, ref)[0]
-            measured = backend.measure_extra(lambda: impl(A, B, C, ALPHA, BETA, engine=engine, **options))
-            # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
-            call = impl.prepare(A, B, C, ALPHA, BETA, engine=engine, **options)
-            try:
-                if device:
-                    samples = sample(call, backend.timer(build_dir), criterion, device.probe,
-                                     device.max_sm_clock_mhz())
-                    end = device.snapshot()  # temperature, power and clocks as the timed loop ends, before freeing
-                else:
-                    samples = sample(call, backend.timer(build_dir), criterion)
-            except TimingError as err:
-                raise TimingError(f"{impl.name}: {err}") from None
-            results[strategy] = (samples, err, bound, measured, options.get("scheme", ""))
-            del call
+            options = _options(point, engine, strategy, build_dir)
+            results[strategy] = (*_measure(impl, options, backend, device, criterion, (A, B, C0), ref),
+                                 options.scheme or "")
+            if device:
+                end = results[strategy][3]
         best = min(results, key=lambda s: results[s][0].summary()["time_median_s"])
-        samples, err, bound, measured, scheme = results[best]
+        samples, err, measured, _, scheme = results[best]
         summary = samples.summary()
         if records is not None:
             records.extend(samples.records)
@@ -214,15 +195,47 @@ def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 
                 row.update({"status": "fault", "message": fault})
     if fault:
         return row  # nothing more can be read from a poisoned context
-    if device:  # the SM clock of the first and last kept sample, read right after each
-        row.update({
-            "sm_clock_start_mhz": clocks[0] if clocks else start.get("sm_clock_mhz", ""),
-            "sm_clock_end_mhz": clocks[-1] if clocks else end.get("sm_clock_mhz", ""),
-            "mem_clock_start_mhz": start.get("mem_clock_mhz", ""), "mem_clock_end_mhz": end.get("mem_clock_mhz", ""),
-            "temperature_c": end.get("temperature_c", ""), "power_w": end.get("power_w", ""),
-            "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
-        })
+    if device:
+        row.update(_telemetry(device, clocks, start, end))
     return row
+
+
+def _telemetry(device, clocks: list[float], start: dict, end: dict) -> dict[str, object]:  # noqa: ANN001
+    """A point's device readings: the SM clock of the first and last kept sample (read right after each), the
+    memory clock, temperature, power and throttle reasons as the timed loop began and ended."""
+    return {
+        "sm_clock_start_mhz": clocks[0] if clocks else start.get("sm_clock_mhz", ""),
+        "sm_clock_end_mhz": clocks[-1] if clocks else end.get("sm_clock_mhz", ""),
+        "mem_clock_start_mhz": start.get("mem_clock_mhz", ""), "mem_clock_end_mhz": end.get("mem_clock_mhz", ""),
+        "temperature_c": end.get("temperature_c", ""), "power_w": end.get("power_w", ""),
+        "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
+    }
+
+
+def _measure(impl: Impl, options: RunOptions, backend: Backend, device, criterion: Criterion,  # noqa: ANN001
+             operands: tuple, ref) -> tuple:  # noqa: ANN001
+    """One strategy of a point: its result checked against ``ref``, its extra memory measured, then its prepared
+    call timed. (samples, relative error, measured extra bytes, the device's readings as the timed loop ended)."""
+    engine = backend.engine
+    A, B, C0 = operands
+    C = C0.copy()
+    impl.run(A, B, C, ALPHA, BETA, engine, options)
+    backend.synchronize()
+    err = backend.rel_error(C, ref)[0]
+    measured = backend.measure_extra(lambda: impl.run(A, B, C, ALPHA, BETA, engine, options))
+    # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
+    call = impl.prepare_run(A, B, C, ALPHA, BETA, engine, options)
+    end: dict = {}
+    try:
+        if device:
+            samples = sample(call, backend.timer(options.build_dir), criterion, device.probe,
+                             device.max_sm_clock_mhz())
+            end = device.snapshot()  # temperature, power and clocks as the timed loop ends, before freeing
+        else:
+            samples = sample(call, backend.timer(options.build_dir), criterion)
+    except TimingError as err:
+        raise TimingError(f"{impl.name}: {err}") from None
+    return samples, err, measured, end
 
 
 def _base_row(point: Point, backend: Backend, seed: int) -> dict[str, object]:
@@ -265,13 +278,12 @@ def system_description(backend: Backend) -> dict[str, object]:
                               "gpu": gpu}
     if backend.engine == "cuda":  # pragma: no cover - needs a GPU
         try:
-            from ..model.gpus import query_device
+            from ..device import query_device
 
-            spec = query_device()
-            out["model_spec"] = {"name": spec.name, "arch": spec.arch, "sm_count": spec.sm_count,
-                                 "fp32_cores_per_sm": spec.fp32_cores_per_sm,
-                                 "fp64_cores_per_sm": spec.fp64_cores_per_sm, "boost_clock_hz": spec.boost_clock_hz,
-                                 "dram_bandwidth": spec.dram_bandwidth, "source": spec.source}
+            figures = query_device()  # the device's hardware figures, which the model's spec is made from
+            out["model_spec"] = {key: figures[key] for key in ("name", "arch", "sm_count", "fp32_cores_per_sm",
+                                                               "fp64_cores_per_sm", "boost_clock_hz",
+                                                               "dram_bandwidth", "source")}
         except (RuntimeError, ValueError) as err:
             out["model_spec_error"] = str(err)
     return out
@@ -329,7 +341,7 @@ def run_sweep(
     keep_samples(samples, {tuple(str(r.get(name, "")) for name in KEY) for r in records_of})
     write_atomic(system, system_json(backend))
     bar = tqdm(todo, desc=f"bench {backend.engine}", unit="point", disable=None if progress is None else not progress)
-    config = WorkerConfig(backend.engine, backend.timing, criterion, seed, build_dir)
+    config = WorkerConfig(backend.engine, backend.timing, criterion, seed, build_dir, run_point)
     with Workers(config, backend) as workers:
         for point in bar:
             bar.set_postfix_str(f"{point.impl} {point.m}x{point.n}x{point.k}")

@@ -7,16 +7,12 @@ differs.
 from __future__ import annotations
 
 from collections.abc import Callable
+
 from ..gemm import check_operands
+from ..options import DEFAULT_STRATEGY, DEFAULT_TENSOR_STRATEGY, RunOptions
 from ..plan import Plan
-from ..strategies import get_strategy
 
-__all__ = ["emu_gemm", "cuda_gemm", "prepare", "DEFAULT_STRATEGY"]
-
-# The emulator runs one OS thread per CUDA thread: its default is the smallest block; the GPU's is the paper's
-# (for the tensor-core modes, the tensor-core family's smallest and largest).
-DEFAULT_STRATEGY = {"emu": "Small", "cuda": "Huge"}
-DEFAULT_TENSOR_STRATEGY = {"emu": "TcSmall", "cuda": "TcHuge"}
+__all__ = ["emu_gemm", "cuda_gemm", "prepare", "run", "DEFAULT_STRATEGY", "DEFAULT_TENSOR_STRATEGY"]
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -25,50 +21,52 @@ def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
         raise ValueError(f"plan is for {plan.m}x{plan.k}x{plan.n}, operands are {m}x{k}x{n}")
 
 
-def prepare(
-    engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
-    mode: str = "simt",
-) -> Callable[[], None]:
+def prepare(engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0,  # noqa: ANN001
+            options: RunOptions = RunOptions()) -> Callable[[], None]:
     """Build the launches once (their kernel parameters included) and return a call that replays them.
 
-    The benchmark times replays, as an application holding its kernel parameters would run; ``emu_gemm`` and
-    ``cuda_gemm`` prepare and run once. Operands must be the engine's arrays (NumPy for emu, CuPy for cuda).
-    """
-    from ..fused.launch import plan_launches
+    The benchmark times replays, as an application holding its kernel parameters would run; ``run`` prepares
+    and runs once. Operands must be the engine's arrays (NumPy for emu, CuPy for cuda). ``options`` were
+    checked where they were made (strassenbench.options)."""
+    from ..fused.launch import launch_program
 
     _check(plan, A, B, C)
     if engine not in DEFAULT_STRATEGY:
         raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
-    tensor = mode != "simt"
-    default = (DEFAULT_TENSOR_STRATEGY if tensor else DEFAULT_STRATEGY)[engine]
-    program = plan_launches(plan, A, B, C, alpha, beta, strategy=get_strategy(strategy or default, tensor),
-                            scheme=scheme, streams=streams, mode=mode)
+    program = launch_program(plan, A, B, C, alpha, beta, options, options.kernel_strategy(engine))
     if engine == "cuda":
         from ..fused import cuda
 
-        return cuda.Prepared(program, build_dir, (A, B, C))
+        return cuda.Prepared(program, options.build_dir, (A, B, C))
     from ..fused import emu
 
     return lambda: emu.run(program)
 
 
+def run(engine: str, plan: Plan, A, B, C, alpha: float, beta: float, options: RunOptions) -> None:  # noqa: ANN001
+    """C <- alpha A B + beta C in place, once, on ``engine``: on cuda, CuPy arrays in place and NumPy arrays
+    copied there and back."""
+    if engine != "cuda":
+        prepare(engine, plan, A, B, C, alpha, beta, options)()
+        return
+    from ..fused.cuda import on_device
+
+    _check(plan, A, B, C)
+    on_device(lambda dA, dB, dC: prepare("cuda", plan, dA, dB, dC, alpha, beta, options)(), A, B, C)
+
+
 def emu_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, mode: str = "simt",
+    strategy: str | None = None, scheme: str | None = None, streams: int | None = None, mode: str = "simt",
 ) -> None:
     """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays)."""
-    prepare("emu", plan, A, B, C, alpha, beta, strategy=strategy, scheme=scheme, streams=streams, mode=mode)()
+    run("emu", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, mode=mode))
 
 
 def cuda_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
-    strategy: str | None = None, scheme: str = "sequential", streams: int | None = None, build_dir: str = "build",
+    strategy: str | None = None, scheme: str | None = None, streams: int | None = None, build_dir: str = "build",
     mode: str = "simt",
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
-    from ..fused.cuda import on_device
-
-    _check(plan, A, B, C)
-    on_device(lambda dA, dB, dC: prepare("cuda", plan, dA, dB, dC, alpha, beta, strategy=strategy, scheme=scheme,
-                                         streams=streams, build_dir=build_dir, mode=mode)(), A, B, C)
+    run("cuda", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, build_dir, mode))

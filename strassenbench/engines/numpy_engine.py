@@ -12,22 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..gemm import check_operands
+from ..gemm import axpy, check_operands
 from ..plan import BlockView, Plan, make_plan
 from ..tensorcore import matmul
 
 __all__ = ["gemm", "multiply"]
-
-
-def _accumulate(target: np.ndarray, source: np.ndarray, coeff) -> None:  # noqa: ANN001 - Fraction or float
-    """target += coeff * source, without temporaries for coeff = +-1 (an exact coefficient such as 1/2 is
-    rounded to the dtype once)."""
-    if coeff == 1:
-        target += source
-    elif coeff == -1:
-        target -= source
-    else:
-        target += target.dtype.type(coeff) * source
 
 
 def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarray, buffer: np.ndarray) -> np.ndarray:
@@ -39,7 +28,7 @@ def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarra
     buffer.fill(0)
     for view, coeff in terms:
         if not view.empty:
-            _accumulate(buffer[: view.rows, : view.cols], view.of(array), coeff)
+            axpy(buffer[: view.rows, : view.cols], view.of(array), coeff)
     return buffer
 
 
@@ -69,7 +58,7 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
             M[...] = matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), mode)
         for view, coeff in step.c:
             if not view.empty:
-                _accumulate(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))
+                axpy(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))
 
 
 def multiply(

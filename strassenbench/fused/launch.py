@@ -26,15 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from ..options import SCHEMES, RunOptions
 from ..plan import BlockView, Plan, Step
 from ..strategies import Strategy, TensorStrategy
 from ..algebra.schedule import schedule
 from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel
 
-__all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "param_bytes"]
-
-SCHEMES = ("sequential", "streams", "atomic")
-DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
+__all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
+           "param_bytes"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -211,24 +210,13 @@ def _live_steps(plan: Plan, dtype: str) -> tuple[Step, ...]:
     return steps
 
 
-def _check_scheme(scheme: str, streams: int | None) -> int:
-    if scheme not in SCHEMES:
-        raise FusedError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
-    streams = DEFAULT_STREAMS[scheme] if streams is None else streams
-    if scheme == "sequential" and streams != 1:
-        raise FusedError("the sequential scheme runs on one stream")
-    if streams < 1:
-        raise FusedError(f"streams must be >= 1, got {streams}")
-    return streams
-
-
 def plan_launches(
     plan: Plan,
     A, B, C,  # noqa: ANN001 - arrays of the engine (NumPy for emu, CuPy for cuda)
     alpha: float,
     beta: float,
     *,
-    strategy: Strategy,
+    strategy: Strategy | TensorStrategy,
     scheme: str = "sequential",
     streams: int | None = None,
     mode: str = "simt",
@@ -237,12 +225,20 @@ def plan_launches(
     """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``, on the SIMT
     kernels (``mode`` simt, a Strategy) or the tensor-core ones (1xtf32 or 3xtf32, a TensorStrategy).
     ``max_grid``: the largest grid of a launch (the device's; tests pass smaller ones to split small
-    problems)."""
-    streams = _check_scheme(scheme, streams)
+    problems). The scheme, streams and mode are checked as strassenbench.options.RunOptions."""
+    options = RunOptions(scheme=scheme, streams=streams, mode=mode)
+    return launch_program(plan, A, B, C, alpha, beta, options, strategy, max_grid)
+
+
+def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunOptions,  # noqa: ANN001
+                   strategy: Strategy | TensorStrategy, max_grid: tuple[int, int, int] = MAX_GRID) -> Program:
+    """plan_launches with its options made (and checked) already: the scheme, streams and mode of
+    ``options``, the kernels of ``strategy`` (``options.kernel_strategy``)."""
+    scheme, streams, mode = options.scheme_name, options.stream_count, options.mode
     dtype = np.dtype(C.dtype)
-    if (mode != "simt") != isinstance(strategy, TensorStrategy):
+    if options.tensor != isinstance(strategy, TensorStrategy):
         raise FusedError(f"strategy {strategy.name} has no {mode} kernels")
-    if mode != "simt" and dtype != np.float32:
+    if options.tensor and dtype != np.float32:
         raise FusedError(f"the {mode} kernels compute float32, not {dtype}")
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
     steps = _live_steps(plan, str(dtype))

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..model.issue import peak_fraction
 from ..occupancy import ARCHS, blocks_per_sm
 from ..strategies import ALL_STRATEGIES, STRATEGIES
 from .arch import build_arch, jit_only
@@ -34,15 +33,13 @@ RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
     "spill_stores",
     "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-    "local_mem_ops", *MAINLOOP_COLUMNS, "issue_fraction_fp32x16", "issue_fraction_fp32x32",
+    "local_mem_ops", *MAINLOOP_COLUMNS,
 ]
-# The issue-limited fraction of the FP32 peak of a float32 kernel's main loop (strassenbench.model.issue) on
-# the two families of sub-partitions: 16 FP32 lanes (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
-ISSUE_COLUMNS = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
 FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 on spills or late loads, best kept | fatbin sass+ptx"
-# The columns read from the machine code; empty where the disassembler does not read the architecture (sm_70).
-SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS, *ISSUE_COLUMNS]
+# The columns read from the machine code, raw counts only (the model derives rates from them:
+# strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).
+SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
 SUPPORTED_ARCHS = tuple(ARCHS)
 
 
@@ -85,16 +82,10 @@ def sass_counts(sass: str) -> dict[str, Counter]:
 def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, counts: tuple[int, int, int],
                write_mode: str, loads: str, p: Props, ops: Counter, loop: dict, mode: str = "simt",
                threads: int | None = None) -> dict:
-    """One resources.csv row: ptxas's figures, occupancy, opcode classes, the main loop's figures and, for
-    float32 SIMT kernels, its issue-limited fraction of the FP32 peak per family of sub-partitions. ``mode``:
-    simt, or the tensor-core mode (1xtf32, 3xtf32) of a tensor-core kernel; ``threads`` those of a block when
-    ``strategy`` is not one of ours (a CUTLASS tile)."""
-    s = ALL_STRATEGIES.get(strategy)
-    threads = threads or s.threads
-    fractions = dict.fromkeys(ISSUE_COLUMNS)
-    if mode == "simt" and s is not None and dtype == "float32" and loop.get("loop_instructions") and loop.get("loop_fp32") is not None:
-        fractions = {col: round(peak_fraction(loop["loop_instructions"], loop["loop_fp32"], s.m_R * s.n_R * s.k_S,
-                                              width), 4) for col, width in ISSUE_COLUMNS.items()}
+    """One resources.csv row: ptxas's figures, occupancy, opcode classes and the main loop's figures, each a
+    count read from the compiler's output. ``mode``: simt, or the tensor-core mode (1xtf32, 3xtf32) of a
+    tensor-core kernel; ``threads`` those of a block when ``strategy`` is not one of ours (a CUTLASS tile)."""
+    threads = threads or ALL_STRATEGIES[strategy].threads
     return {
         "kernel": kernel, "arch": arch, "source": source, "strategy": strategy, "dtype": dtype, "mode": mode,
         "W_A": counts[0], "W_B": counts[1], "W_C": counts[2], "write_mode": write_mode, "loads": loads,
@@ -102,7 +93,7 @@ def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, c
         "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
         "blocks_per_sm": blocks_per_sm(ARCHS[arch], threads, p.registers, p.smem_bytes),
         **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
-        **loop, **fractions,
+        **loop,
     }
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..device import hardware_figures, query_device
 from ..occupancy import ARCHS, ArchLimits
 
-__all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes", "query_device"]
+__all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes"]
 
 READ_ONLY_CACHE_FACTOR = 0.2  # the paper's footnote: texture/read-only cache adds 20% to DRAM bandwidth
 SMEM_BANKS = 32
@@ -85,70 +86,17 @@ SPECS: dict[str, GPUSpec] = {
     ),
 }
 
-# FP32 and FP64 cores per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
-_CORES_PER_SM = {(7, 0): (64, 32), (8, 0): (64, 32), (8, 6): (128, 2), (8, 9): (128, 2), (9, 0): (128, 64)}
-# Dense TF32 tensor-core flops per SM and clock (the architecture whitepapers: GA100 1024, GA10x and AD10x 256,
-# GH100 2048 at its tensor boost clock).
-_TF32_PER_SM_CLOCK = {(8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048}
-
 
 def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
-    """A spec from a live device's attributes (the keys ``query_device`` fills in).
-
-    DRAM bandwidth = 2 (double data rate) x memory clock x bus width / 8.
-    """
-    major, minor = int(attrs["cc_major"]), int(attrs["cc_minor"])
-    if (major, minor) not in _CORES_PER_SM:
-        raise ValueError(f"compute capability {major}.{minor} is not in the model's core table")
-    fp32, fp64 = _CORES_PER_SM[(major, minor)]
-    arch = f"sm_{major}{minor}"
-    if arch not in ARCHS:
-        arch = f"sm_{major}0"
-    return GPUSpec(
-        name=str(attrs["name"]),
-        arch=arch,
-        sm_count=int(attrs["sm_count"]),
-        fp32_cores_per_sm=fp32,
-        fp64_cores_per_sm=fp64,
-        boost_clock_hz=float(attrs["max_sm_clock_mhz"]) * 1e6,
-        dram_bandwidth=2.0 * float(attrs["max_mem_clock_mhz"]) * 1e6 * int(attrs["bus_width_bits"]) / 8,
-        tf32_flops=_TF32_PER_SM_CLOCK.get((major, minor), 0) * int(attrs["sm_count"])
-        * float(attrs["max_sm_clock_mhz"]) * 1e6,
-        source="live device query (CuPy device attributes, pynvml maximum clocks)",
-    )
-
-
-def query_device(index: int = 0) -> GPUSpec:
-    """Query CUDA device ``index`` (after CUDA_VISIBLE_DEVICES) through CuPy and pynvml. RuntimeError without one."""
-    try:
-        import cupy
-        import pynvml
-    except ImportError as err:
-        raise RuntimeError(f"--gpu device needs CuPy and pynvml: {err}") from None
-    try:
-        props = cupy.cuda.runtime.getDeviceProperties(index)
-        pynvml.nvmlInit()
-        # NVML ignores CUDA_VISIBLE_DEVICES: find the GPU CUDA calls ``index`` by its PCI bus id, as the telemetry does.
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(cupy.cuda.runtime.deviceGetPCIBusId(index))
-        attrs = {
-            "name": pynvml.nvmlDeviceGetName(handle),
-            "cc_major": props["major"],
-            "cc_minor": props["minor"],
-            "sm_count": props["multiProcessorCount"],
-            "bus_width_bits": props["memoryBusWidth"],
-            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-        }
-        pynvml.nvmlShutdown()
-    except Exception as err:  # noqa: BLE001 - any driver/runtime failure means "no usable device"
-        raise RuntimeError(f"cannot query GPU {index}: {err}") from None
-    return spec_from_attributes(attrs)
+    """A spec from a device's attributes (the keys strassenbench.device.query_device reads; its
+    hardware_figures: cores per SM by compute capability, DRAM bandwidth from the memory clock and bus)."""
+    return GPUSpec(**hardware_figures(attrs))
 
 
 def get_gpu(name: str) -> GPUSpec:
     """A built-in spec (V100, A100, H100) or ``device`` for the visible GPU."""
     if name == "device":
-        return query_device()
+        return GPUSpec(**query_device())
     try:
         return SPECS[name]
     except KeyError:

@@ -25,12 +25,14 @@ import numpy as np
 import pandas as pd
 
 from ..fused.instances import load_widths, vec_width
-from ..strategies import Strategy
+from ..strategies import STRATEGIES, Strategy
 
-__all__ = ["SUB_PARTITIONS", "lanes", "slice_clocks", "peak_fraction", "default_slice_counts", "kernel_rows",
-           "slice_counts"]
+__all__ = ["SUB_PARTITIONS", "ISSUE_FAMILIES", "lanes", "slice_clocks", "peak_fraction", "issue_fractions",
+           "default_slice_counts", "kernel_rows", "slice_counts"]
 
 SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
+# The two families of sub-partitions by their FP32 lanes: 16 (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
+ISSUE_FAMILIES = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 
 
 def lanes(cores_per_sm: int) -> int:
@@ -47,6 +49,25 @@ def peak_fraction(instructions: float, fp_ops: float, math_ops: float, pipe_lane
     """The fraction of the pipe's peak the loop can reach by issue slots: r M / max(r F, I)."""
     clocks = slice_clocks(instructions, fp_ops, pipe_lanes)
     return math_ops * 32 / pipe_lanes / clocks if clocks > 0 else math.nan
+
+
+def issue_fractions(resources: pd.DataFrame) -> pd.DataFrame:
+    """Per row of the build's resources.csv, the issue-limited fraction of the FP32 peak its main loop can
+    reach on each family of sub-partitions (ISSUE_FAMILIES, rounded to 4 places), from the counts the build
+    read from the machine code (loop_instructions, loop_fp32) and the strategy's m_R n_R k_S math FFMA per
+    slice; NaN for a row that is not a float32 SIMT kernel of a known strategy, or whose loop was not read."""
+    def fractions(row: pd.Series) -> list[float]:
+        s = STRATEGIES.get(str(row["strategy"]))
+        instructions, fp_ops = pd.to_numeric(pd.Series([row["loop_instructions"], row["loop_fp32"]]),
+                                             errors="coerce")
+        simt = row.get("mode", "simt") == "simt" and row["dtype"] == "float32"
+        if s is None or not simt or not instructions > 0 or pd.isna(fp_ops):
+            return [math.nan] * len(ISSUE_FAMILIES)
+        return [round(peak_fraction(instructions, fp_ops, s.m_R * s.n_R * s.k_S, width), 4)
+                for width in ISSUE_FAMILIES.values()]
+
+    values = [fractions(row) for _, row in resources.iterrows()]
+    return pd.DataFrame(values, columns=list(ISSUE_FAMILIES), index=resources.index, dtype=float)
 
 
 def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tuple[float, float]:

@@ -22,11 +22,9 @@ project's extension of the model, not the paper's, and is labelled so in outputs
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,11 +33,12 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import primitives, variants
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
-from ..readers import MAX_TABLE_BYTES, check_name, read_bytes
 from ..strategies import STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
 from . import issue
+from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
 from .tensor import tensor_kernel_time
+from .timing import INFINITE, ZERO, Timing
 
 __all__ = [
     "Counts",
@@ -68,10 +67,6 @@ MODELED_IMPLS: dict[str, tuple[int, int]] = {
     "strassen2-ref": (2, 0),
     "strassen2-hybrid": (1, 1),
 }
-
-
-class ModelError(ValueError):
-    """An implementation the model has no formula for."""
 
 
 def modeled(impl: str) -> tuple[int, int, str]:
@@ -119,31 +114,6 @@ def registers(s: Strategy, w: tuple[int, int, int], footnote: bool = False) -> i
     return base + (w_a + w_b + 5 if footnote else 0)
 
 
-RESOURCE_KEYS = ("kernel", "arch", "strategy", "dtype", "W_A", "W_B", "W_C", "registers", "blocks_per_sm")
-
-
-def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | None:
-    """``build/resources.csv`` from the kernel build; None when it does not exist and is not ``required`` (a
-    path the user named is). A file that is not a resources table is refused (ModelError naming it)."""
-    path = check_name(path, "--resources", ModelError)  # a name the system takes, before it is asked
-    if not path.exists():
-        if required:
-            raise ModelError(f"--resources {path}: no such file (`strassenbench build` writes build/resources.csv)")
-        return None
-    # a regular file (never a FIFO or a device) of at most readers.MAX_TABLE_BYTES
-    data = read_bytes(path, limit=MAX_TABLE_BYTES, what="the build's resources.csv (--resources)", error=ModelError)
-    if not data.strip() or b"\0" in data:
-        raise ModelError(f"--resources {path} is {'empty' if not data.strip() else 'binary'}, not a resources.csv")
-    try:
-        frame = pd.read_csv(io.BytesIO(data))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ModelError(f"--resources {path} is not a CSV ({str(err).splitlines()[0][:80]})") from None
-    missing = [c for c in RESOURCE_KEYS if c not in frame.columns]
-    if missing:
-        raise ModelError(f"--resources {path} is not the build's resources.csv (no column {missing[0]!r})")
-    return frame
-
-
 def active_blocks(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], dtype: str, resources: pd.DataFrame | None = None
 ) -> tuple[int, str]:
@@ -156,38 +126,6 @@ def active_blocks(
     return blocks_per_sm(spec.limits, s.threads, regs, s.smem_bytes(ITEMSIZE[dtype])), "register formula"
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Modeled seconds, with the three components summed over the kernels that make it up.
-
-    One kernel takes max(T_flop, T_gmop, T_smop); kernels run one after another, so their seconds add.
-    """
-
-    seconds: float
-    t_flop: float
-    t_gmop: float
-    t_smop: float
-    t_issue: float = 0.0  # issue slots (strassenbench.model.issue): this project's term, not the paper's
-
-    def __add__(self, other: "Timing") -> "Timing":
-        return Timing(*(a + b for a, b in zip(self.astuple(), other.astuple())))
-
-    def __mul__(self, times: int) -> "Timing":
-        return Timing(*(a * times for a in self.astuple()))
-
-    def astuple(self) -> tuple[float, float, float, float, float]:
-        return self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue
-
-    @property
-    def limiter(self) -> str:
-        """Which resource dominates: flop, gmop, smop or issue."""
-        parts = {"flop": self.t_flop, "gmop": self.t_gmop, "smop": self.t_smop, "issue": self.t_issue}
-        return max(parts, key=parts.__getitem__)
-
-
-ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
-
-
 def kernel_time(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
     slice_counts: tuple[float, float] | None = None, issue_slots: bool = True,
@@ -197,7 +135,7 @@ def kernel_time(
     instructions and FP-pipe instructions per thread and k_S slice; default: issue.default_slice_counts).
     ``issue_slots=False``: the paper's model alone (T_issue still reported, not in the maximum)."""
     if active < 1:
-        return Timing(math.inf, math.inf, math.inf, math.inf, math.inf)
+        return INFINITE
     size = ITEMSIZE[dtype]
     c = block_counts(s, w, k)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)

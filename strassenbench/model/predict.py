@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..breakeven import break_even
 from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
@@ -43,21 +44,5 @@ def predict(
 
 
 def crossover(frame: pd.DataFrame, impl: str, baseline: str = "gemm") -> dict[str, object]:
-    """Where ``impl`` overtakes ``baseline`` in a predicted (or measured) sweep.
-
-    ``first``: the smallest size where it is faster; ``stable``: the smallest size from which it is faster
-    at every larger size of the grid (None when it never is); plus the largest speedup and where.
-    """
-    pivot = frame.pivot_table(index="x", columns="impl", values="time_s").sort_index()
-    speedup = pivot[baseline] / pivot[impl]
-    faster = speedup > 1.0
-    first = int(faster.idxmax()) if faster.any() else None
-    stable = None
-    for x in reversed(speedup.index):
-        if not faster[x]:
-            break
-        stable = int(x)
-    return {
-        "impl": impl, "baseline": baseline, "first": first, "stable": stable,
-        "max_speedup": round(float(speedup.max()), 4), "at": int(speedup.idxmax()),
-    }
+    """Where ``impl`` overtakes ``baseline`` in a predicted sweep (strassenbench.breakeven.break_even)."""
+    return break_even(frame, impl, baseline)

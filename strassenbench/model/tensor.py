@@ -23,6 +23,7 @@ from ..occupancy import blocks_per_sm
 from ..strategies import TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS
+from .timing import INFINITE, Timing
 
 __all__ = ["PARTS", "tensor_slice_instructions", "tensor_active_blocks", "tensor_kernel_time"]
 
@@ -69,13 +70,11 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
 
 
 def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
-                       mode: str, resources: pd.DataFrame | None = None):  # noqa: ANN201 - a perf.Timing
+                       mode: str, resources: pd.DataFrame | None = None) -> Timing:
     """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem."""
-    from .perf import Timing
-
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
     if active < 1 or spec.tf32_flops <= 0:
-        return Timing(math.inf, math.inf, math.inf, math.inf, math.inf)
+        return INFINITE
     parts, kk = PARTS[mode], math.ceil(k / s.k_S) * s.k_S
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
     blocks = spec.sm_count * active

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from ..model.predict import crossover
+from ..breakeven import break_even
 
 __all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims"]
 
@@ -65,7 +65,7 @@ def measured_crossover(frame: pd.DataFrame, impl: str, baseline: str = BASELINE,
     part = part[part["x"].isin(counts[counts == 2].index)]
     if part.empty:
         return None
-    return crossover(part, impl, baseline)
+    return break_even(part, impl, baseline)
 
 
 def _fmt(value: object, digits: int = 2) -> str:
@@ -84,6 +84,15 @@ def _best(frame: pd.DataFrame, impl: str, baseline: str) -> tuple[float, int] | 
         return None
     row = s.loc[s["speedup"].idxmax()]
     return float(row["speedup"]), int(row["x"])
+
+
+def _modeled(model: pd.DataFrame | None, impl: str) -> pd.Series | None:
+    """model_speedup.csv's row of ``impl`` over the GEMM in the square sweep (float32), or None."""
+    if model is None or model.empty:
+        return None
+    row = model[(model["sweep"] == "square") & (model["impl"] == impl) & (model["baseline"] == "gemm")
+                & (model["dtype"] == "float32")]
+    return row.iloc[0] if not row.empty else None
 
 
 NOT_MEASURED = "not measured"
@@ -109,7 +118,8 @@ PAPER_CLAIMS = (
 def claims(frame: pd.DataFrame, memlimit: pd.DataFrame | None, measured_on: str = "this run",
            model: pd.DataFrame | None = None, model_gpu: str = "") -> pd.DataFrame:
     """The paper's headline numbers beside this run's, each saying whether it was measured (and on what), is
-    the model's prediction (``model``: its square sweep, our GEMM in CUTLASS's place) or was not measured."""
+    the model's prediction (``model``: model_speedup.csv's rows, our GEMM in CUTLASS's place) or was not
+    measured."""
     rows = []
     measured, predicted = f"measured on {measured_on}", f"model (prediction for {model_gpu})"
 
@@ -139,9 +149,7 @@ def claims(frame: pd.DataFrame, memlimit: pd.DataFrame | None, measured_on: str 
             how = f"largest time({what}) / time({impl}) over the square sweep (float32)"
             if best:
                 add(claim, paper, f"{best[0]:.2f}x at {best[1]:,}", measured, how)
-            elif what == "cutlass" and model is not None and not model.empty:
-                square = model[(model["sweep"] == "square") & model["impl"].isin(["gemm", impl])]
-                cross = crossover(square, impl, "gemm")
+            elif what == "cutlass" and (cross := _modeled(model, impl)) is not None:
                 add(claim, paper, f"{cross['max_speedup']:.2f}x at {cross['at']:,}", predicted,
                     f"the model's largest time(gemm) / time({impl}) over the square sweep: our GEMM's model in "
                     "CUTLASS's place, as in the paper's Sec. s:analysis")

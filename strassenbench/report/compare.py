@@ -21,7 +21,7 @@ from ..io import publish, staging, write_atomic
 from ..results import ResultsError, bad_times, timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
-from .build import gpu_name, load_run
+from .inputs import gpu_name, load_run
 from .figures import fig_compare
 from .render import Table, render, table_of
 

@@ -25,9 +25,9 @@ from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 from .palette import INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
-__all__ = ["fig_issue_bounds", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
-           "fig_intro_comparison", "fig_model_square", "fig_model_sweeps", "fig_memlimit", "fig_compare",
-           "fig_algorithms", "fig_tensorcore_square", "panel_labels", "MODEL_SQUARE_IMPLS"]
+__all__ = ["Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
+           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "panel_labels",
+           "label_of", "draw_line", "size_axis", "legend_below", "empty_note", "Y_TFLOPS"]
 
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
 PEAK = "peak"  # gid of the FP32 peak line
@@ -112,7 +112,7 @@ def check_caption(caption: str, drawn: Drawn, sources: list[str]) -> None:
             raise CaptionError(f"{drawn.stem}: the caption mentions {what}, which the figure does not have")
 
 
-def _empty(ax: plt.Axes, text: str) -> None:
+def empty_note(ax: plt.Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
@@ -135,13 +135,13 @@ def _fixed(part: pd.DataFrame, sweep: str) -> int | None:
     return int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
 
 
-def _size_axis(ax: plt.Axes) -> None:
+def size_axis(ax: plt.Axes) -> None:
     """At most six size ticks, with thousands separators (20,480 rather than 20480), so labels never collide."""
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
 
 
-def _legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
+def legend_below(fig: plt.Figure, axes, ncol: int = 4) -> None:  # noqa: ANN001
     """One legend for the figure, below the plots (outside the data), from every axis's labelled lines."""
     handles, labels = [], []
     for ax in axes:
@@ -162,7 +162,7 @@ def label_of(impl: str, cpu: bool = False) -> str:
     return f"{label} [numpy stand-in]" if cpu else label
 
 
-def _line(ax: plt.Axes, part: pd.DataFrame, impl: str, y: str, label: str, dashed: bool = False) -> None:
+def draw_line(ax: plt.Axes, part: pd.DataFrame, impl: str, y: str, label: str, dashed: bool = False) -> None:
     """One implementation's curve in its palette colour: solid with markers (measured) or dashed (model)."""
     part = part.sort_values("x")
     look = style(impl)
@@ -194,17 +194,17 @@ def _sweep_panels(frame: pd.DataFrame, impls: list[str], peak_tflops: float | No
         part = good[(good["sweep"] == sweep) & (good["dtype"] == "float32")] if not good.empty else good
         present = _present(part, impls)
         if not present:
-            _empty(ax, nothing.format(sweep=sweep))
+            empty_note(ax, nothing.format(sweep=sweep))
         for impl in present:
-            _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+            draw_line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
         _peak(ax, peak_tflops)
         ax.set_ylim(bottom=0)
         panel_title, x_name = panel_labels(sweep, _fixed(part, sweep))
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)
-        _size_axis(ax)
+        size_axis(ax)
         ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, axes)
+    legend_below(fig, axes)
     return fig
 
 
@@ -243,7 +243,7 @@ def _square_lines(frame: pd.DataFrame, impls, cpu: bool, size: tuple[float, floa
     part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
     present = _present(part, impls)
     for impl in present:
-        _line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
+        draw_line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
     return fig, ax, present
 
 
@@ -251,9 +251,9 @@ def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
     """The square sweep's axes, from 0 TFLOPS, with the legend below."""
     ax.set_ylim(bottom=0)
     ax.set_xlabel("m = k = n")
-    _size_axis(ax)
+    size_axis(ax)
     ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, [ax], ncol=3)
+    legend_below(fig, [ax], ncol=3)
 
 
 def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
@@ -263,7 +263,7 @@ def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float
     (``peaks``: label -> TFLOPS, measured GPU only)."""
     fig, ax, present = _square_lines(frame, TENSORCORE_LINES, cpu, (7.5, 4.6))
     if not any(get_impl(i).tensor for i in present):
-        _empty(ax, "no tensor-core results in this run (the tensorcore profile times them)")
+        empty_note(ax, "no tensor-core results in this run (the tensorcore profile times them)")
     for name, tflops in peaks.items():
         _peak(ax, tflops, name)
     ax.set_title("square: m = k = n")
@@ -277,7 +277,7 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool 
     against (the 1-level reference) and cuBLAS on square problems, each break-even with cuBLAS marked."""
     fig, ax, present = _square_lines(frame, INTRO_LINES, cpu, (7.5, 4.2))
     if not present:
-        _empty(ax, "no square-sweep results of cuBLAS or 1-level Strassen in this run")
+        empty_note(ax, "no square-sweep results of cuBLAS or 1-level Strassen in this run")
     at: dict[int, list[str]] = {}  # break-even size -> the implementations that reach it there
     for impl in ("strassen1", "strassen1-ref"):
         cross = measured_crossover(frame, impl)
@@ -293,89 +293,6 @@ def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool 
     return save(fig, out, "fig_intro_comparison")
 
 
-# Figure fig:model_square's implementations: GEMM and direct 1- and 2-level Strassen, their products one after
-# another (scheme sequential); CUTLASS measured beside them where its kernel exists (Huge).
-MODEL_SQUARE_IMPLS = ("gemm", "strassen1", "strassen2-direct")
-
-
-def fig_model_square(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> Drawn:
-    """Figure fig:model_square: measured (solid) and modeled (dashed, a prediction) effective TFLOPS of GEMM
-    and direct 1- and 2-level Strassen with the Huge and Small strategies, CUTLASS measured with Huge."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    good = ok_rows(measured) if measured is not None else pd.DataFrame()
-    for ax, strategy in zip(axes, ("Huge", "Small")):
-        mine = good[good["strategy"] == strategy] if not good.empty else good
-        if strategy == "Huge" and not good.empty:  # CUTLASS's kernel is the Huge strategy's (128 x 128 x 8)
-            mine = pd.concat([good[good["impl"] == "cutlass"], mine])
-        for impl in ("cutlass", *MODEL_SQUARE_IMPLS):
-            meas = mine[mine["impl"] == impl] if not mine.empty else mine
-            if not meas.empty:
-                _line(ax, meas, impl, "tflops", f"{label_of(impl)} (measured)")
-            line = model[(model["strategy"] == strategy) & (model["impl"] == impl)]
-            if not line.empty:
-                _line(ax, line, impl, "tflops", f"{label_of(impl)} (model)", dashed=True)
-        if mine.empty:
-            ax.text(0.02, 0.02, "no measurement with this strategy in this run (model only)",
-                    transform=ax.transAxes, fontsize=8)
-        ax.set_title(f"{strategy} strategy")
-        ax.set_xlabel("m = k = n")
-        _size_axis(ax)
-        ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, axes, ncol=4)
-    fig.suptitle(f"Measured (solid, {device}) and modeled (dashed, prediction for {gpu}), single precision")
-    return save(fig, out, "fig_model_square")
-
-
-def fig_model_sweeps(model: pd.DataFrame, out: Path, gpu: str) -> Drawn:
-    """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
-    for ax, sweep in zip(axes, SWEEPS):
-        part = model[model["sweep"] == sweep]
-        for impl in dict.fromkeys(part["impl"]):
-            line = part[part["impl"] == impl].sort_values("x")
-            look = style(impl)
-            ax.plot(line["x"], line["tflops"], linestyle="--", color=look["color"], marker=look["marker"],
-                    markersize=3, markevery=max(1, len(line) // 8), label=f"{label_of(impl)} (model)")
-        panel_title, x_name = panel_labels(sweep, None)
-        ax.set_title(panel_title)
-        ax.set_xlabel(x_name)
-        _size_axis(ax)
-        ax.set_ylabel(Y_TFLOPS)
-    _legend_below(fig, axes)
-    fig.suptitle(f"Performance model, the paper's three sweeps, single precision: {gpu} (prediction, not measured)")
-    return save(fig, out, "fig_model_sweeps")
-
-
-def fig_algorithms(model: pd.DataFrame, measured: pd.DataFrame | None, out: Path, gpu: str, device: str) -> Drawn:
-    """Which algorithm wins per shape: each algorithm's speedup over the GEMM on the three sweeps, predicted by
-    the model (dashed) and measured where the run timed its implementation on a GPU (solid, markers)."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
-    for ax, sweep in zip(axes, SWEEPS):
-        part = model[model["sweep"] == sweep]
-        gemm = part[part["impl"] == "gemm"].set_index("x")["time_s"]
-        for impl in (i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
-            line = part[part["impl"] == impl].set_index("x").sort_index()
-            label = label_of(impl).removesuffix(" (ours)")
-            curve = pd.DataFrame({"x": line.index, "speedup": (gemm.reindex(line.index) / line["time_s"]).values})
-            _line(ax, curve, impl, "speedup", f"{label} (model)", dashed=True)
-            if measured is not None and not measured.empty:
-                mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)]
-                if not mine.empty:
-                    _line(ax, mine, impl, "speedup", f"{label} (measured, {device})")
-        ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
-        panel_title, x_name = panel_labels(sweep, None)
-        ax.set_title(panel_title)
-        ax.set_xlabel(x_name)
-        _size_axis(ax)
-        ax.set_ylabel("speedup over the GEMM = time(GEMM) / time")
-    _legend_below(fig, axes, ncol=3)
-    fig.suptitle(f"Which algorithm wins per shape, single precision: {gpu} (dashed: prediction)")
-    return save(fig, out, "fig_algorithms")
-
-
 def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> Drawn:
     """The largest square problem each implementation can run in the memory there is (paper: 36,000 for 1-level
     Strassen vs 22,500 for the 1-level reference on a 16 GB V100), each bar in its implementation's colour,
@@ -383,7 +300,7 @@ def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> Drawn
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     if memlimit is None or memlimit.empty:
-        _empty(ax, "no memlimit results in this run")
+        empty_note(ax, "no memlimit results in this run")
     else:
         rows = memlimit.iloc[::-1]
         for y, r in enumerate(rows.itertuples()):
@@ -417,40 +334,11 @@ def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> Drawn:
         palette = {label: style(impl)["color"] for impl, label in zip(data["impl"], data["label"])}
         sns.lineplot(data=data, x="x", y="speedup", hue="label", style="gpu", markers=True, palette=palette, ax=ax)
         ax.axhline(1.0, color="black", linewidth=1, gid="parity", label="_parity")
-        _legend_below(fig, [ax], ncol=3)
+        legend_below(fig, [ax], ncol=3)
     else:
-        _empty(ax, "no square-sweep results with cuBLAS to compare")
+        empty_note(ax, "no square-sweep results with cuBLAS to compare")
     ax.set_xlabel("m = k = n")
-    _size_axis(ax)
+    size_axis(ax)
     ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
     ax.set_title("Speedup over cuBLAS per GPU, square problems, single precision")
     return save(fig, out, "fig_compare_speedup")
-
-
-def fig_issue_bounds(bounds: pd.DataFrame, out: Path) -> Drawn:
-    """Per GPU model, each implementation's speedup over our GEMM at the largest square size: by the paper's
-    model (T_flop, T_gmop, T_smop) and by issue slots alone (T_issue), both predictions; the ideal 8/7 and
-    (8/7)^2 dotted."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    gpus = list(dict.fromkeys(bounds["gpu"]))
-    impls = list(dict.fromkeys(bounds["impl"]))
-    width = 0.8 / (2 * len(impls))
-    for i, impl in enumerate(impls):
-        mine = bounds[bounds["impl"] == impl].set_index("gpu").reindex(gpus)
-        for j, (column, what, hatch) in enumerate((("paper_model", "paper's model", ""),
-                                                    ("issue_slots", "issue slots", "//"))):
-            x = [g + (2 * i + j - len(impls) + 0.5) * width for g in range(len(gpus))]
-            ax.bar(x, mine[column], width, color=style(impl)["color"], hatch=hatch, edgecolor="white",
-                   label=f"{label_of(impl)}: {what}")
-    for ideal in (8 / 7, (8 / 7) ** 2):
-        ax.axhline(ideal, color="black", linestyle=":", linewidth=0.8, gid="ideal", label="_ideal")
-    ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
-    ax.set_xticks(range(len(gpus)), gpus)
-    ax.set_xlabel("GPU model (its specification, not a measurement)")
-    ax.set_ylim(0.8, 1.4)
-    ax.set_ylabel("speedup over our GEMM (prediction)")
-    n = int(bounds["n"].iloc[0]) if not bounds.empty else 0
-    ax.set_title(f"Speedup bounds at m = k = n = {n:,}, Huge, float32: paper's model vs issue slots")
-    _legend_below(fig, [ax], ncol=2)
-    return save(fig, out, "fig_issue_bounds")

@@ -161,6 +161,16 @@ def crossover_impls():
     return ",".join(dict.fromkeys(["strassen1", *(algorithm_impl(alg).name for alg in config["algorithms"])]))
 
 
+def model_impls():
+    """The implementations of each sweep's predictions: the paper's, one level of every configured algorithm,
+    and every fused implementation this run times (the report's model and algorithms figures)."""
+    from strassenbench.impls import get_impl
+    from strassenbench.model.perf import MODELED_IMPLS
+
+    fused = [i for i in run_impls() if get_impl(i).kind == "fused"]
+    return ",".join(dict.fromkeys([*MODELED_IMPLS, *crossover_impls().split(","), *fused]))
+
+
 def run_impls():
     """The configured implementations this backend runs: the CUTLASS baseline only on a GPU (it has no CPU
     stand-in), every other one everywhere."""

@@ -1,4 +1,13 @@
-# The performance model's predictions (paper, Sec. s:analysis), labelled source=model in every row.
+# The performance model's predictions (paper, Sec. s:analysis), labelled source=model in every row, and its
+# tables: every model number of the report is read from these files (data/<device>/model_*.csv).
+
+
+MODEL_GPU_RESOURCES = dict(  # querying a GPU's attributes needs it
+    gpu=lambda wc: GPU_JOB if model_gpu(wc) == "device" else 0,
+    gpu_model=gpu_model,
+    # On SLURM the GPU partition only for that (the profile's partitions are gpu and cpu, its default).
+    slurm_partition=lambda wc: "gpu" if model_gpu(wc) == "device" else "cpu",
+)
 
 
 rule model_predict:
@@ -11,18 +20,86 @@ rule model_predict:
     conda:
         "../../environment.yml"
     resources:
-        gpu=lambda wc: GPU_JOB if model_gpu(wc) == "device" else 0,  # querying a GPU's attributes needs it
-        gpu_model=gpu_model,
-        # On SLURM the GPU partition only for that (the profile's partitions are gpu and cpu, its default).
-        slurm_partition=lambda wc: "gpu" if model_gpu(wc) == "device" else "cpu",
+        **MODEL_GPU_RESOURCES,
     params:
         gpu=model_gpu,
         sizes=lambda wc: config["profiles"]["paper"]["sweeps"][wc.sweep]["sizes"],
+        impls=model_impls(),
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
         "strassenbench model predict --gpu {params.gpu:q} --sweep {wildcards.sweep:q} --sizes {params.sizes:q} "
-        "--resources {input:q} --out {output:q} > {log:q} 2>&1"
+        "--impl {params.impls:q} --resources {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule model_strategies:
+    """fig:model_square's curves: GEMM and direct 1- and 2-level Strassen with the Huge and Small strategies."""
+    input:
+        "build/resources.csv",
+    output:
+        "data/{device}/model_strategies.csv",
+    log:
+        "logs/{device}/model_strategies.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        **MODEL_GPU_RESOURCES,
+    params:
+        gpu=model_gpu,
+        sizes=config["profiles"]["paper"]["sweeps"]["square"]["sizes"],
+    shell:
+        "strassenbench model predict --gpu {params.gpu:q} --sweep square --sizes {params.sizes:q} "
+        "--impl gemm,strassen1,strassen2-direct --strategy Huge --strategy Small --resources {input:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule model_speedup:
+    """Where each implementation of the three sweeps' predictions overtakes the GEMM, and its best speedup."""
+    input:
+        expand("data/{{device}}/model_{sweep}.csv", sweep=SWEEPS),
+    output:
+        "data/{device}/model_speedup.csv",
+    log:
+        "logs/{device}/model_speedup.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "strassenbench model speedup {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule model_gpu_tables:
+    """The model GPU's parameters beside the paper's V100 (tab:notation), and its blocking bounds."""
+    output:
+        spec="data/{device}/model_spec.csv",
+        bounds="data/{device}/model_bounds.csv",
+    log:
+        "logs/{device}/model_gpu_tables.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        **MODEL_GPU_RESOURCES,
+    params:
+        gpu=model_gpu,
+    shell:
+        "(strassenbench model spec --gpu V100 --gpu {params.gpu:q} --out {output.spec:q} && "
+        "strassenbench model bounds --gpu {params.gpu:q} --out {output.bounds:q}) > {log:q} 2>&1"
+
+
+rule model_build_tables:
+    """From the build's machine code: the occupancy footnote's kernels per architecture, and the issue-slot
+    bounds of every built-in GPU model at m = k = n = 20480."""
+    input:
+        "build/resources.csv",
+    output:
+        occupancy="data/{device}/model_occupancy.csv",
+        issue="data/{device}/model_issue_bounds.csv",
+    log:
+        "logs/{device}/model_build_tables.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "(strassenbench model occupancy --resources {input:q} --out {output.occupancy:q} && "
+        "strassenbench model issue-bounds --resources {input:q} --size 20480 --out {output.issue:q}) > {log:q} 2>&1"
 
 
 rule model_crossover:

@@ -1,0 +1,148 @@
+"""`strassenbench model`: the paper's performance model (predictions, not measurements): `predict`, `bounds`,
+`crossover`, and the tables the report reads: `spec`, `speedup`, `occupancy` and `issue-bounds`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from ..gemm import DTYPES
+from ..io import write_table
+from ..model.bounds import bounds_rows
+from ..model.gpus import SPECS, GPUSpec, get_gpu
+from ..model.perf import MODELED_IMPLS, load_resources
+from ..model.predict import crossover, predict
+from ..strategies import STRATEGIES
+from ..sweeps import PAPER_SIZES, SWEEPS, parse_sizes
+from . import types
+from .checks import UsageError
+
+__all__ = ["add_parser", "run", "DEFAULT_RESOURCES"]
+
+DEFAULT_RESOURCES = "build/resources.csv"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    model = sub.add_parser("model", help="the paper's performance model (predictions, not measurements)")
+    msub = model.add_subparsers(dest="model_command", required=True, metavar="MODEL_COMMAND")
+    gpus = [*SPECS, "device"]
+    resources_help = (f"kernel resources for occupancy (default {DEFAULT_RESOURCES} when it exists, else the "
+                      "register formula)")
+    _predict_parser(msub, gpus, resources_help)
+    _tables_parser(msub, gpus, resources_help)
+    p = msub.add_parser("bounds", help="blocking-parameter bounds (paper, Sec. s:blocking_choose)")
+    p.add_argument("--gpu", choices=gpus, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+
+    p = msub.add_parser("crossover", help="predicted size where 1-level Strassen (or another fused "
+                                          "implementation) overtakes GEMM, per GPU")
+    p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
+    p.add_argument("--impl", type=types.modeled_impls, default=["strassen1"],
+                   help="comma-separated fused implementations, e.g. strassen1,grey322-11-50x1")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), default="square")
+    p.add_argument("--sizes", type=types.sizes, default=parse_sizes("256:20480:256"))
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    model.set_defaults(func=run)
+
+
+def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_help: str) -> None:
+    p = msub.add_parser("predict", help="predicted time and effective TFLOPS per implementation and size")
+    p.add_argument("--gpu", choices=gpus, required=True)
+    p.add_argument("--impl", type=types.modeled_impls, default=list(MODELED_IMPLS),
+                   help="comma-separated implementations")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), default="square")
+    p.add_argument("--sizes", type=types.sizes, default=parse_sizes(PAPER_SIZES),
+                   help="e.g. 1024,2048 or 512:20480:512")
+    p.add_argument("--strategy", type=types.any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
+                   action="append", help="repeat for several (rows of each); default best, per point")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--resources", metavar="FILE", help=resources_help)
+    p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
+
+
+def _tables_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_help: str) -> None:
+    """model spec, speedup, occupancy and issue-bounds: the model's tables the report reads."""
+    p = msub.add_parser("spec", help="the model's GPU parameters (tau_flop, tau_gmop, tau_smop, TF32 peak)")
+    p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
+    p = msub.add_parser("speedup", help="where each implementation of `model predict`'s CSVs overtakes the GEMM, "
+                                        "per sweep, and its largest speedup")
+    p.add_argument("predictions", nargs="+", type=types.input_name, metavar="CSV", help="model predict's output "
+                   "(one strategy per point: the default best)")
+    p = msub.add_parser("occupancy", help="active blocks per SM of the paper's footnote kernels on every "
+                                          "architecture (the build's, else the register formula)")
+    p.add_argument("--resources", metavar="FILE", help=resources_help)
+    p = msub.add_parser("issue-bounds", help="per GPU model, Strassen's speedup over the GEMM by the paper's "
+                                             "model and by issue slots (Huge, float32)")
+    p.add_argument("--resources", metavar="FILE", help=resources_help)
+    p.add_argument("--size", type=types.integer(1), default=20480, metavar="N", help="m = k = n (default 20480)")
+    for name in ("spec", "speedup", "occupancy", "issue-bounds"):
+        p = msub.choices[name]
+        p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+        p.add_argument("--out", metavar="FILE", help="write the table (atomically) instead of standard output")
+
+
+def run(args: argparse.Namespace) -> int:
+    commands = {"predict": _predict, "bounds": _bounds, "crossover": _crossover}
+    return commands.get(args.model_command, _tables)(args)
+
+
+def _gpu(name: str) -> GPUSpec:
+    try:
+        return get_gpu(name)
+    except (ValueError, RuntimeError) as err:
+        raise UsageError(str(err)) from None
+
+
+def _resources(args: argparse.Namespace) -> pd.DataFrame | None:
+    return load_resources(args.resources or DEFAULT_RESOURCES, required=args.resources is not None)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    spec = _gpu(args.gpu)
+    resources = _resources(args)
+    frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources)
+                       for strategy in dict.fromkeys(args.strategy or ["best"])], ignore_index=True)
+    write_table(frame, "csv", args.out)
+    if args.out:
+        print(f"predicted {len(frame)} points for {spec.name} (model, not a measurement) -> {args.out}",
+              file=sys.stderr)
+    return 0
+
+
+def _tables(args: argparse.Namespace) -> int:
+    """model spec, occupancy, issue-bounds and speedup: the model's tables the report reads (model.tables)."""
+    from ..model import tables
+    from ..model.files import PREDICTIONS, read_model
+
+    if args.model_command == "spec":
+        frame = tables.spec_rows(args.gpu)
+    elif args.model_command == "speedup":
+        frame = tables.speedup_rows(pd.concat([read_model(p, PREDICTIONS) for p in args.predictions]))
+    elif args.model_command == "occupancy":
+        frame = tables.occupancy_rows(_resources(args))
+    else:
+        frame = tables.issue_bound_rows(_resources(args), args.size)
+    write_table(frame, args.format, args.out)
+    return 0
+
+
+def _bounds(args: argparse.Namespace) -> int:
+    write_table(pd.DataFrame(bounds_rows(_gpu(args.gpu), args.dtype)), args.format, args.out)
+    return 0
+
+
+def _crossover(args: argparse.Namespace) -> int:
+    rows = []
+    for name in args.gpu:
+        spec = _gpu(name)
+        for impl in args.impl:
+            frame = predict(spec, ["gemm", impl], args.sweep, args.sizes, "best", args.dtype, None)
+            rows.append({"gpu": spec.name, "source": "model", "sweep": args.sweep, **crossover(frame, impl, "gemm")})
+    write_table(pd.DataFrame(rows).astype({"first": "Int64", "stable": "Int64"}), args.format, args.out)
+    return 0

@@ -1,0 +1,322 @@
+"""Commands that run multiplications: `strassenbench verify`, `accuracy`, `bench`, `memlimit` and `sysinfo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ..bench.timing import GPU_TIMING
+from ..engines import ENGINES, FUSED_ENGINES
+from ..fused.arch import CudaError
+from ..fused.launch import FusedError
+from ..gemm import DTYPES
+from ..impls import ImplError, get_impl
+from ..io import check_replace, write_atomic, write_table
+from ..limits import MAX_STREAMS
+from ..options import SCHEMES, RunOptions
+from ..results import check_folder_device
+from ..strategies import ALL_STRATEGIES, STRATEGIES
+from ..sweeps import SWEEPS, parse_sizes, shape
+from ..verify import verify
+from . import types
+from .checks import EXIT_FAIL, UsageError, check_memory
+from .tables import plan_arguments
+
+__all__ = ["add_parser", "run"]
+
+EXPECT_HELP = ("refuse to run unless the GPU measured is this device (its data/<device> folder name, e.g. "
+               "nvidia-h100-80gb-hbm3; cpu on numpy)")
+
+
+def _verify_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="one multiplication on random inputs against a float64 reference")
+    p.add_argument("--impl", type=types.impl, help="an implementation of `strassenbench impls`, or <algorithm>x<L> "
+                                                   "(instead of --levels)")
+    plan_arguments(p, fmt=False, levels_required=False)
+    p.add_argument("--engine", choices=sorted(ENGINES), default="numpy", help="engine that runs the plan")
+    for dim in ("m", "n", "k"):
+        p.add_argument(f"--{dim}", type=types.integer(1), required=True, help=f"problem dimension {dim}")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--alpha", type=types.finite, default=1.0)
+    p.add_argument("--beta", type=types.finite, default=0.0)
+    p.add_argument("--seed", type=types.integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
+    p.add_argument("--strategy", type=types.any_case(list(ALL_STRATEGIES)), choices=list(ALL_STRATEGIES),
+                   help="block-size strategy (fused engines; TcSmall, TcLarge, TcHuge for the tensor-core ones)")
+    p.add_argument("--scheme", choices=SCHEMES,
+                   help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
+    p.add_argument("--streams", type=types.bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),
+                   help="CUDA streams of the streams/atomic schemes (2 / 4)")
+    p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("accuracy", help="relative error against float64 of implementations (SIMT FP32, 1xTF32, "
+                                        "3xTF32) on uniform and wide-range float32 inputs")
+    p.add_argument("--impl", required=True, type=types.impl_list,
+                   help="comma-separated implementations (`strassenbench impls`)")
+    p.add_argument("--engine", choices=sorted(ENGINES), default="numpy",
+                   help="engine of the implementations that have it (the others run on numpy)")
+    p.add_argument("--sizes", type=types.sizes, default=[256], help="square sizes, e.g. 256 or 1024,4096")
+    p.add_argument("--inputs", type=types.inputs, default="uniform,wide", help="input distributions: uniform, wide")
+    p.add_argument("--seed", type=types.integer(0), default=0)
+    p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
+    p.add_argument("--no-progress", action="store_true", help="no line per measurement on stderr")
+    p.add_argument("--out", required=True, help="the table (CSV)")
+    p.set_defaults(func=run)
+
+
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="time implementations over a sweep (behind a blocking kernel on a GPU, "
+                                      "host timers on numpy)")
+    p.add_argument("--impl", type=types.impl_list, required=True, help="comma-separated, see `strassenbench impls`")
+    p.add_argument("--sweep", choices=[*SWEEPS, "custom"], default="square")
+    p.add_argument("--sizes", type=types.sizes, default=parse_sizes("1024:4096:1024"), help="e.g. 512:20480:512")
+    p.add_argument("--shapes", type=types.shapes, help="--sweep custom: MxNxK[,MxNxK...]")
+    p.add_argument("--fixed", type=types.integer(1),
+                   help="the sweep's fixed size: k of rankk (4096), m = n of panel (8192)")
+    p.add_argument("--strategy", type=types.any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
+                   help="fused kernels: a strategy or best of six")
+    p.add_argument("--scheme", choices=SCHEMES, help="fused Strassen: task-parallel scheme (default sequential)")
+    p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--out", required=True, metavar="FILE.csv", help="results; an existing file is resumed")
+    p.add_argument("--seed", type=types.integer(0), default=0)
+    p.add_argument("--min-samples", type=types.integer(1), default=10)
+    p.add_argument("--min-time", type=types.seconds, default=0.5, help="seconds of samples before the noise test")
+    p.add_argument("--max-noise", type=types.positive, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
+    p.add_argument("--max-time", type=types.positive, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--warmup-time", type=types.seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
+    p.add_argument("--throttle-threshold", type=types.fraction, default=0.75,
+                   help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")
+    p.add_argument("--timing", choices=[*GPU_TIMING, "auto"],
+                   help="cuda: blocking (nvbench's blocking kernel holds the stream while the call is enqueued), "
+                        "graph (every implementation captured into a CUDA graph and replayed) or auto (default: "
+                        "blocking unless a call queues more than the 32 operations a GPU holds behind the "
+                        "blocking kernel, then graph for every implementation)")
+    p.add_argument("--retry-faults", action="store_true",
+                   help="measure again the points an earlier run recorded as fault (a sticky CUDA error or a "
+                        "worker that died)")
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
+    p.set_defaults(func=run)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    _verify_parser(sub)
+    _bench_parser(sub)
+    p = sub.add_parser("memlimit", help="largest square n per implementation: predicted, then confirmed by runs")
+    p.add_argument("--impl", type=types.impl_list, required=True)
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--step", type=types.integer(1), default=512)
+    p.add_argument("--memory-budget", type=types.memory_bytes,
+                   help="free memory to assume (numpy: required, e.g. 256MiB)")
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE")
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("sysinfo", help="the system description (pynvml, CUDA, cuBLAS, host) as JSON")
+    p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
+    p.add_argument("--out", metavar="FILE")
+    p.add_argument("--expect-device", metavar="NAME", help=EXPECT_HELP)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    commands = {"verify": _verify, "accuracy": _accuracy, "bench": _bench, "memlimit": _memlimit,
+                "sysinfo": _sysinfo}
+    return commands[args.command](args)
+
+
+def _fused_options(args: argparse.Namespace) -> RunOptions:
+    """--strategy/--scheme/--streams of a --levels plan, which only the fused engines take."""
+    given = {"strategy": args.strategy, "scheme": args.scheme, "streams": args.streams}
+    given = {key: value for key, value in given.items() if value is not None}
+    if args.engine not in FUSED_ENGINES:
+        if given:
+            flag = "--" + next(iter(given))
+            raise UsageError(f"{flag} applies to the fused engines ({', '.join(FUSED_ENGINES)}), not {args.engine}")
+        return RunOptions()
+    return RunOptions(**given, build_dir=args.build_dir)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    check_memory(args.m, args.n, args.k)
+    if (args.levels is None) == (args.impl is None):
+        raise UsageError("give exactly one of --levels (a plan on --engine) or --impl (an implementation)")
+    if args.impl is not None:
+        if args.algorithm != "strassen":
+            raise UsageError("--algorithm applies to --levels plans, not to --impl")
+        if args.streams is not None:
+            raise UsageError("--streams applies to --levels plans; an implementation uses its scheme's streams")
+        options = get_impl(args.impl).run_options(args.engine, args.strategy, args.scheme, args.build_dir)
+    else:
+        options = _fused_options(args)
+    result = verify(impl=args.impl, engine=args.engine, algorithm=args.algorithm, levels=args.levels, m=args.m,
+                    n=args.n, k=args.k, dtype=args.dtype, alpha=args.alpha, beta=args.beta, seed=args.seed,
+                    options=options)
+    print(" ".join(f"{key}={value}" for key, value in result.items()))
+    if args.out:
+        text = pd.DataFrame([result]).to_csv(index=False)
+        check_replace(args.out, text.split("\n", 1)[0])
+        write_atomic(args.out, text)
+    return 0 if result["status"] == "ok" else EXIT_FAIL
+
+
+def _accuracy(args: argparse.Namespace) -> int:
+    from ..verify import ACCURACY_COLUMNS, accuracy_rows
+
+    for n in args.sizes:
+        check_memory(n, n, n)
+    impls = args.impl
+    for name in impls:  # every implementation checked before any runs: where it runs, what it computes
+        impl = get_impl(name)
+        if args.engine not in impl.engines and "numpy" not in impl.engines:
+            raise UsageError(f"{name} runs on {', '.join(impl.engines)} only, not {args.engine} (nor numpy)")
+        if "float32" not in impl.dtypes:
+            raise UsageError(f"{name} does not compute float32, which the accuracy table compares")
+    say = None if args.no_progress else \
+        (lambda row: print(" ".join(f"{key}={row[key]}" for key in ACCURACY_COLUMNS), file=sys.stderr))
+    rows = accuracy_rows(impls, args.sizes, tuple(args.inputs.split(",")), args.engine, args.seed, args.build_dir,
+                         say)
+    frame = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
+    write_atomic(args.out, frame.to_csv(index=False))
+    failed = frame[frame["status"] != "ok"]
+    for row in failed.itertuples():
+        print(f"strassenbench: {row.impl} {row.inputs} n={row.m}: relative error {row.rel_error:.3e} above the "
+              f"bound {row.bound:.3e}", file=sys.stderr)
+    return EXIT_FAIL if len(failed) else 0
+
+
+def _points(args: argparse.Namespace) -> list:
+    from ..bench.runner import Point
+
+    points = []
+    if args.sweep == "custom":
+        if not args.shapes:
+            raise UsageError("--sweep custom needs --shapes MxNxK[,MxNxK...]")
+        shapes = [(m, n, k, None) for m, n, k in args.shapes]
+    else:
+        if args.shapes:
+            raise UsageError("--shapes goes with --sweep custom; the paper's sweeps take --sizes")
+        shapes = []
+        for x in args.sizes:
+            m, k, n = shape(args.sweep, x, args.fixed)
+            shapes.append((m, n, k, x))
+    for m, n, k, x in shapes:
+        for impl in args.impl:
+            for dtype in args.dtype or ["float32"]:
+                points.append(Point(impl, m, n, k, dtype, args.strategy, args.scheme, args.sweep, x))
+    return points
+
+
+def _criterion(args: argparse.Namespace):  # noqa: ANN202
+    from ..bench.timing import Criterion
+
+    return Criterion(min_samples=args.min_samples, min_time=args.min_time, max_noise=args.max_noise,
+                     max_time=args.max_time, warmup_time=args.warmup_time,
+                     throttle_threshold=args.throttle_threshold)
+
+
+def _backend(engine: str, expect_device: str | None = None, timing: str | None = None,  # noqa: ANN202
+             out: str | None = None):
+    """The engine's backend (timing by ``timing``); with ``expect_device`` (a data/<device> folder name), refused
+    unless it measures that device: on a cluster, a job given another GPU model than its folder is for writes
+    nothing. With ``out``, refused when its folder holds another device's results (one device per folder)."""
+    from ..bench.backends import make_backend
+    from ..device import slug
+
+    try:
+        backend = make_backend(engine, timing)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    measured = slug(str(backend.tags()["gpu"]))
+    if expect_device is not None and measured != expect_device:
+        raise UsageError(f"this job measures {measured}, but its results are for data/{expect_device}: "
+                         "the scheduler gave it another GPU (check the gpus config and gpu_model)")
+    if out:
+        check_folder_device(Path(out).parent, str(backend.tags()["gpu"]))
+    return backend
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ..bench.runner import injection, run_sweep
+
+    for name in args.impl:
+        get_impl(name).check(args.engine)
+    try:
+        hook = injection()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if hook and hook[1] == "fault" and args.engine != "cuda":
+        raise UsageError(f"{hook[0][0]}:...:fault poisons a CUDA context: it needs --engine cuda")
+    points = _points(args)
+    if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
+        biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)
+        check_memory(biggest.m, biggest.n, biggest.k)
+    timing = _sweep_timing(args, points)
+    backend = _backend(args.engine, args.expect_device, timing, args.out)
+    try:
+        backend.check_timing(args.build_dir)
+        if args.engine == "numpy":
+            print("strassenbench: engine numpy: CPU stand-ins timed with host timers; these are not GPU numbers",
+                  file=sys.stderr)
+        frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
+                          build_dir=args.build_dir, progress=False if args.no_progress else None,
+                          retry_faults=args.retry_faults)
+    except (ValueError, CudaError) as err:  # an --out that is not a results file, or of another timing; no build
+        raise UsageError(str(err)) from None
+    bad = frame[frame["status"] != "ok"] if len(frame) else frame
+    faults = int((frame["status"] == "fault").sum()) if len(frame) else 0
+    print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok"
+          f"{f', {faults} faults' if faults else ''})", file=sys.stderr)
+    return 0
+
+
+def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
+    """The GPU timing method of this sweep (strassenbench.bench.queue.choose_timing: ``auto`` is blocking
+    unless a call queues more than the blocking kernel may hold), said once when auto chose graph."""
+    from ..bench.queue import choose_timing
+    from ..bench.runner import queue_points
+
+    if args.engine != "cuda":
+        return None if args.timing in (None, "auto") else args.timing
+    try:
+        choice = choose_timing(args.timing, (call for p in points for call in queue_points(p)))
+    except (ValueError, ImplError, FusedError) as err:
+        raise UsageError(str(err)) from None
+    if choice.reason:
+        print(f"strassenbench: {choice.reason}", file=sys.stderr)
+    return choice.method
+
+
+def _memlimit(args: argparse.Namespace) -> int:
+    from ..bench.memlimit import COLUMNS, memlimit
+
+    for name in args.impl:  # an implementation this engine does not run is a mistake, not an empty row
+        get_impl(name).check(args.engine)
+    backend = _backend(args.engine, args.expect_device, out=args.out)
+    try:
+        rows = memlimit(args.impl, backend, args.dtype, args.step, args.memory_budget, args.build_dir)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    write_table(pd.DataFrame(rows, columns=COLUMNS), args.format, args.out)
+    return 0
+
+
+def _sysinfo(args: argparse.Namespace) -> int:
+    from ..bench.runner import SYSTEM_HEAD, system_json
+
+    if args.out:  # a system description replaces only a system description
+        check_replace(args.out, SYSTEM_HEAD)
+    text = system_json(_backend(args.engine, args.expect_device, out=args.out))
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0

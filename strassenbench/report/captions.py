@@ -1,0 +1,136 @@
+"""The report's figure captions, written from what each figure shows (figures.Drawn) and held to it
+(figures.check_caption)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .figures import Drawn, check_caption
+
+__all__ = ["SOURCES", "caption", "checked_caption"]
+
+SOURCES = {  # the files of the run's folder each figure's measured lines come from
+    "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"],
+    "fig_stra_square_more": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
+    "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_issue_bounds": [],
+    "fig_memlimit": ["memlimit.csv"],
+    "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
+    "fig_tensorcore_square": ["square.csv"],
+}
+
+
+def _listed(labels: list[str]) -> str:
+    return f" Lines: {'; '.join(labels)}." if labels else ""
+
+
+def _peak(text: str, drawn: Drawn, words: str = " The dotted line is the GPU's FP32 peak.") -> str:
+    return text + words if "peak" in drawn.marks else text
+
+
+def _stra_square(drawn: Drawn, context: dict) -> str:
+    text = _peak("Figure fig:stra_square as the paper draws it: effective TFLOPS (2mnk / time, float32, median time "
+                 "per point) of the paper's six implementations over its three sweeps: square, rank-k (k fixed), "
+                 "panel (m = n fixed).", drawn)
+    return text + (f" Not timed in this run: {context['missing']}." if context["missing"] else "")
+
+
+def _stra_square_more(drawn: Drawn, context: dict) -> str:
+    return _peak("The implementations this run timed beyond the paper's figure (our GEMM, direct 2-level Strassen, "
+                 "other algorithms), with cuBLAS as the yardstick, on fig:stra_square's axes.", drawn)
+
+
+def _intro_comparison(drawn: Drawn, context: dict) -> str:
+    text = ("Figure fig:intro_comparison: effective TFLOPS of our 1-level Strassen, of the workspace-based "
+            "1-level reference (the state of the art the paper sets it against, Lai et al.'s, re-implemented "
+            "over cuBLAS in reference/) and of cuBLAS on square problems.")
+    if "break-even" in drawn.marks:
+        return text + (" Vertical marks: the break-even with cuBLAS, the smallest size from which an implementation "
+                       "is faster at every larger size (paper, V100: 1,536 ours, 7,168 the reference).")
+    return text + " Neither Strassen implementation stays faster than cuBLAS up to the largest size of this run."
+
+
+def _model_square(drawn: Drawn, context: dict) -> str:
+    solid = "measured (solid)" if drawn.solid else ""
+    dashed = "the model's prediction (dashed)" if drawn.dashed else ""
+    parts = " and ".join(p for p in (solid, dashed) if p) or "nothing"
+    text = ("Figure fig:model_square: GEMM and direct 1- and 2-level Strassen (their 1, 7 or 49 products one "
+            f"after another, without task parallelism) with the Huge and Small strategies: {parts}, Sec. "
+            f"s:perf_predict, for {context['model']}. The paper draws both strategies in one plot with CUTLASS as "
+            "the GEMM; here each strategy has its panel, and CUTLASS is measured in the Huge one only: CUTLASS "
+            "4.2's SIMT GEMM does not compile for the Small strategy's 16 x 16 x 16 thread block (its epilogue "
+            "rejects the tile), so our GEMM stands for it.")
+    if not drawn.solid:
+        text += " No measurement with these strategies in this run (they are timed on GPU runs)."
+    return text
+
+
+def _model_sweeps(drawn: Drawn, context: dict) -> str:
+    if not drawn.dashed:
+        return ("The model's curves of the paper's three sweeps: no predictions in this run's folder "
+                "(`strassenbench model predict` writes them).")
+    return (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps; predictions "
+            "only, the crossovers are in the model crossover table.")
+
+
+def _issue_bounds(drawn: Drawn, context: dict) -> str:
+    if "ideal" not in drawn.marks:
+        return ("Per GPU model, the speedup bounds by the paper's model and by issue slots: none in this run's "
+                "folder (`strassenbench model issue-bounds` writes them).")
+    return ("Per GPU model, each Strassen implementation's speedup over our GEMM at the largest square size "
+            "(Huge, float32), predicted by the paper's model (T_flop, T_gmop, T_smop: plain bars) and by issue "
+            "slots alone (T_issue, hatched): on an H100 every instruction of the main loop that is not an "
+            "FFMA takes an FFMA's slot, on V100 and A100 one per FFMA issues free. The main loops' "
+            "instructions come from the kernel build's resource table where it read that architecture's machine "
+            "code, else from counting the loop's work (sm_70). Dotted: the ideal 8/7 and (8/7)^2.")
+
+
+def _algorithms(drawn: Drawn, context: dict) -> str:
+    dashed = "the model's prediction (dashed)" if drawn.dashed else ""
+    return ("Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over our fused "
+            f"GEMM, as {dashed or 'the model predicts it'}"
+            + (" and as measured (solid) on this run's GPU" if drawn.solid else "")
+            + "; above 1 the algorithm wins. The algorithms table has their error growth and measured errors.")
+
+
+def _tensorcore_square(drawn: Drawn, context: dict) -> str:
+    return _peak("Beyond the paper: effective TFLOPS (float32, median time per point) of the square sweep's SIMT "
+                 "FP32 implementations beside their TF32 tensor-core counterparts: cuBLAS with "
+                 "CUBLAS_COMPUTE_32F_FAST_TF32, and our fused GEMM and Strassen kernels in 1xTF32 (operands and "
+                 "operand sums rounded to TF32) and 3xTF32 (split into two TF32 parts, three products: FP32-level "
+                 "accuracy, see the tensorcore accuracy table).", drawn,
+                 " Dotted: the GPU's FP32 and dense TF32 peaks.")
+
+
+def _memlimit(drawn: Drawn, context: dict) -> str:
+    text = ("The largest square problem each implementation can run in the free memory (the paper: 36,000 for "
+            "our 1-level Strassen, 22,500 for the 1-level reference, on a 16 GB V100).")
+    if "confirmed" in drawn.marks:
+        text += " Full bars were confirmed by running at n and running out of memory at n + step."
+    if "not confirmed" in drawn.marks:
+        text += " Hatched bars are the memory formula's, not confirmed by a run."
+    return text
+
+
+CAPTIONS = {"fig_stra_square": _stra_square, "fig_stra_square_more": _stra_square_more,
+            "fig_intro_comparison": _intro_comparison, "fig_model_square": _model_square,
+            "fig_model_sweeps": _model_sweeps, "fig_issue_bounds": _issue_bounds, "fig_algorithms": _algorithms,
+            "fig_tensorcore_square": _tensorcore_square, "fig_memlimit": _memlimit}
+
+
+def caption(drawn: Drawn, context: dict[str, str]) -> str:
+    """A figure's caption, written from what the figure shows (``drawn``) and the run (``context``: device,
+    model, missing paper lines); check_caption holds it to the figure. KeyError for an unknown figure."""
+    text = CAPTIONS[drawn.stem](drawn, context)
+    sources = context["sources"]
+    where = (f" Data: {', '.join(sources)} in {context['data']}, measured on {context['device']}." if sources
+             else "")
+    return text + where + _listed(drawn.lines)
+
+
+def checked_caption(drawn: Drawn, context: dict) -> str:
+    """``drawn``'s caption, held to the figure by check_caption with the run's names (device, model, folder:
+    text from results, which may hold anything, such as 'a.csv' or '; dashed') standing in as placeholders."""
+    names = {"device": "DEVICE", "model": "MODEL", "data": "FOLDER"}
+    plain = replace(drawn, lines=[line.replace(context["device"], names["device"]) for line in drawn.lines])
+    check_caption(caption(plain, {**context, **names}), plain, context["sources"])
+    return caption(drawn, context)

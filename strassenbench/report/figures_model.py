@@ -1,0 +1,153 @@
+"""The model's figures: its curves beside the measured ones (fig:model_square), its curves of the paper's three
+sweeps, which algorithm wins per shape, and the issue-slot bounds per GPU model. Every model number is read
+from the run's model files (strassenbench.model.files) as `strassenbench model` wrote it; the figures draw
+them and compute no model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from ..sweeps import SWEEPS
+from . import figures
+from .analysis import ok_rows
+from .figures import Y_TFLOPS, Drawn, draw_line, empty_note, label_of, legend_below, panel_labels, size_axis
+from .palette import style
+
+__all__ = ["fig_model_square", "fig_model_sweeps", "fig_algorithms", "fig_issue_bounds", "MODEL_SQUARE_IMPLS"]
+
+PREDICTED = ["gpu", "sweep", "x", "impl", "strategy", "time_s", "tflops"]  # what the figures read of predictions
+
+
+def _predictions(model: pd.DataFrame | None) -> pd.DataFrame:
+    """``model`` (rows of `model predict`), or no rows with its columns when the run's folder has none."""
+    return model if model is not None and not model.empty else pd.DataFrame(columns=PREDICTED)
+
+# Figure fig:model_square's implementations: GEMM and direct 1- and 2-level Strassen, their products one after
+# another (scheme sequential); CUTLASS measured beside them where its kernel exists (Huge).
+MODEL_SQUARE_IMPLS = ("gemm", "strassen1", "strassen2-direct")
+
+
+def fig_model_square(model: pd.DataFrame | None, measured: pd.DataFrame | None, out: Path, gpu: str,
+                     device: str) -> Drawn:
+    """Figure fig:model_square: measured (solid) and modeled (dashed, a prediction) effective TFLOPS of GEMM
+    and direct 1- and 2-level Strassen with the Huge and Small strategies, CUTLASS measured with Huge."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    model = _predictions(model)
+    good = ok_rows(measured) if measured is not None else pd.DataFrame()
+    for ax, strategy in zip(axes, ("Huge", "Small")):
+        mine = good[good["strategy"] == strategy] if not good.empty else good
+        if strategy == "Huge" and not good.empty:  # CUTLASS's kernel is the Huge strategy's (128 x 128 x 8)
+            mine = pd.concat([good[good["impl"] == "cutlass"], mine])
+        for impl in ("cutlass", *MODEL_SQUARE_IMPLS):
+            meas = mine[mine["impl"] == impl] if not mine.empty else mine
+            if not meas.empty:
+                draw_line(ax, meas, impl, "tflops", f"{label_of(impl)} (measured)")
+            line = model[(model["strategy"] == strategy) & (model["impl"] == impl)]
+            if not line.empty:
+                draw_line(ax, line, impl, "tflops", f"{label_of(impl)} (model)", dashed=True)
+        if mine.empty:
+            ax.text(0.02, 0.02, "no measurement with this strategy in this run (model only)" if not model.empty
+                    else "no measurement with this strategy and no model_strategies.csv in this run",
+                    transform=ax.transAxes, fontsize=8)
+        ax.set_title(f"{strategy} strategy")
+        ax.set_xlabel("m = k = n")
+        size_axis(ax)
+        ax.set_ylabel(Y_TFLOPS)
+    legend_below(fig, axes, ncol=4)
+    fig.suptitle(f"Measured (solid, {device}) and modeled (dashed, prediction for {gpu}), single precision")
+    return figures.save(fig, out, "fig_model_square")
+
+
+def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
+    """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    model = _predictions(model)
+    for ax, sweep in zip(axes, SWEEPS):
+        part = model[model["sweep"] == sweep]
+        if part.empty:
+            empty_note(ax, f"no model predictions of the {sweep} sweep in this run (model_{sweep}.csv)")
+        for impl in dict.fromkeys(part["impl"]):
+            line = part[part["impl"] == impl].sort_values("x")
+            look = style(impl)
+            ax.plot(line["x"], line["tflops"], linestyle="--", color=look["color"], marker=look["marker"],
+                    markersize=3, markevery=max(1, len(line) // 8), label=f"{label_of(impl)} (model)")
+        panel_title, x_name = panel_labels(sweep, None)
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_name)
+        size_axis(ax)
+        ax.set_ylabel(Y_TFLOPS)
+    legend_below(fig, axes)
+    fig.suptitle(f"Performance model, the paper's three sweeps, single precision: {gpu} (prediction, not measured)")
+    return figures.save(fig, out, "fig_model_sweeps")
+
+
+def fig_algorithms(model: pd.DataFrame | None, measured: pd.DataFrame | None, out: Path, gpu: str,
+                   device: str) -> Drawn:
+    """Which algorithm wins per shape: each algorithm's speedup over the GEMM on the three sweeps, predicted by
+    the model (dashed) and measured where the run timed its implementation on a GPU (solid, markers)."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
+    model = _predictions(model)
+    for ax, sweep in zip(axes, SWEEPS):
+        part = model[model["sweep"] == sweep]
+        if part.empty:
+            empty_note(ax, f"no model predictions of the {sweep} sweep in this run (model_{sweep}.csv)")
+        gemm = part[part["impl"] == "gemm"].set_index("x")["time_s"]
+        for impl in (i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
+            line = part[part["impl"] == impl].set_index("x").sort_index()
+            label = label_of(impl).removesuffix(" (ours)")
+            curve = pd.DataFrame({"x": line.index, "speedup": (gemm.reindex(line.index) / line["time_s"]).values})
+            draw_line(ax, curve, impl, "speedup", f"{label} (model)", dashed=True)
+            if measured is not None and not measured.empty:
+                mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)]
+                if not mine.empty:
+                    draw_line(ax, mine, impl, "speedup", f"{label} (measured, {device})")
+        ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
+        panel_title, x_name = panel_labels(sweep, None)
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_name)
+        size_axis(ax)
+        ax.set_ylabel("speedup over the GEMM = time(GEMM) / time")
+    legend_below(fig, axes, ncol=3)
+    fig.suptitle(f"Which algorithm wins per shape, single precision: {gpu} (dashed: prediction)")
+    return figures.save(fig, out, "fig_algorithms")
+
+
+
+
+def fig_issue_bounds(bounds: pd.DataFrame | None, out: Path) -> Drawn:
+    """Per GPU model, each implementation's speedup over our GEMM at the largest square size: by the paper's
+    model (T_flop, T_gmop, T_smop) and by issue slots alone (T_issue), both predictions; the ideal 8/7 and
+    (8/7)^2 dotted."""
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    if bounds is None or bounds.empty:
+        empty_note(ax, "no model_issue_bounds.csv in this run (`strassenbench model issue-bounds`)")
+        return figures.save(fig, out, "fig_issue_bounds")
+    gpus = list(dict.fromkeys(bounds["gpu"]))
+    impls = list(dict.fromkeys(bounds["impl"]))
+    width = 0.8 / (2 * len(impls))
+    for i, impl in enumerate(impls):
+        mine = bounds[bounds["impl"] == impl].set_index("gpu").reindex(gpus)
+        for j, (column, what, hatch) in enumerate((("paper_model", "paper's model", ""),
+                                                    ("issue_slots", "issue slots", "//"))):
+            x = [g + (2 * i + j - len(impls) + 0.5) * width for g in range(len(gpus))]
+            ax.bar(x, mine[column], width, color=style(impl)["color"], hatch=hatch, edgecolor="white",
+                   label=f"{label_of(impl)}: {what}")
+    for ideal in (8 / 7, (8 / 7) ** 2):
+        ax.axhline(ideal, color="black", linestyle=":", linewidth=0.8, gid="ideal", label="_ideal")
+    ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
+    ax.set_xticks(range(len(gpus)), gpus)
+    ax.set_xlabel("GPU model (its specification, not a measurement)")
+    ax.set_ylim(0.8, 1.4)
+    ax.set_ylabel("speedup over our GEMM (prediction)")
+    n = int(bounds["n"].iloc[0]) if not bounds.empty else 0
+    ax.set_title(f"Speedup bounds at m = k = n = {n:,}, Huge, float32: paper's model vs issue slots")
+    legend_below(fig, [ax], ncol=2)
+    return figures.save(fig, out, "fig_issue_bounds")
