@@ -63,15 +63,25 @@ def fig_model_square(model: pd.DataFrame | None, measured: pd.DataFrame | None, 
     return figures.save(fig, out, "fig_model_square")
 
 
-def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
-    """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
+def _sweep_panels(model: pd.DataFrame | None, height: float):
+    """A figure of the three sweeps side by side: (fig, axes, [(ax, sweep, that sweep's predictions)]), a panel
+    without predictions saying which model file would have held them."""
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, height), sharey=True)
     model = _predictions(model)
+    panels = []
     for ax, sweep in zip(axes, SWEEPS):
         part = model[model["sweep"] == sweep]
         if part.empty:
             empty_note(ax, f"no model predictions of the {sweep} sweep in this run (model_{sweep}.csv)")
+        panels.append((ax, sweep, part))
+    return fig, axes, panels
+
+
+def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
+    """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
+    fig, axes, panels = _sweep_panels(model, 4.2)
+    for ax, sweep, part in panels:
         for impl in dict.fromkeys(part["impl"]):
             line = part[part["impl"] == impl].sort_values("x")
             look = style(impl)
@@ -91,13 +101,8 @@ def fig_algorithms(model: pd.DataFrame | None, measured: pd.DataFrame | None, ou
                    device: str) -> Drawn:
     """Which algorithm wins per shape: each algorithm's speedup over the GEMM on the three sweeps, predicted by
     the model (dashed) and measured where the run timed its implementation on a GPU (solid, markers)."""
-    sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
-    model = _predictions(model)
-    for ax, sweep in zip(axes, SWEEPS):
-        part = model[model["sweep"] == sweep]
-        if part.empty:
-            empty_note(ax, f"no model predictions of the {sweep} sweep in this run (model_{sweep}.csv)")
+    fig, axes, panels = _sweep_panels(model, 4.4)
+    for ax, sweep, part in panels:
         gemm = part[part["impl"] == "gemm"].set_index("x")["time_s"]
         for impl in (i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
             line = part[part["impl"] == impl].set_index("x").sort_index()
