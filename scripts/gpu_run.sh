@@ -10,60 +10,86 @@
 #
 # It checks the set-up first (`strassenbench doctor`: GPU, driver against CuPy's CUDA, libraries, the build
 # the GPU runs and the toolchain for this driver) and stops with the fix if something is wrong. Then it builds
-# the kernels for this GPU, runs the gpu tests, a small square sweep of every implementation, the memory
-# limits and the system description, and writes them to data/<gpu>/ ready to commit. On sm_80 and later it
-# also builds the tensor-core kernels (TcHuge, with CUTLASS's 3xTF32 SGEMM), times them in the same sweep and
-# writes the accuracy table (accuracy.csv).
+# the kernels for this GPU (a folder built beforehand with the same toolchain, e.g. on a login node, is reused:
+# only what is not fresh there is compiled), writes the system description, times a square sweep of every
+# implementation, runs the gpu tests on the same build, and writes the memory limits, all into data/<gpu>/ ready
+# to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge, with CUTLASS's 3xTF32 SGEMM),
+# times them in the same sweep and writes the accuracy table (accuracy.csv).
+#
+# Each step runs to its end or its time limit (STEP_LIMIT seconds), and a failed step does not stop the ones
+# after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
+# when any step failed. A rerun resumes the sweeps where they stopped.
 #
 # Environment: PYTHON (default .venv/bin/python if present, else python3), SIZES (default 1024:8192:1024),
-# DATA (default data), BUILD (default build).
-set -euo pipefail
+# MAX_TIME (seconds per point, default 3), MEMORY_BUDGET (memlimit's, default 16GiB), STEP_LIMIT (seconds per step,
+# default 1800), DATA (default data), BUILD (default build).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 SIZES=${SIZES:-1024:8192:1024}
+MAX_TIME=${MAX_TIME:-3}
+STEP_LIMIT=${STEP_LIMIT:-1800}
 BUILD=${BUILD:-build}
+MEMORY_BUDGET=${MEMORY_BUDGET:-16GiB}  # memlimit's: the paper's 16 GB V100, so that every GPU's limits compare
 
 $PY -m strassenbench doctor || exit 2
-ARCH=$($PY -m strassenbench doctor --arch)
-SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))")
+ARCH=$($PY -m strassenbench doctor --arch) || exit 2
+SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
 DATA=${DATA:-data}/$SLUG
-mkdir -p "$DATA"
+mkdir -p "$DATA" || exit 2
+SUMMARY=$DATA/gpu_run.txt
+: > "$SUMMARY"
 echo "== $SLUG: build $ARCH into $BUILD, results in $DATA"
 
-TENSOR=""
-if [ "${ARCH#sm_}" -ge 80 ]; then TENSOR="--strategy TcHuge"; fi  # TF32 tensor cores: sm_80 and later
-$PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small --strategy Medium \
-  --strategy Large --strategy Tall --strategy Wide --strategy Huge $TENSOR --out "$BUILD" 2>&1 | tail -4
-cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"
+failed=0
+step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
+  local name=$1 start=$SECONDS rc=0
+  shift
+  echo "== $name"
+  timeout --kill-after=10 "$STEP_LIMIT" "$@" || rc=$?
+  printf '%-10s %-6s %4ds\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "rc=$rc")" $((SECONDS - start)) \
+    | tee -a "$SUMMARY"
+  [ "$rc" = 0 ] || failed=1
+  return 0
+}
+
+TENSOR=()
+if [ "${ARCH#sm_}" -ge 80 ]; then TENSOR=(--strategy TcHuge); fi  # TF32 tensor cores: sm_80 and later
+step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
+  --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" --out "$BUILD"
+[ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"
 
 IMPLS=cublas,gemm,strassen1,strassen1-ref,strassen2-hybrid,strassen2-ref,strassen2-direct
 [ -f "$BUILD/libsb_cutlass_$ARCH.so" ] && IMPLS=$IMPLS,cutlass  # the CUTLASS baseline needs nvcc
-if [ -n "$TENSOR" ]; then
+if [ ${#TENSOR[@]} -gt 0 ]; then
   IMPLS=$IMPLS,cublas-tf32,gemm-tf32,gemm-3xtf32,strassen1-tf32,strassen1-3xtf32,strassen2-3xtf32
   [ -f "$BUILD/libsb_cutlass3xtf32_$ARCH.so" ] && IMPLS=$IMPLS,cutlass-3xtf32
 fi
 
-status=0
-$PY -m pytest -q -m gpu -p no:cacheprovider tests/ > "$DATA/gpu_tests.txt" 2>&1 || status=$?
-tail -3 "$DATA/gpu_tests.txt"
-
-$PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
-$PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" --impl "$IMPLS" \
-  --strategy Huge --scheme atomic --max-time 3 --no-progress --out "$DATA/square.csv" 2>&1 | tail -2
-$PY -m strassenbench memlimit --engine cuda --build-dir "$BUILD" --step 512 \
-  --impl cublas,strassen1,strassen1-ref,strassen2-ref --out "$DATA/memlimit.csv" 2>&1 | tail -2
-if [ -n "$TENSOR" ]; then
-  $PY -m strassenbench accuracy --engine cuda --build-dir "$BUILD" --sizes 1024,4096 --no-progress \
+step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
+step square $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
+  --impl "$IMPLS" --strategy Huge --scheme atomic --max-time "$MAX_TIME" --no-progress --out "$DATA/square.csv"
+# the test files that hold gpu tests, named, so that the other files' extras (Snakemake, SLURM) are not needed
+GPU_TESTS=$(grep -l "pytest.mark.gpu" tests/test_*.py)
+step tests bash -c '"$1" -m pytest -q -m gpu -p no:cacheprovider --gpu-build "$2" "${@:4}" > "$3" 2>&1; rc=$?
+  tail -3 "$3"; exit $rc' gpu-tests "$PY" "$BUILD" "$DATA/gpu_tests.txt" $GPU_TESTS
+step memlimit $PY -m strassenbench memlimit --engine cuda --build-dir "$BUILD" --step 512 \
+  --memory-budget "$MEMORY_BUDGET" \
+  --impl cublas,strassen1,strassen1-ref,strassen2-ref --out "$DATA/memlimit.csv"
+if [ ${#TENSOR[@]} -gt 0 ]; then
+  step accuracy $PY -m strassenbench accuracy --engine cuda --build-dir "$BUILD" --sizes 1024,4096 --no-progress \
     --impl cublas,gemm,strassen1,strassen2-direct,cublas-tf32,gemm-tf32,strassen1-tf32,strassen2-tf32,gemm-3xtf32,strassen1-3xtf32,strassen2-3xtf32 \
-    --out "$DATA/accuracy.csv" || status=$?
+    --out "$DATA/accuracy.csv"
 fi
-$PY - "$DATA" <<'EOF'
+if [ -f "$DATA/square.csv" ]; then
+  $PY - "$DATA" <<'EOF'
 import sys
-import pandas as pd
 from strassenbench.results import read_results
 frame = read_results(f"{sys.argv[1]}/square.csv", "bench")
 print(frame.pivot_table(index="x", columns="impl", values="tflops").round(2).to_string())
 print(frame[["status", "timing"]].value_counts().to_string())
 EOF
-echo "== done: $DATA (gpu tests exit status $status)"
-exit "$status"
+fi
+echo "== done: $DATA"
+cat "$SUMMARY"
+exit "$failed"

@@ -29,12 +29,26 @@ def gpu_available() -> tuple[str | None, bool]:
 
 
 @pytest.fixture(scope="session")
-def local_smoke(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    """The smoke workflow run once locally (`snakemake --cores 1`, CPU backend): (its folder, the run)."""
-    from workflow_helpers import SMOKE, copy_workflow, snakemake
+def local_smoke(tmp_path_factory: pytest.TempPathFactory, sim_build: str, float32_sm90_build):  # noqa: ANN001, ANN201
+    """The smoke workflow run once locally (`snakemake --cores 1`, CPU backend): (its folder, the run). Its
+    build/ starts with the session's compiled units (seed_build): the workflow's build rule runs and compiles
+    only what they lack (its algorithms' plan kernels), as a rerun would."""
+    from workflow_helpers import SMOKE, copy_workflow, seed_build, snakemake
 
     workdir = copy_workflow(tmp_path_factory.mktemp("local-smoke"))
+    seed_build(workdir / "build", sim_build, float32_sm90_build[0])
     return workdir, snakemake(["--cores", "1", *SMOKE], workdir)
+
+
+@pytest.fixture(scope="session")
+def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """The full float32 set for sm_90 (every strategy, variant, write mode and load width) and the CUTLASS
+    baseline, once per session: (its folder, its resources table). About eight minutes of nvcc on one core:
+    test_kernels_build checks it, and the smoke workflow starts from its units."""
+    from strassenbench.fused.build import build
+
+    out = tmp_path_factory.mktemp("build90")
+    return str(out), build(["sm_90"], out, dtypes=("float32",))
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +81,27 @@ def cpu_device(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     yield installer
     cuda.clear_caches()
     array_ops.clear_caches()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--gpu-build", metavar="DIR", default=None,
+                     help="gpu tests: build into (or reuse) this folder, e.g. the one scripts/gpu_run.sh builds, "
+                          "instead of a temporary one; what is fresh there is not compiled again")
+
+
+@pytest.fixture(scope="session")
+def gpu_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The kernels of this GPU's architecture that the gpu tests load: the paper's six strategies in both
+    dtypes (``strassenbench build``'s default), built once per session, into ``--gpu-build`` when given."""
+    from pathlib import Path
+
+    from strassenbench.fused.build import build
+    from strassenbench.fused.cuda import device_arch
+
+    given = request.config.getoption("--gpu-build")
+    out = Path(given) if given else tmp_path_factory.mktemp("gpu-build")
+    build([device_arch()], out)
+    return str(out)
 
 
 @pytest.fixture

@@ -11,13 +11,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from strassenbench.fused.build import build
-    from strassenbench.fused.cuda import device_arch
-
-    out = tmp_path_factory.mktemp("gpu-build")
-    build([device_arch()], out, dtypes=("float32",))
-    return str(out)
+def build_dir(gpu_build: str) -> str:
+    return gpu_build  # conftest.py: one build per session, or the folder --gpu-build names
 
 
 def test_small_square_sweep_on_the_gpu(tmp_path, build_dir: str) -> None:  # noqa: ANN001

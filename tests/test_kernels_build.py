@@ -26,10 +26,9 @@ ONE_LEVEL = {(1, 1, 1)} | {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", 1
 
 
 @pytest.fixture(scope="module")
-def float32_sm90(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """The full float32 set for sm_90 (every strategy, variant, write mode and load width) and the CUTLASS
-    baseline: about eight minutes of nvcc on one core."""
-    return build(["sm_90"], tmp_path_factory.mktemp("build90"), dtypes=("float32",))
+def float32_sm90(float32_sm90_build) -> pd.DataFrame:  # noqa: ANN001
+    """The full float32 set for sm_90 and the CUTLASS baseline (conftest.py: built once per session)."""
+    return float32_sm90_build[1]
 
 
 @pytest.fixture(scope="module")
@@ -482,3 +481,40 @@ def test_tensor_core_kernels_fit_and_beat_cutlass_3xtf32_per_hmma(tensor_huge: p
         mine = fast[(fast["arch"] == arch) & (fast["mode"] == "3xtf32")]
         per_hmma = mine["loop_instructions"] / mine["loop_hmma"]
         assert len(mine) == 2 and (per_hmma < limit).all(), (arch, per_hmma.tolist(), limit)
+
+
+def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The baseline's stamp names its headers by their release files' text, not their paths: a build folder
+    made on another machine (headers elsewhere, or not installed, as on a GPU node without the pip headers) is
+    used as it is when its sources, toolchain and flags match, and refused when they do not."""
+    spec = cutlass.BASELINES["simt"]
+    toolchain = Toolchain((13, 0), "nvcc", "/nowhere/nvcc", "/nowhere/ptxas")
+    headers = []
+    for where in ("here", "there"):  # the same release at two paths
+        folder = tmp_path / where / "include" / "cutlass"
+        folder.mkdir(parents=True)
+        (folder / "version.h").write_text("#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n")
+        monkeypatch.setattr(cutlass, "include_dirs", lambda w=where: [tmp_path / w / "include"])
+        headers.append(cutlass.headers_digest())
+    assert headers[0] == headers[1]
+    out = tmp_path / "build"
+    out.mkdir()
+    name = f"{spec.prefix}_sm_90"
+    for path in (out / f"{name}.cubin", out / f"libsb_{name}.so"):
+        path.write_bytes(b"\x7fELF")
+    pd.DataFrame([{"kernel": spec.kernel, "registers": 122}]).to_csv(out / f"{name}.csv", index=False)
+    digest = cutlass.sources_digest(toolchain.name, " ".join(cutlass.FLAGS), "sm_90", str(spec.source))
+    (out / f"{name}.stamp").write_text(f"{digest}\n{headers[0]}")
+    monkeypatch.setattr(cutlass, "_compile", lambda *a: pytest.fail("compiled a fresh baseline"))
+    row, rebuilt = cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+    assert (row["registers"], rebuilt) == (122, False)
+
+    def no_headers() -> list:
+        raise ToolchainError("the CUTLASS baseline needs CUTLASS's headers: pip install nvidia-cutlass")
+
+    monkeypatch.setattr(cutlass, "include_dirs", no_headers)
+    row, rebuilt = cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+    assert (row["registers"], rebuilt) == (122, False)
+    (out / f"{name}.stamp").write_text(f"{'0' * 64}\n{headers[0]}")  # other sources: cannot be rebuilt here
+    with pytest.raises(ToolchainError, match="pip install nvidia-cutlass"):
+        cutlass.build_arch("sm_90", out, toolchain, baseline=spec)

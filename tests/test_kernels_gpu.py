@@ -23,13 +23,8 @@ FRINGE = [(1, 2, 1), (17, 33, 130), (33, 130, 257), (130, 257, 1), (257, 1, 17),
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from strassenbench.fused.build import build
-    from strassenbench.fused.cuda import device_arch
-
-    out = tmp_path_factory.mktemp("gpu-build")
-    build([device_arch()], out)
-    return str(out)
+def build_dir(gpu_build: str) -> str:
+    return gpu_build  # conftest.py: one build per session, or the folder --gpu-build names
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
@@ -99,16 +94,18 @@ def test_cutlass_baseline_on_the_gpu(build_dir: str) -> None:
 
 # ------------------------------------------------------------------ the tensor-core family (sm_80 and later)
 @pytest.fixture(scope="module")
-def tc_build_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+def tc_build_dir(gpu_build: str) -> str:
+    """The tensor-core kernels, added to the session's build (conftest.py)."""
+    from pathlib import Path
+
     from strassenbench.fused.build import build
     from strassenbench.fused.cuda import device_arch
 
     arch = device_arch()
     if int(arch.removeprefix("sm_")) < 80:
         pytest.skip(f"{arch} has no TF32 tensor cores (sm_80 and later)")
-    out = tmp_path_factory.mktemp("gpu-tc-build")
-    build([arch], out, dtypes=("float32",), strategies=("TcSmall", "TcHuge"), cutlass=True)
-    return str(out)
+    build([arch], Path(gpu_build), dtypes=("float32",), strategies=("TcSmall", "TcHuge"), cutlass=True)
+    return gpu_build
 
 
 @pytest.mark.parametrize("name", ["gemm-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen1-3xtf32",

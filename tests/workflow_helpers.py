@@ -27,6 +27,18 @@ def copy_workflow(target: Path) -> Path:
     return target
 
 
+def seed_build(target: Path, *builds: str) -> None:
+    """Copy the compiled units of ``builds`` (strassenbench build folders) into ``target``: their stamps make
+    them fresh there, so `strassenbench build` compiles only what they lack. The folders' resources.csv and
+    kernel index are left behind: the build writes its own."""
+    target.mkdir(parents=True, exist_ok=True)
+    for folder in map(Path, builds):
+        for path in folder.iterdir():
+            if path.is_file() and path.name != "resources.csv" and not path.name.startswith(".") \
+                    and not (path.name.startswith("strassen_sm_") and path.name.count("_") == 2):
+                shutil.copy2(path, target / path.name)
+
+
 def config() -> dict:
     """The workflow's config/config.yaml, for what a run should produce."""
     import yaml

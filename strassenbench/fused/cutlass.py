@@ -12,6 +12,7 @@ and PTX.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import shutil
 import subprocess
@@ -70,6 +71,22 @@ def include_dirs() -> list[Path]:
     return dirs
 
 
+# A header of each include folder whose text changes with its release.
+VERSION_HEADERS = ("cutlass/version.h", "cuda/std/__cccl/version.h")
+
+
+def headers_digest() -> str:
+    """A hash of the release headers (VERSION_HEADERS) found in include_dirs(); ToolchainError without
+    CUTLASS's headers."""
+    h = hashlib.sha256()
+    for folder in include_dirs():
+        for name in VERSION_HEADERS:
+            if (folder / name).is_file():
+                h.update(name.encode())
+                h.update((folder / name).read_bytes())
+    return h.hexdigest()
+
+
 def _compile(nvcc: str, arch: str, extra: list[str], target: Path, source: Path) -> subprocess.CompletedProcess:
     includes = [arg for d in include_dirs() for arg in ("-I", str(d))]
     cmd = [nvcc, *FLAGS, *extra, *includes, str(kernels_dir() / source), "-o", str(target)]
@@ -85,8 +102,18 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
     name = f"{baseline.prefix}_{arch}"
     cubin, lib, stamp = out / f"{name}.cubin", out / f"libsb_{name}.so", out / f"{name}.stamp"
     table = out / f"{name}.csv"
-    digest = sources_digest(toolchain.name, " ".join(FLAGS), arch, str(baseline.source), *map(str, include_dirs()))
-    rebuilt = force or not all(p.is_file() for p in (cubin, lib, stamp, table)) or stamp.read_text() != digest
+    # The stamp: what was compiled and how, then which headers (by their version files' text, not their paths,
+    # so that a build folder made on another machine, a login node say, stays fresh where the headers are).
+    digest = sources_digest(toolchain.name, " ".join(FLAGS), arch, str(baseline.source))
+    have = all(p.is_file() for p in (cubin, lib, stamp, table))
+    recorded = stamp.read_text().split("\n") if have else []
+    try:
+        headers = headers_digest()
+    except ToolchainError:  # no headers here: a baseline built elsewhere with this toolchain is used as it is
+        if force or not have or recorded[0] != digest:
+            raise
+        return pd.read_csv(table).iloc[0].to_dict(), False
+    rebuilt = force or recorded != [digest, headers]
     if rebuilt:
         results = {}
         compute = arch.replace("sm_", "compute_")
@@ -117,7 +144,7 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
         if sass is None:
             row.update(dict.fromkeys(SASS_COLUMNS))
         write_atomic(table, pd.DataFrame([row]).to_csv(index=False))
-        write_atomic(stamp, digest)
+        write_atomic(stamp, f"{digest}\n{headers}")
     return pd.read_csv(table).iloc[0].to_dict(), rebuilt
 
 
