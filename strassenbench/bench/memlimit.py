@@ -151,6 +151,8 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
                                                             "memory or the free memory was wrong"]))
         rows.append(row)
     del ballast
+    if backend.engine == "cuda":  # the ballast's block goes back to the device, not to CuPy's pool of this process
+        backend.free()
     return rows
 
 

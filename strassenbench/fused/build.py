@@ -179,6 +179,71 @@ def check_counts(counts: tuple[tuple[int, int, int], ...] | None,
                              f"all terms of one product within {PARAM_BYTES} bytes of parameters; e.g. {examples})")
 
 
+def _jobs(archs: list[str], selected: list[Instance], progress) -> list[tuple[str, str, tuple[Instance, ...]]]:  # noqa: ANN001
+    """(arch, unit, its instances) per module to build: one per (arch, precision, strategy, counts). The
+    tensor-core kernels (mma.sync with TF32) need sm_80 or later: an older architecture builds the others."""
+    groups: dict[tuple, list[Instance]] = {}
+    for inst in selected:
+        groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
+    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
+    if too_old and any(inst.tensor for inst in selected):
+        if all(inst.tensor for inst in selected):
+            raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
+        if progress:
+            for arch in too_old:
+                progress(f"{arch}: the tensor-core kernels need sm_80 or later, not built for it", None)
+    return [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()
+            if arch not in too_old or not g[0].tensor]
+
+
+def _compile_units(jobs: list, out: Path, force: bool, driver: tuple[int, int] | None, progress) -> None:  # noqa: ANN001
+    """Build every job's unit, all in parallel (one compiler per core); on Ctrl-C or a failed unit, stop the
+    queued compiles, kill the running ones and remove their half-written output."""
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
+        futures = [pool.submit(_build_unit, arch, unit, group, out, force, driver) for arch, unit, group in jobs]
+        for (_, unit, _), future in zip(jobs, futures):
+            rebuilt = future.result()
+            if progress:
+                progress(unit, rebuilt)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_tools()
+        for tmp in out.glob(".*.tmp"):  # a killed compile's half-written output (its private folder)
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+        raise
+    pool.shutdown()
+
+
+def _baselines(archs: list[str], out: Path, chosen: dict[str, Toolchain], force: bool, wanted: dict[str, bool],
+               asked: bool, progress) -> list[pd.DataFrame]:  # noqa: ANN001
+    """The CUTLASS baselines ``wanted`` (by mode; SIMT also when ``asked``) for each architecture they compile
+    for: their resources rows. Without nvcc they are skipped, or refused when ``asked`` (--cutlass)."""
+    from . import cutlass as baseline
+
+    frames = []
+    for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
+        if not (wanted[mode] or (asked and mode == "simt")) or int(arch.removeprefix("sm_")) < spec.min_arch:
+            continue
+        built = baseline.build_arch(arch, out, chosen[arch], force, spec)
+        what = f"{arch} CUTLASS baseline{'' if mode == 'simt' else ' ' + mode}"
+        if built is None:
+            if asked:
+                raise BuildError(f"the CUTLASS baseline needs nvcc; {chosen[arch].name} builds {arch} here "
+                                 "(put a CUDA toolkit's bin/ on PATH, or build without --cutlass)")
+            if progress:
+                progress(f"{what}: not built ({chosen[arch].name} has no nvcc)", None)
+            continue
+        row, rebuilt = built
+        frames.append(pd.DataFrame([row]))
+        if progress:
+            progress(what, rebuilt)
+    return frames
+
+
 def build(
     archs: list[str],
     out: Path,
@@ -215,38 +280,10 @@ def build(
     kwargs: dict = {"dtypes": dtypes, "counts": counts}
     if strategies is not None:
         kwargs["strategies"] = strategies
-    groups: dict[tuple, list[Instance]] = {}
     selected = instances(**kwargs)
-    for inst in selected:
-        groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
-    # The tensor-core kernels (mma.sync with TF32) need sm_80 or later: an older architecture builds the others.
-    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
-    if too_old and any(inst.tensor for inst in selected):
-        if all(inst.tensor for inst in selected):
-            raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
-        if progress:
-            for arch in too_old:
-                progress(f"{arch}: the tensor-core kernels need sm_80 or later, not built for it", None)
+    jobs = _jobs(archs, selected, progress)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()
-            if arch not in too_old or not g[0].tensor]
-    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
-    try:
-        futures = [pool.submit(_build_unit, arch, unit, group, out, force, driver) for arch, unit, group in jobs]
-        for (_, unit, _), future in zip(jobs, futures):
-            rebuilt = future.result()
-            if progress:
-                progress(unit, rebuilt)
-    except BaseException:  # Ctrl-C or a failed unit: stop the queued compiles and kill the running ones now
-        pool.shutdown(wait=False, cancel_futures=True)
-        kill_tools()
-        for tmp in out.glob(".*.tmp"):  # a killed compile's half-written output (its private folder)
-            if tmp.is_dir() and not tmp.is_symlink():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                tmp.unlink(missing_ok=True)
-        raise
-    pool.shutdown()
+    _compile_units(jobs, out, force, driver, progress)
     frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
     for arch in archs:
         index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
@@ -256,24 +293,7 @@ def build(
     wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
               "3xtf32": any(inst.tensor and inst.strategy.name == "TcHuge" for inst in selected)}
     if cutlass if cutlass is not None else any(wanted.values()):
-        from . import cutlass as baseline
-
-        for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
-            if not (wanted[mode] or (cutlass and mode == "simt")) or int(arch.removeprefix("sm_")) < spec.min_arch:
-                continue
-            built = baseline.build_arch(arch, out, chosen[arch], force, spec)
-            what = f"{arch} CUTLASS baseline{'' if mode == 'simt' else ' ' + mode}"
-            if built is None:
-                if cutlass:
-                    raise BuildError(f"the CUTLASS baseline needs nvcc; {chosen[arch].name} builds {arch} here "
-                                     "(put a CUDA toolkit's bin/ on PATH, or build without --cutlass)")
-                if progress:
-                    progress(f"{what}: not built ({chosen[arch].name} has no nvcc)", None)
-                continue
-            row, rebuilt = built
-            frames.append(pd.DataFrame([row]))
-            if progress:
-                progress(what, rebuilt)
+        frames += _baselines(archs, out, chosen, force, wanted, bool(cutlass), progress)
     table = pd.concat(frames, ignore_index=True)[RESOURCE_COLUMNS]
     write_atomic(out / "resources.csv", table.to_csv(index=False))
     return table
