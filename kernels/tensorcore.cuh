@@ -7,6 +7,10 @@
 
 #include "platform.cuh"
 
+#if !defined(__CUDACC__)
+#include <cmath>  // the emulator's mma: std::fabs, std::nextafter
+#endif
+
 namespace sb {
 
 // cvt.rna.tf32.f32 (PTX ISA, "cvt"): x rounded to TF32 (the 8-bit exponent and 10 explicit mantissa bits of
@@ -53,9 +57,10 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])), "f"(c[0]), "f"(c[1]),
         "f"(c[2]), "f"(c[3]));
 #else
-  // The emulator's arithmetic: inputs cut to their TF32 bits, each product exact in FP32 (11 x 11 significand
-  // bits), added to C in k order with FP32 rounding. The tensor core's internal order and rounding of the
-  // sum are not specified; results agree with it wherever the sums are exact (small integers).
+  // The emulator's arithmetic: inputs cut to their TF32 bits, C and the eight products (exact: 11 x 11
+  // significand bits) summed in k order in double, the sum rounded toward zero to FP32. The PTX ISA leaves the
+  // sum's order and rounding unspecified; truncation is what an H200 measurably does (a chain of mma loses a
+  // bias growing with k: data/nvidia-h200/3xtf32_bias.txt), and strassenbench.tensorcore is the same in NumPy.
   struct Operands {
     float a[4], b[2], c[4];
   };
@@ -80,9 +85,11 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)
   const int g = static_cast<int>(emu::lane) / 4, t = static_cast<int>(emu::lane) % 4;
   const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
   for (int e = 0; e < 4; ++e) {
-    float sum = c[e];
-    for (int k = 0; k < 8; ++k) sum += A[rows[e]][k] * B[k][cols[e]];
-    d[e] = sum;
+    double sum = c[e];
+    for (int k = 0; k < 8; ++k) sum += static_cast<double>(A[rows[e]][k]) * static_cast<double>(B[k][cols[e]]);
+    float rounded = static_cast<float>(sum);
+    if (std::fabs(static_cast<double>(rounded)) > std::fabs(sum)) rounded = std::nextafter(rounded, 0.0f);
+    d[e] = rounded;
   }
 #endif
 }

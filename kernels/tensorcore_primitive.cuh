@@ -160,11 +160,20 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
         for (int nt = 0; nt < Tile::kNt; ++nt) {
           float c[4] = {acc[2 * mt][2 * nt], acc[2 * mt][2 * nt + 1], acc[2 * mt + 1][2 * nt],
                         acc[2 * mt + 1][2 * nt + 1]};
-          if constexpr (PARTS == 2) {  // the small products first, as CUTLASS's 3xTF32 accumulates them
-            mma_m16n8k8_tf32(c, a[0][mt], b[1][nt], c);
-            mma_m16n8k8_tf32(c, a[1][mt], b[0][nt], c);
+          if constexpr (PARTS == 2) {
+            // Staged accumulation, as CUTLASS's MmaMultistage does for 3xTF32: the tensor core truncates each
+            // sum it forms, which summed into the accumulator k / 8 x 3 times is a bias growing with k (an
+            // H200 lost 4e-5 at k = 4,096: data/nvidia-h200/3xtf32_bias.txt). So the slice's three products
+            // (the small ones first) go into a sum of their own, added to the accumulator with rounded FP32.
+            float s[4] = {0.f, 0.f, 0.f, 0.f};
+            mma_m16n8k8_tf32(s, a[0][mt], b[1][nt], s);
+            mma_m16n8k8_tf32(s, a[1][mt], b[0][nt], s);
+            mma_m16n8k8_tf32(s, a[0][mt], b[0][nt], s);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[e] += s[e];
+          } else {
+            mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
           }
-          mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
           acc[2 * mt][2 * nt] = c[0];
           acc[2 * mt][2 * nt + 1] = c[1];
           acc[2 * mt + 1][2 * nt] = c[2];

@@ -3,14 +3,23 @@
 ``round_tf32`` is PTX's ``cvt.rna.tf32.f32``; ``split_3xtf32`` the big/small split of the 3xTF32 method
 (CUTLASS's "fast accurate" SGEMM); ``mma_m16n8k8`` one warp's ``mma.sync.aligned.m16n8k8`` with TF32 inputs,
 with the emulator's arithmetic; ``fragments`` the PTX ISA's fragment layout of each lane; ``matmul`` a
-float32 product in 1xTF32 or 3xTF32 mode.
+float32 product in 1xTF32 or 3xTF32 mode, k / 8 such mma after another as the kernels chain them.
+
+The arithmetic of the sum. The PTX ISA leaves the order and rounding of mma's sum unspecified. What an NVIDIA
+H200 does (data/nvidia-h200/3xtf32_bias.txt, measured with scripts/tf32_bias.py): a chain of mma into one
+float32 accumulator loses a bias that grows with k, for 1xTF32 and 3xTF32 alike, 4e-5 of the result at
+k = 4,096 with random [0, 1) operands, while cuBLAS's FP32 SGEMM stays at 1e-7 and CUTLASS's 3xTF32 (staged
+accumulation) at 2e-7. A sum truncated toward zero, as Fasi, Higham, Mikaitis and Pranesh found on the V100,
+T4 and A100 ("Numerical behavior of NVIDIA tensor cores", PeerJ Computer Science 7, 2021), loses that much:
+here each mma's sum is formed exactly (float64: the products of TF32 values and the sum of eight of them and
+an FP32 value fit) and rounded toward zero to float32.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MODES", "round_tf32", "split_3xtf32", "mma_m16n8k8", "fragments", "matmul"]
+__all__ = ["MODES", "round_tf32", "split_3xtf32", "round_toward_zero", "mma_m16n8k8", "fragments", "matmul"]
 
 MODES = ("1xtf32", "3xtf32")
 
@@ -50,26 +59,50 @@ def _cut(x: np.ndarray) -> np.ndarray:
     return (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) & _KEEP).view(np.float32)
 
 
+def round_toward_zero(x: np.ndarray) -> np.ndarray:
+    """float64 values rounded to float32 toward zero (the tensor core's rounding of its sum, as measured)."""
+    x = np.asarray(x, dtype=np.float64)
+    nearest = x.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        away = np.abs(nearest.astype(np.float64)) > np.abs(x)
+    return np.where(away, np.nextafter(nearest, np.float32(0)), nearest).astype(np.float32)
+
+
 def mma_m16n8k8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """D = A B + C as the emulator computes it: A and B cut to their TF32 bits (all the tensor core reads),
-    each product exact in float32, added to C in k order with float32 rounding."""
-    a, b = _cut(a), _cut(b)
-    d = np.asarray(c, dtype=np.float32).copy()
+    C plus the eight products summed in k order in float64 (exact but for extreme exponent ranges), and the
+    sum rounded toward zero to float32."""
+    a, b = _cut(a).astype(np.float64), _cut(b).astype(np.float64)
+    d = np.asarray(c, dtype=np.float32).astype(np.float64)
     for k in range(a.shape[1]):
-        d = d + np.outer(a[:, k], b[k, :])  # float32: the product of two TF32 values is exact
-    return d.astype(np.float32)
+        d = d + np.outer(a[:, k], b[k, :])
+    return round_toward_zero(d)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
-    """A B in float32 as the tensor-core kernels form it: ``1xtf32`` rounds both operands to TF32 once,
-    ``3xtf32`` adds a_big b_small + a_small b_big to a_big b_big (the small products first, as CUTLASS's
-    example 27 accumulates them). The products of TF32 values are exact in float32; the sums are BLAS's
-    float32 sums, a model of the tensor core's, whose order and rounding are not specified."""
+def matmul(a: np.ndarray, b: np.ndarray, mode: str, staged: bool = True) -> np.ndarray:
+    """A B in float32 as the tensor-core kernels form it, k / 8 mma after another (the mma's arithmetic of
+    mma_m16n8k8, k padded with zeros to a multiple of 8). ``1xtf32`` rounds both operands to TF32 once and
+    chains the mma into the accumulator. ``3xtf32`` takes a_small b_big, a_big b_small and a_big b_big (in that
+    order, as CUTLASS's example 27) per slice of 8; ``staged`` (the kernels', and CUTLASS's MmaMultistage's) sums
+    a slice's three from zero and adds that to the accumulator in rounded float32, else all three go into the
+    accumulator, whose truncated sums then lose a bias growing with k."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if mode not in MODES:
+        raise ValueError(f"unknown tensor-core mode {mode!r} (choose from {', '.join(MODES)})")
+    (m, k), n = a.shape, b.shape[1]
+    pad = -k % 8
+    a = np.pad(a, ((0, 0), (0, pad)))
+    b = np.pad(b, ((0, pad), (0, 0)))
     if mode == "1xtf32":
-        return round_tf32(a) @ round_tf32(b)
-    if mode == "3xtf32":
-        a_big, a_small = split_3xtf32(a)
-        b_big, b_small = split_3xtf32(b)
-        return (a_big @ b_small + a_small @ b_big) + a_big @ b_big
-    raise ValueError(f"unknown tensor-core mode {mode!r} (choose from {', '.join(MODES)})")
+        parts_a, parts_b, pairs = [round_tf32(a)], [round_tf32(b)], [(0, 0)]
+    else:
+        parts_a, parts_b, pairs = list(split_3xtf32(a)), list(split_3xtf32(b)), [(1, 0), (0, 1), (0, 0)]
+    parts_a = [x.astype(np.float64) for x in parts_a]
+    parts_b = [x.astype(np.float64) for x in parts_b]
+    acc = np.zeros((m, n), np.float32)
+    for k0 in range(0, k + pad, 8):
+        into = np.zeros((m, n), np.float32) if staged and mode == "3xtf32" else acc
+        for i, j in pairs:  # one mma per pair: the slice's 8 products, summed exactly, then truncated
+            into = round_toward_zero(into + parts_a[i][:, k0:k0 + 8] @ parts_b[j][k0:k0 + 8, :])
+        acc = acc + into if staged and mode == "3xtf32" else into
+    return acc
