@@ -33,7 +33,7 @@ def local_smoke(tmp_path_factory: pytest.TempPathFactory, sim_build: str, float3
     """The smoke workflow run once locally (`snakemake --cores 1`, CPU backend): (its folder, the run). Its
     build/ starts with the session's compiled units (seed_build): the workflow's build rule runs and compiles
     only what they lack (its algorithms' plan kernels), as a rerun would."""
-    from workflow_helpers import SMOKE, copy_workflow, seed_build, snakemake
+    from support.workflow_helpers import SMOKE, copy_workflow, seed_build, snakemake
 
     workdir = copy_workflow(tmp_path_factory.mktemp("local-smoke"))
     seed_build(workdir / "build", sim_build, float32_sm90_build[0])
@@ -53,7 +53,7 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN20
 
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The kernels the CPU device loads (tests/cudasim.py): a real sm_90 build, Small strategy, every default
+    """The kernels the CPU device loads (tests/support/cudasim.py): a real sm_90 build, Small strategy, every default
     kernel in both dtypes, and the tensor-core TcSmall in both modes (seconds: the small tiles compile fast)."""
     from strassenbench.fused.build import build
 
@@ -66,7 +66,7 @@ def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
 def cpu_device(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """A CPU device behind the real CuPy for one test (random order, seed 0); ``cpu_device.install(...)``
     puts another (order, seed, memory)."""
-    import cudasim
+    from support import cudasim
 
     from strassenbench.fused import cuda
     from strassenbench.reference import array_ops

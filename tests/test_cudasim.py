@@ -1,4 +1,4 @@
-"""The cuda engine's own code on the CPU device of tests/cudasim.py: real CuPy, the kernels of a real sm_90 build
+"""The cuda engine's own code on the CPU device of tests/support/cudasim.py: real CuPy, the kernels of a real sm_90 build
 (their PTX signatures) run by the emulator, streams and graphs ordered as CUDA orders them.
 
 What runs here is the GPU path itself (strassenbench.fused.cuda, the implementations' cuda calls, the reference's
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import cudasim
+from support import cudasim
 from strassenbench.cli import main
 from strassenbench.impls import ImplError, get_impl
 

@@ -1,4 +1,4 @@
-"""What the first GPU run meets that a CPU cannot show by itself, shown by the CPU device (tests/cudasim.py): a
+"""What the first GPU run meets that a CPU cannot show by itself, shown by the CPU device (tests/support/cudasim.py): a
 poisoned context, the queue behind a spinning kernel, waits that cover only their own work, cuBLAS's workspace
 after setStream, launch limits; and the GPU path's answers to each (fault rows, the queue count, joins, the
 workspace set again, checked launches). The cuda engine's own code runs here, on real CuPy."""
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import cudasim
+from support import cudasim
 from strassenbench.cli import main
 from strassenbench.impls import get_impl
 
@@ -253,11 +253,11 @@ def test_prepared_refuses_a_block_its_device_cannot_launch(cpu_device, sim_build
 
 
 def test_any_command_runs_on_a_cpu_device_from_a_shell(sim_build, tmp_path) -> None:  # noqa: ANN001
-    """`python -m tests.cudasim [--inject ...] strassenbench bench --engine cuda ...`: the whole GPU path by
+    """`python -m tests.support.cudasim [--inject ...] strassenbench bench --engine cuda ...`: the whole GPU path by
     hand, its workers included; the injected fault is one fault row, and auto timing chose one method."""
     out = tmp_path / "square.csv"
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.cudasim", "--inject", "strassen1:40:40:40:fault", "strassenbench", "bench",
+        [sys.executable, "-m", "tests.support.cudasim", "--inject", "strassen1:40:40:40:fault", "strassenbench", "bench",
          "--engine", "cuda", "--impl", "strassen2-ref,strassen1", "--sizes", "32,40", "--strategy", "Small",
          "--build-dir", sim_build, "--out", str(out), *FAST], cwd=ROOT, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)})

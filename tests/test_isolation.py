@@ -204,7 +204,7 @@ def test_report_and_compare_leave_out_faults_and_timeouts() -> None:
 def test_workflow_plans_one_timing_for_a_gpu_run(tmp_path) -> None:  # noqa: ANN001
     """A dry run for an assumed H100: the paper profile's references do not fit behind the blocking kernel, so
     every timing job of the run says --timing graph, and the reason is printed once."""
-    from workflow_helpers import copy_workflow, snakemake
+    from support.workflow_helpers import copy_workflow, snakemake
 
     workdir = copy_workflow(tmp_path)
     proc = snakemake(["-n", "-p", "--cores", "1", "--config", "assume_gpu=H100@sm_90", "profile=paper"], workdir)

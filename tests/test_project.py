@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
-from workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, verify_cases
+from support.workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, verify_cases
 
 
 def _fenced_command(marker: str) -> str:

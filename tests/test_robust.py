@@ -308,7 +308,7 @@ def test_nan_and_infinities_in_the_config_are_refused() -> None:
 
 
 def test_the_workflow_says_the_config_error_in_a_few_lines_and_takes_yaml_types(tmp_path: Path) -> None:
-    from workflow_helpers import copy_workflow, snakemake
+    from support.workflow_helpers import copy_workflow, snakemake
 
     workdir = copy_workflow(tmp_path)
     (workdir / "dup.yaml").write_text("streams: [2]\nstreams: [4]\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_helpers import ROOT, copy_workflow, snakemake
+from support.workflow_helpers import ROOT, copy_workflow, snakemake
 
 SMOKE = ["--config", "profile=smoke", "backend=numpy"]
 GPU_PLAN = ["--config", "profile=smoke", "assume_gpu=NVIDIA H100 80GB HBM3@sm_90"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workflow_helpers import ROOT, SMOKE, copy_workflow, cpu_impls, snakemake
+from support.workflow_helpers import ROOT, SMOKE, copy_workflow, cpu_impls, snakemake
 
 pytestmark = pytest.mark.slurm
 SLURM = ROOT / ".ci" / "slurm.sh"

@@ -92,7 +92,7 @@ class NumpyBackend(Backend):
     pass
 
 
-class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/cudasim.py
+class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/support/cudasim.py
     engine = "cuda"
 
     def __init__(self, device_index: int = 0, timing: str = "blocking") -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 __all__ = ["WorkerConfig", "Workers", "START_METHOD", "died"]
 
-# Overridden by a CPU device installed in this process (tests/cudasim.py): a forked worker inherits it.
+# Overridden by a CPU device installed in this process (tests/support/cudasim.py): a forked worker inherits it.
 START_METHOD: str | None = None
 
 

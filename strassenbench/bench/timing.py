@@ -140,7 +140,7 @@ class HostTimer(Timer):
         self._flush.fill(1.0)
 
 
-class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/cudasim.py
+class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cudasim.py
     """Everything on one stream of its own: the L2 flush (a write of 2x L2), the blocking kernel, the two events
     and between them the call (``blocking``) or its CUDA graph (``graph``, captured by ``prepare``).
 

@@ -45,8 +45,8 @@ The real ``cupy`` package is imported; ``install`` replaces, on its own modules,
 Kernels and cuBLAS calls compute exactly what the GPU would (the emulator runs the CUDA sources; GEMM in the
 working precision); timings are the model's and say nothing about any GPU.
 
-From a shell, any command of the CLI runs on a CPU device: ``python -m tests.cudasim [OPTIONS] strassenbench
-bench --engine cuda ...`` (``python -m tests.cudasim --help`` lists the options: queue capacity, order,
+From a shell, any command of the CLI runs on a CPU device: ``python -m tests.support.cudasim [OPTIONS] strassenbench
+bench --engine cuda ...`` (``python -m tests.support.cudasim --help`` lists the options: queue capacity, order,
 memory, an injected failure; each also from the environment).
 """
 
@@ -1188,13 +1188,13 @@ class _Patches:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.cudasim [OPTIONS] strassenbench COMMAND ...``: a CLI command on a CPU device."""
+    """``python -m tests.support.cudasim [OPTIONS] strassenbench COMMAND ...``: a CLI command on a CPU device."""
     import argparse
     import os
 
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="python -m tests.cudasim", description="Run a strassenbench command on "
-                                     "the CPU device of tests/cudasim.py (real CuPy, kernels on the emulator).")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.cudasim", description="Run a strassenbench command on "
+                                     "the CPU device of tests/support/cudasim.py (real CuPy, kernels on the emulator).")
     parser.add_argument("--queue-capacity", type=int, default=int(env("CUDASIM_QUEUE_CAPACITY", QUEUE_CAPACITY)),
                         help="operations pending behind an unreleased blocking kernel (env CUDASIM_QUEUE_CAPACITY)")
     parser.add_argument("--order", choices=("random", "lifo", "fifo"), default=env("CUDASIM_ORDER", "random"),
