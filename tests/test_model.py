@@ -329,10 +329,11 @@ def test_issue_counts_come_from_the_build_when_it_read_them():
     assert slower.t_issue == pytest.approx(faster.t_issue * 600 / 563)
 
 
-def test_model_tables_the_report_reads(tmp_path, capsys):
+def test_model_tables_the_report_reads(tmp_path, capsys, monkeypatch):
     """`model spec`, `speedup`, `occupancy` and `issue-bounds` write the model's tables the report reads: each
     what the model computes, as CSV; speedup refuses predictions that hold a point twice in one line, writing
-    nothing."""
+    nothing. Run where no build/resources.csv is (the commands' default), so the register formula applies."""
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "m"
     spec_out = str(out / "spec.csv")
     assert main(["model", "spec", "--gpu", "V100", "--gpu", "H100", "--gpu", "V100", "--out", spec_out]) == 0

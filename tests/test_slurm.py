@@ -43,16 +43,21 @@ def slurm() -> None:
 @pytest.fixture(scope="module")
 def cluster_run(slurm, local_smoke, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     """The smoke workflow through SLURM. To keep CI within its time, what does not depend on where it runs
-    is taken from the local run: the kernel build and the verification results (dozens of short jobs,
-    each a SLURM job's start-up for a second of work). The measurements, memory limits, system description, model
-    and report run as SLURM jobs."""
+    is taken from the local run: the kernel build, the verification results and the sweeps of all but the
+    SWEPT implementations (dozens of short jobs, each a SLURM job's start-up for a second of work). The sweeps
+    of SWEPT, memory limits, system description, model and report run as SLURM jobs."""
     workdir = copy_workflow(tmp_path_factory.mktemp("slurm-run"))
     local = local_smoke[0]
+    parts = [str(path.relative_to(local)) for path in sorted((local / "results" / "cpu" / "parts").glob("*/*"))
+             if path.name.split(".")[0] not in SWEPT]
     for reused in ("build", "results/cpu/verify", "results/cpu/verify_impls", "data/cpu/verify.csv",
-                   "data/cpu/verify_impls.csv"):
+                   "data/cpu/verify_impls.csv", *parts):
         (workdir / reused).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (local / reused).is_dir() else shutil.copy)(local / reused, workdir / reused)
     return workdir, snakemake(PROFILE, workdir)
+
+
+SWEPT = ("cublas", "strassen1")  # the implementations whose sweeps run as SLURM jobs
 
 
 def _jobs(output: str) -> dict[str, list[str]]:
@@ -82,7 +87,8 @@ def test_smoke_workflow_runs_as_slurm_jobs(cluster_run) -> None:  # noqa: ANN001
                           "schedule_table", "model_crossover"}  # the Snakefile's localrules
     assert sum(map(len, jobs.values())) == steps - len(local)
     assert not {"build", "verify", "verify_impl"} & set(jobs) and {"memlimit", "sysinfo", "report"} <= set(jobs)
-    assert len(jobs.get("sweep", [])) == 3 * len(cpu_impls())  # one job per (sweep, implementation)
+    assert len(jobs.get("sweep", [])) == 3 * len(SWEPT)  # one job per (sweep, implementation) not reused
+    assert set(SWEPT) < set(cpu_impls())
     states = _accounting([j for ids in jobs.values() for j in ids])
     assert set(states.values()) == {"COMPLETED"} and len(states) == sum(map(len, jobs.values()))
     detail = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,AllocTRES,Partition", "-j", jobs["sweep"][0]],
