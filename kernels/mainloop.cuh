@@ -214,25 +214,20 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
     // constants. The rest (edge tiles, the last slices) takes the predicated loop below.
     // Slices s < fast issue a whole interior slice s + 1.
-    const int fast = interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
-    long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
-    const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
-    const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(T));
+    InteriorCursor<T, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0, bk);
     auto issue_at = [&](auto group) {
       using X = decltype(group);
       using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
-      load_a.template issue_at<R::a0, R::a1>(terms_a, off_a, step_a);
-      load_b.template issue_at<R::b0, R::b1>(terms_b, off_b, step_b);
+      load_a.template issue_at<R::a0, R::a1>(terms_a, at.off_a, at.step_a);
+      load_b.template issue_at<R::b0, R::b1>(terms_b, at.off_b, at.step_b);
     };
-    for (; s + 1 < fast; s += 2) {
+    for (; s + 1 < at.fast; s += 2) {
       slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
-      off_a += K_S * static_cast<long long>(sizeof(T));
-      off_b += next_b;
+      at.advance();
       slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
-      off_a += K_S * static_cast<long long>(sizeof(T));
-      off_b += next_b;
+      at.advance();
     }
-    if (s < fast) {
+    if (s < at.fast) {
       slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
       ++s;
       stage = 1;

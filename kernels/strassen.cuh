@@ -45,10 +45,10 @@ __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, in
 
   // This product's terms: W_A blocks of A, W_B of B, W_C of C (Sec. "Task Parallelism: Batching").
   const int z = blockIdx.z;
-  const Terms<const T*, T, W_A, 0, kW, Z> terms_a{&products, z};
-  const Terms<const T*, T, W_B, W_A, kW, Z> terms_b{&products, z};
-  if (VECTOR && !(terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
-    fail("vector kernel launched with terms that are not aligned to its loads");
+  const OperandTerms<T, W_A, W_B, kW, Z> terms(products, z);
+  if constexpr (VECTOR) terms.template check_vectors<kVa, kVb>(lda, ldb);
+  const auto& terms_a = terms.a;
+  const auto& terms_b = terms.b;
 
   const int tid = threadIdx.x;
   const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N> warp_tile(tid);

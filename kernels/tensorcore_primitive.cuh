@@ -108,10 +108,10 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
   __shared__ Tiles smem;
 
   const int z = blockIdx.z;
-  const Terms<const float*, float, W_A, 0, kW, Z> terms_a{&products, z};
-  const Terms<const float*, float, W_B, W_A, kW, Z> terms_b{&products, z};
-  if (VECTOR && !(terms_a.template vectors_fit<kVa>(lda) && terms_b.template vectors_fit<kVb>(ldb)))
-    fail("vector kernel launched with terms that are not aligned to its loads");
+  const OperandTerms<float, W_A, W_B, kW, Z> terms(products, z);
+  if constexpr (VECTOR) terms.template check_vectors<kVa, kVb>(lda, ldb);
+  const auto& terms_a = terms.a;
+  const auto& terms_b = terms.b;
   const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
   const Tile tile(static_cast<int>(threadIdx.x));
 
@@ -191,21 +191,17 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
     // inside every term (the block's rows of every A term, its columns of every B term, k below every term's
     // extent), slice s + 1's global loads are issued unpredicated before slice s's mma and summed, split and
     // stored to the other stage after it, so their latency hides behind the tensor cores' work.
-    const int fast = interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
-    long long off_a = LoaderA::offset(lda, row0, K_S), off_b = LoaderB::offset(ldb, K_S, col0);
-    const long long step_a = LoaderA::step(lda), step_b = LoaderB::step(ldb);
-    const long long next_b = static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(float));
-    for (; s < fast; ++s) {
-      load_a.template issue_at<0, W_A>(terms_a, off_a, step_a);
-      load_b.template issue_at<0, W_B>(terms_b, off_b, step_b);
+    InteriorCursor<float, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0, bk);
+    for (; s < at.fast; ++s) {
+      load_a.template issue_at<0, W_A>(terms_a, at.off_a, at.step_a);
+      load_b.template issue_at<0, W_B>(terms_b, at.off_b, at.step_b);
       mma_slice(stage);
       load_a.template accumulate<0, W_A>(terms_a);
       load_b.template accumulate<0, W_B>(terms_b);
       store(stage ^ 1);  // the stage read in slice s - 1, free since its barrier
       __syncthreads();
       stage ^= 1;
-      off_a += K_S * static_cast<long long>(sizeof(float));
-      off_b += next_b;
+      at.advance();
     }
   }
   for (; s < slices; ++s) {  // edge tiles, the last slices and the scalar kernels: the predicated path

@@ -54,6 +54,25 @@ struct Terms {
   }
 };
 
+// The operands of this block's product z (blockIdx.z of the launch's batch, Sec. "Task Parallelism:
+// Batching"): its W_A terms of A and W_B of B, the first W_A + W_B of the product's WALL parameters. Both main
+// loops (SIMT and tensor-core) take them from here.
+template <class T, int W_A, int W_B, int WALL, int Z>
+struct OperandTerms {
+  Terms<const T*, T, W_A, 0, WALL, Z> a;
+  Terms<const T*, T, W_B, W_A, WALL, Z> b;
+
+  __device__ __forceinline__ OperandTerms(const Products<T, WALL, Z>& products, int z)
+      : a{&products, z}, b{&products, z} {}
+
+  // A vector kernel (V_A and V_B elements per load) refuses terms that are not aligned to its loads.
+  template <int V_A, int V_B>
+  __device__ __forceinline__ void check_vectors(int lda, int ldb) const {
+    if (!(a.template vectors_fit<V_A>(lda) && b.template vectors_fit<V_B>(ldb)))
+      fail("vector kernel launched with terms that are not aligned to its loads");
+  }
+};
+
 // The slices of a tile's main loop whose next slice lies inside every term: the block's M_S rows inside every A
 // term, its N_S columns inside every B term and k below every term's extent. Slices s < interior_slices(...)
 // may issue slice s + 1's loads unpredicated (the interior path of the vector kernels); 0 for an edge tile.
@@ -222,5 +241,31 @@ SB_HOST_DEVICE constexpr int a_tile_padding() {
   }
   return 0;
 }
+
+
+// The interior path's cursor, shared by both main loops: how many slices are interior (interior_slices), the
+// unpredicated offsets (bytes) of the slice in flight in every A and B term, the step between a term's rows,
+// and advance() to the next slice (k_S columns of A, k_S rows of B).
+template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, class LoaderA, class LoaderB>
+struct InteriorCursor {
+  int fast;
+  long long off_a, off_b;
+  long long step_a, step_b, next_b;
+
+  template <class TermsA, class TermsB>
+  __device__ __forceinline__ InteriorCursor(const TermsA& terms_a, const TermsB& terms_b, int lda, int ldb, int row0,
+                                            int col0, int bk)
+      : fast(interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk)),
+        off_a(LoaderA::offset(lda, row0, K_S)),
+        off_b(LoaderB::offset(ldb, K_S, col0)),
+        step_a(LoaderA::step(lda)),
+        step_b(LoaderB::step(ldb)),
+        next_b(static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(T))) {}
+
+  __device__ __forceinline__ void advance() {
+    off_a += K_S * static_cast<long long>(sizeof(T));
+    off_b += next_b;
+  }
+};
 
 }  // namespace sb
