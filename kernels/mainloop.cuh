@@ -102,7 +102,9 @@ struct Group {
 };
 
 // acc += (sum_i u_i A_i)(sum_j v_j B_j) over the bk columns of the A terms (rows of the B terms) for the
-// m_S x n_S tile at (row0, col0) of every term block.
+// m_S x n_S tile at (row0, col0) of every term block, in the phases CUTLASS's MmaPipelined names: prologue
+// (slice 0 into stage 0), gemm_iters (the interior slices, the next one's loads in flight) and wind_down (the
+// predicated slices that remain: edge tiles, the last slices, the scalar kernels).
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B,
           int V_A, int V_B, int PAD_A, class TermsA, class TermsB>
 __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms_a, const TermsB& terms_b, int lda,
@@ -112,12 +114,13 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   constexpr int kThreads = (M_S / M_R) * (N_S / N_R);
   using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, V_A, true>;   // m_S x k_S, stored k-major
   using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, V_B, false>;  // k_S x n_S, stored as is
-  // Two paths. Interior tiles of the vector kernels (below) keep the next slice's loads in flight during the
-  // current one, issued in G groups at an unpredicated offset; the registers of raw data in flight at once
+  // Two paths. Interior tiles of the vector kernels (gemm_iters) keep the next slice's loads in flight during
+  // the current one, issued in G groups at an unpredicated offset; the registers of raw data in flight at once
   // are 16 (float32), which leaves the Huge kernel its 128-register budget (64 accumulators, 32 fragment
-  // registers). Everything else (edge tiles, the last slices, and the scalar kernels, whose terms are not
-  // aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the next slice after the current
-  // one's FFMAs, a term at a time (fill), which needs few registers beyond the accumulator and the fragments.
+  // registers). Everything else (wind_down: edge tiles, the last slices, and the scalar kernels, whose terms
+  // are not aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the next slice after the
+  // current one's FFMAs, a term at a time (fill), which needs few registers beyond the accumulator and the
+  // fragments.
   constexpr bool kPipelined = V_A * V_B > 1;
   constexpr int kFlightRegisters = 16 * static_cast<int>(sizeof(T)) / 4;
   constexpr int G = cmin(cmin(W_A + W_B, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
@@ -150,13 +153,8 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     load_b.store(smem.b[stage]);
   };
 
-  // Prologue: slice 0 into stage 0, and its first fragments.
-  fill(0, 0);
-  __syncthreads();
-
   alignas(16) T frag_a[2][M_R];
   alignas(16) T frag_b[2][N_R];
-  warp_tile.load(frag_a[0], frag_b[0], smem.a[0], smem.b[0], 0);
 
   // One k_S slice: the FFMAs on `stage` while issue_next(g) puts the next slice's loads in flight. Group g
   // is issued before k-step kIssue(g), once group g - 1 is summed into the other stage; the last group is
@@ -206,40 +204,57 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
     });
   };
 
+  // Prologue: slice 0 into stage 0, and its first fragments.
+  auto prologue = [&] {
+    fill(0, 0);
+    __syncthreads();
+    warp_tile.load(frag_a[0], frag_b[0], smem.a[0], smem.b[0], 0);
+  };
+
+  prologue();  // before the slice count is computed: computed first, it changes Huge w2x2x1's code on sm_90
+
   const int slices = cdiv(bk, K_S);
-  int stage = 0, s = 0;
-  if constexpr (kPipelined) {
-    // Interior tiles: while the slice in flight lies inside every term (the block's rows of every A term, its
-    // columns of every B term, and k below every term's extent), its loads need no bounds and no address
-    // arithmetic beyond one step per operand and slice: the loop is unrolled by two so that the stages are
-    // constants. The rest (edge tiles, the last slices) takes the predicated loop below.
-    // Slices s < fast issue a whole interior slice s + 1.
-    InteriorCursor<T, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0, bk);
-    auto issue_at = [&](auto group) {
-      using X = decltype(group);
-      using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
-      load_a.template issue_at<R::a0, R::a1>(terms_a, at.off_a, at.step_a);
-      load_b.template issue_at<R::b0, R::b1>(terms_b, at.off_b, at.step_b);
-    };
-    for (; s + 1 < at.fast; s += 2) {
-      slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
-      at.advance();
-      slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
-      at.advance();
+  int stage = 0, s = 0;  // the next slice to compute, and its stage
+  // The main iterations over interior tiles: while the slice in flight lies inside every term (the block's
+  // rows of every A term, its columns of every B term, and k below every term's extent), its loads need no
+  // bounds and no address arithmetic beyond one step per operand and slice. Unrolled by two so that the stages
+  // are constants. Slices s < fast issue a whole interior slice s + 1.
+  auto gemm_iters = [&] {
+    if constexpr (kPipelined) {
+      InteriorCursor<T, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0, bk);
+      auto issue_at = [&](auto group) {
+        using X = decltype(group);
+        using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
+        load_a.template issue_at<R::a0, R::a1>(terms_a, at.off_a, at.step_a);
+        load_b.template issue_at<R::b0, R::b1>(terms_b, at.off_b, at.step_b);
+      };
+      for (; s + 1 < at.fast; s += 2) {
+        slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
+        at.advance();
+        slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
+        at.advance();
+      }
+      if (s < at.fast) {
+        slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
+        ++s;
+        stage = 1;
+      }
     }
-    if (s < at.fast) {
-      slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
-      ++s;
-      stage = 1;
+  };
+
+  // Wind-down: the slices left (s onwards) on the predicated path, each filling the next one after its FFMAs.
+  auto wind_down = [&] {
+    for (; s < slices; ++s) {
+      const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
+      ta = terms_a.reread();
+      tb = terms_b.reread();
+      slice(stage, stdx::false_type{}, [&](int to) { fill(to, next); });
+      stage ^= 1;
     }
-  }
-  for (; s < slices; ++s) {
-    const int next = (s + 1) * K_S;  // first k of the slice in flight (loads past bk are predicated off)
-    ta = terms_a.reread();
-    tb = terms_b.reread();
-    slice(stage, stdx::false_type{}, [&](int to) { fill(to, next); });
-    stage ^= 1;
-  }
+  };
+
+  gemm_iters();
+  wind_down();
 }
 
 }  // namespace sb

@@ -45,8 +45,7 @@ __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, in
 
   // This product's terms: W_A blocks of A, W_B of B, W_C of C (Sec. "Task Parallelism: Batching").
   const int z = blockIdx.z;
-  const OperandTerms<T, W_A, W_B, kW, Z> terms(products, z);
-  if constexpr (VECTOR) terms.template check_vectors<kVa, kVb>(lda, ldb);
+  const auto terms = OperandTerms<T, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
   const auto& terms_a = terms.a;
   const auto& terms_b = terms.b;
 

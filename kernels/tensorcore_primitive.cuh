@@ -108,8 +108,7 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
   __shared__ Tiles smem;
 
   const int z = blockIdx.z;
-  const OperandTerms<float, W_A, W_B, kW, Z> terms(products, z);
-  if constexpr (VECTOR) terms.template check_vectors<kVa, kVb>(lda, ldb);
+  const auto terms = OperandTerms<float, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
   const auto& terms_a = terms.a;
   const auto& terms_b = terms.b;
   const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;

@@ -65,11 +65,16 @@ struct OperandTerms {
   __device__ __forceinline__ OperandTerms(const Products<T, WALL, Z>& products, int z)
       : a{&products, z}, b{&products, z} {}
 
-  // A vector kernel (V_A and V_B elements per load) refuses terms that are not aligned to its loads.
-  template <int V_A, int V_B>
-  __device__ __forceinline__ void check_vectors(int lda, int ldb) const {
-    if (!(a.template vectors_fit<V_A>(lda) && b.template vectors_fit<V_B>(ldb)))
-      fail("vector kernel launched with terms that are not aligned to its loads");
+  // The terms of product z, checked: a vector kernel (VECTOR, V_A and V_B elements per load) refuses terms
+  // that are not aligned to its loads; a scalar kernel takes any.
+  template <bool VECTOR, int V_A, int V_B>
+  __device__ __forceinline__ static OperandTerms checked(const Products<T, WALL, Z>& products, int z, int lda,
+                                                         int ldb) {
+    OperandTerms terms(products, z);
+    if constexpr (VECTOR)
+      if (!(terms.a.template vectors_fit<V_A>(lda) && terms.b.template vectors_fit<V_B>(ldb)))
+        fail("vector kernel launched with terms that are not aligned to its loads");
+    return terms;
   }
 };
 
