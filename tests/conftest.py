@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +34,22 @@ def gpu_available() -> tuple[str | None, bool]:
     return None, False
 
 
+@contextlib.contextmanager
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str):  # noqa: ANN201
+    """A folder of this test run that every worker of ``pytest -n`` shares, held under an exclusive lock: the
+    first worker to take it does the work (a build: its stamps make the others' builds there compile nothing)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, above each worker's own
+    with open(base / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            (base / name).mkdir(exist_ok=True)
+            yield base / name
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def local_smoke(tmp_path_factory: pytest.TempPathFactory, sim_build: str, float32_sm90_build):  # noqa: ANN001, ANN201
     """The smoke workflow run once locally (`snakemake --cores 1`, CPU backend): (its folder, the run). Its
@@ -47,8 +69,8 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN20
     test_kernels_build checks it, and the smoke workflow starts from its units."""
     from strassenbench.fused.build import build
 
-    out = tmp_path_factory.mktemp("build90")
-    return str(out), build(["sm_90"], out, dtypes=("float32",))
+    with shared_folder(tmp_path_factory, "build90") as out:
+        return str(out), build(["sm_90"], out, dtypes=("float32",))
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +79,8 @@ def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     kernel in both dtypes, and the tensor-core TcSmall in both modes (seconds: the small tiles compile fast)."""
     from strassenbench.fused.build import build
 
-    out = tmp_path_factory.mktemp("sim-build")
-    build(["sm_90"], out, strategies=("Small", "TcSmall"), cutlass=False)
+    with shared_folder(tmp_path_factory, "sim-build") as out:
+        build(["sm_90"], out, strategies=("Small", "TcSmall"), cutlass=False)
     return str(out)
 
 
@@ -93,14 +115,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def gpu_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The kernels of this GPU's architecture that the gpu tests load: the paper's six strategies in both
     dtypes (``strassenbench build``'s default), built once per session, into ``--gpu-build`` when given."""
-    from pathlib import Path
-
     from strassenbench.fused.build import build
     from strassenbench.fused.cuda import device_arch
 
     given = request.config.getoption("--gpu-build")
-    out = Path(given) if given else tmp_path_factory.mktemp("gpu-build")
-    build([device_arch()], out)
+    with shared_folder(tmp_path_factory, "gpu-build") as shared:
+        out = Path(given) if given else shared
+        build([device_arch()], out)
     return str(out)
 
 
@@ -109,7 +130,72 @@ def _broken_gpu_setup() -> None:
     pytest.fail(f"gpu test cannot run: {gpu_available()[0]}")
 
 
+# With ``pytest -n N`` (pytest-xdist) a group runs on one worker: the tests that share a module-scoped fixture
+# (their group "<module>::<fixture>", which a test that takes it by name marks itself with xdist_group), the
+# workflow runs (test_project and test_slurm share the smoke run), and the gpu tests; every other test is a unit
+# of its own. The groups that take minutes go first, so that the workers start on them together and the short
+# tests fill in behind; the session's shared builds are made once (shared_folder). Each worker writes the groups
+# of its collection into a folder the controller made (GROUPS), where GroupScheduling reads them.
+WORKFLOW_MODULES = ("test_project.py", "test_slurm.py")
+FIRST = ("test_kernels_build.py::float32_sm90", "workflow", "test_kernels_build.py::float64_wide",
+         "test_kernels_build.py::huge_sm80", "test_kernels_build.py::tensor_huge")
+GROUPS = "STRASSENBENCH_TEST_GROUPS"
+
+
+def _group(item: pytest.Item) -> str | None:
+    marked = [m.args[0] if m.args else m.kwargs.get("name") for m in item.iter_markers("xdist_group")]
+    if marked:
+        return str(marked[0])
+    if "gpu" in item.keywords:
+        return "gpu"  # one GPU: its tests one after another, never two timings at once
+    module = item.path.name
+    if module in WORKFLOW_MODULES:
+        return "workflow"
+    info = getattr(item, "_fixtureinfo", None)
+    shared = sorted({name for name, defs in (info.name2fixturedefs.items() if info else ())
+                     if any(d.scope in ("module", "class", "package") for d in defs)})
+    return f"{module}::{'+'.join(shared)}" if shared else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run in one process)
+        folder = tempfile.mkdtemp(prefix="strassenbench-test-groups-")
+        os.environ[GROUPS] = folder  # the workers, started after this, inherit it
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {item: _group(item) for item in items}
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item] or "", len(FIRST)))  # stable: else as collected
+    worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS)
+    if worker and folder:
+        mapping = {item.nodeid: group for item, group in groups.items() if group}
+        (Path(folder) / f"{worker}.json").write_text(json.dumps(mapping))
+    _mark_gpu_tests(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling whose unit of work is a test's group (_group), read from the workers' files."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # every worker has collected by the time the controller schedules
+                self.groups = {}
+                for path in sorted(Path(os.environ[GROUPS]).glob("*.json")):
+                    self.groups.update(json.loads(path.read_text()))
+            return self.groups.get(nodeid, nodeid)
+
+    config.option.loadscopereorder = False  # the collection's order: FIRST's groups first
+    return GroupScheduling(config, log)
+
+
+def _mark_gpu_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason, broken = gpu_available()
     if reason is None:
         return

@@ -23,6 +23,10 @@ from strassenbench.occupancy import ARCHS, blocks_per_sm
 from strassenbench.strategies import STRATEGIES
 
 ONE_LEVEL = {(1, 1, 1)} | {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", 1)}
+# The builds a test reads by name (request.getfixturevalue): each test with the tests of its build's group
+# (conftest.py: one worker of `pytest -n` builds it).
+TABLES = [pytest.param(name, marks=pytest.mark.xdist_group(f"test_kernels_build.py::{name}"))
+          for name in ("float32_sm90", "huge_sm80")]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,7 @@ def _counts(frame: pd.DataFrame) -> list[tuple[int, int, int]]:
     return [tuple(w) for w in frame[["W_A", "W_B", "W_C"]].itertuples(index=False)]
 
 
-@pytest.mark.parametrize("table", ["float32_sm90", "huge_sm80"])
+@pytest.mark.parametrize("table", TABLES)
 def test_huge_one_level_target(table: str, request: pytest.FixtureRequest) -> None:
     """The GEMM and every 1-level float32 Huge variant, read from their machine code: at most 128 registers,
     no spills, 2 blocks per SM (the paper's "2 active blocks"), 128-bit fragment loads, and a main loop
@@ -73,7 +77,7 @@ def test_huge_one_level_target(table: str, request: pytest.FixtureRequest) -> No
     assert plain["loop_ffma_share"].min() >= 0.77
 
 
-@pytest.mark.parametrize("table", ["float32_sm90", "huge_sm80"])
+@pytest.mark.parametrize("table", TABLES)
 def test_huge_direct_two_level_var0_target(table: str, request: pytest.FixtureRequest) -> None:
     """The direct 2-level Var#0 (W_A = W_B = W_C = 4), float32 Huge, plain write-back: in the 128 registers
     of 2 blocks per SM without spilling (the paper's needs 160 and runs 1 block), every global load LDG issued
@@ -278,7 +282,7 @@ def test_no_float64_kernel_spills_at_the_register_limit(float64_wide: pd.DataFra
     assert (vector["loop_generic_loads"] == 0).all() and (vector["loop_global_loads"] > 0).all()
 
 
-@pytest.mark.parametrize("table", ["float32_sm90", "huge_sm80"])
+@pytest.mark.parametrize("table", TABLES)
 def test_cutlass_baseline_row_and_our_gemm_beside_it(table: str, request: pytest.FixtureRequest) -> None:
     """The CUTLASS baseline is built with the same nvcc and read the same way; our GEMM's main loop spends
     at least as large a share of its instructions on FFMA, in no more instructions per slice."""
@@ -433,7 +437,7 @@ def test_every_fatbin_carries_ptx(tmp_path) -> None:  # noqa: ANN001
 LOOP_TARGETS = {1: 569, 2: 590, 4: 630}
 
 
-@pytest.mark.parametrize("fixture", ["float32_sm90", "huge_sm80"])
+@pytest.mark.parametrize("fixture", TABLES)
 def test_main_loops_at_the_issue_limit(fixture: str, request: pytest.FixtureRequest) -> None:
     """Every float32 Huge vector kernel, plain and atomic: GEMM at most 569 instructions per slice (512 math
     FFMA), every 1-level variant 590, every 2-level one 630; every global load of the main loop an LDG issued

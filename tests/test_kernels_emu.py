@@ -249,3 +249,26 @@ def test_sanitizer_subset(tmp_path) -> None:  # noqa: ANN001
         assert result.returncode == 0, result.stderr[-2000:]
         assert "status=ok" in result.stdout
         assert "Sanitizer" not in result.stderr and "runtime error" not in result.stderr
+
+
+_COMPILE_ONE = """
+from strassenbench.fused.emu import library
+from strassenbench.fused.instances import parse_instance
+library("float32", "Small", (), (parse_instance("strassen_f32_small_w1x1x1_plain"),))
+"""
+
+
+def test_processes_that_need_one_library_compile_it_once(tmp_path) -> None:  # noqa: ANN001
+    """Two processes (workflow jobs, test workers) that ask for the same emulator library at once: one compiles
+    it, under a lock beside it in the cache, the other waits and loads what it wrote."""
+    log = tmp_path / "compiles.log"
+    wrapper = tmp_path / "cxx.sh"
+    wrapper.write_text(f'#!/bin/sh\necho "$$" >> "{log}"\nsleep 1\nexec g++ "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "CXX": str(wrapper), "STRASSENBENCH_CACHE": str(tmp_path / "cache")}
+    runs = [subprocess.Popen([sys.executable, "-c", _COMPILE_ONE], env=env, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    errors = [run.communicate(timeout=300)[1] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], errors
+    assert len(log.read_text().split()) == 1  # one compile for both
+    assert len(list((tmp_path / "cache").glob("*.so"))) == 1

@@ -54,7 +54,7 @@ def cluster_run(slurm, local_smoke, tmp_path_factory: pytest.TempPathFactory) ->
                    "data/cpu/verify_impls.csv", *parts):
         (workdir / reused).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (local / reused).is_dir() else shutil.copy)(local / reused, workdir / reused)
-    return workdir, snakemake(PROFILE, workdir)
+    return workdir, snakemake(PROFILE, workdir, cluster=True)
 
 
 SWEPT = ("cublas", "strassen1")  # the implementations whose sweeps run as SLURM jobs
@@ -150,7 +150,7 @@ def test_a_job_cancelled_by_slurm_is_redone_and_nothing_is_lost(cluster_run) -> 
             subprocess.run(["scancel", cancelled], check=True)
     assert run.wait(timeout=600) != 0 and cancelled, "".join(seen)[-3000:]
     assert _accounting([cancelled])[cancelled].startswith("CANCELLED")
-    again = snakemake([*target, *PROFILE], workdir)
+    again = snakemake([*target, *PROFILE], workdir, cluster=True)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     redone = _jobs(again.stdout + again.stderr)
     assert len(redone["sweep"]) == 1 and redone["sweep"][0] != cancelled

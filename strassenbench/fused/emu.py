@@ -13,7 +13,9 @@ entry, take_fault gives it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
 import shutil
 import tempfile
@@ -119,13 +121,32 @@ def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
     target = cache_dir() / f"{precision}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
     with _LOCK:
         if not target.is_file():
-            _compile(source, [*compiler, *flags], target)
+            with _compiling(target):
+                if not target.is_file():  # another process may have compiled it while this one waited
+                    _compile(source, [*compiler, *flags], target)
     try:
         lib = ctypes.CDLL(str(target))
     except OSError as err:
         raise EmuError(f"the emulator library {target} does not load: {err}") from None
     _LOADED[str(target)] = lib
     return lib
+
+
+@contextlib.contextmanager
+def _compiling(target: Path):  # noqa: ANN202
+    """An exclusive lock on the compile of ``target``, across processes: parallel workflow jobs (or test workers)
+    that need the same library compile it once, the others wait for it."""
+    env.seconds(env.COMPILE_TIMEOUT)  # an unusable limit is refused before the cache folder is made
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target.parent / f".{target.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as err:
+        raise EmuError(f"cannot write the emulator library in {target.parent}: {err.strerror or err}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _compile(source: str, command: list[str], target: Path) -> None:

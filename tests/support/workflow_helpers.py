@@ -3,19 +3,40 @@ from this interpreter's environment (its scripts, strassenbench among them, on P
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ["--config", "profile=smoke", "backend=numpy"]
 
 
-def snakemake(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+@functools.cache
+def _no_cluster() -> str:
+    """A folder whose ``scontrol`` fails at once. The SLURM executor plugin (the test extra installs it) runs
+    `scontrol show config` when Snakemake loads it, on every run: where SLURM is installed but no controller
+    runs (a machine where .ci/slurm.sh brought one up and down), that waits ten seconds for it. A run that is
+    not on a cluster finds this one first: no cluster here."""
+    folder = Path(tempfile.mkdtemp(prefix="no-cluster-"))
+    atexit.register(shutil.rmtree, folder, True)
+    stub = folder / "scontrol"
+    stub.write_text("#!/bin/sh\nexit 1\n")
+    stub.chmod(0o755)
+    return str(folder)
+
+
+def snakemake(args: list[str], cwd: Path, timeout: float | None = None,
+              cluster: bool = False) -> subprocess.CompletedProcess:
+    """``python -m snakemake ARGS`` in ``cwd``, this interpreter's scripts first on PATH; a run that is not
+    through the SLURM profile (``cluster``) sees no SLURM (_no_cluster)."""
     bindir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    first = [bindir] if cluster else [_no_cluster(), bindir]
+    env = {**os.environ, "PATH": os.pathsep.join([*first, os.environ.get("PATH", "")])}
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, env=env,
                           timeout=timeout)
 
