@@ -158,7 +158,7 @@ def _group(item: pytest.Item) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run in one process)
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):  # -n's controller
         folder = tempfile.mkdtemp(prefix="strassenbench-test-groups-")
         os.environ[GROUPS] = folder  # the workers, started after this, inherit it
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))

@@ -196,8 +196,7 @@ def oversized(path: Path) -> list[str]:
 
 def test_cli_package_sizes(tmp_path: Path) -> None:
     """The command line is a package of modules, each with add_parser and run; no file of the package is over
-    450 lines, no function over 70. The walk itself finds a long file and
-    a long nested function."""
+    450 lines, no function over 70. The walk itself finds a long file and a long nested function."""
     import strassenbench.cli as cli
 
     paths = sorted({p for pattern in SIZED for p in ROOT.glob(pattern)})

@@ -121,9 +121,7 @@ def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
     target = cache_dir() / f"{precision}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
     with _LOCK:
         if not target.is_file():
-            with _compiling(target):
-                if not target.is_file():  # another process may have compiled it while this one waited
-                    _compile(source, [*compiler, *flags], target)
+            _compile(source, [*compiler, *flags], target)
     try:
         lib = ctypes.CDLL(str(target))
     except OSError as err:
@@ -133,15 +131,10 @@ def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
 
 
 @contextlib.contextmanager
-def _compiling(target: Path):  # noqa: ANN202
-    """An exclusive lock on the compile of ``target``, across processes: parallel workflow jobs (or test workers)
-    that need the same library compile it once, the others wait for it."""
-    env.seconds(env.COMPILE_TIMEOUT)  # an unusable limit is refused before the cache folder is made
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target.parent / f".{target.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError as err:
-        raise EmuError(f"cannot write the emulator library in {target.parent}: {err.strerror or err}") from None
+def _compile_lock(target: Path):  # noqa: ANN202
+    """An exclusive lock on the compile of ``target`` (``.<name>.lock`` beside it, never through a link), across
+    processes: parallel workflow jobs (or test workers) that need the same library compile it once."""
+    fd = os.open(target.parent / f".{target.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -150,24 +143,28 @@ def _compiling(target: Path):  # noqa: ANN202
 
 
 def _compile(source: str, command: list[str], target: Path) -> None:
-    """``command`` (compiler and flags) builds ``source`` into ``target``, through a temporary folder beside it;
-    bounded by $STRASSENBENCH_COMPILE_TIMEOUT (checked before the folder is made)."""
+    """``command`` (compiler and flags) builds ``source`` into ``target``, through a temporary folder beside it,
+    under _compile_lock: a process that waited for another's compile finds ``target`` there and compiles
+    nothing. Bounded by $STRASSENBENCH_COMPILE_TIMEOUT (checked before the folder is made)."""
     env.seconds(env.COMPILE_TIMEOUT)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            src = Path(tmp) / "instances.cpp"
-            src.write_text(source)
-            out = Path(tmp) / target.name
-            try:
-                result = run_tool([*command, "-I", str(kernels_dir()), str(src), "-o", str(out)])
-            except ToolchainError as err:
-                raise EmuError(f"emulator build failed: {err}") from None
-            if result.returncode != 0:
-                raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
-            if not out.is_file():
-                raise EmuError(f"emulator build failed: {command[0]} wrote no library")
-            os.replace(out, target)
+        with _compile_lock(target):
+            if target.is_file():
+                return
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                src = Path(tmp) / "instances.cpp"
+                src.write_text(source)
+                out = Path(tmp) / target.name
+                try:
+                    result = run_tool([*command, "-I", str(kernels_dir()), str(src), "-o", str(out)])
+                except ToolchainError as err:
+                    raise EmuError(f"emulator build failed: {err}") from None
+                if result.returncode != 0:
+                    raise EmuError(f"emulator build failed: {first_error(result.stderr)}")
+                if not out.is_file():
+                    raise EmuError(f"emulator build failed: {command[0]} wrote no library")
+                os.replace(out, target)
     except OSError as err:
         raise EmuError(f"cannot write the emulator library in {target.parent}: {err.strerror or err}") from None
 
