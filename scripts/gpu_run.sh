@@ -13,8 +13,8 @@
 # the kernels for this GPU (a folder built beforehand with the same toolchain, e.g. on a login node, is reused:
 # only what is not fresh there is compiled), writes the system description, times a square sweep of every
 # implementation, runs the gpu tests on the same build, and writes the memory limits, all into data/<gpu>/ ready
-# to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge, with CUTLASS's 3xTF32 SGEMM),
-# times them in the same sweep and writes the accuracy table (accuracy.csv).
+# to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge for the sweeps, TcSmall for the
+# gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv).
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds), and a failed step does not stop the ones
 # after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
@@ -53,8 +53,8 @@ step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, ca
   return 0
 }
 
-TENSOR=()
-if [ "${ARCH#sm_}" -ge 80 ]; then TENSOR=(--strategy TcHuge); fi  # TF32 tensor cores: sm_80 and later
+TENSOR=()  # TF32 tensor cores, sm_80 and later: TcHuge for the sweeps, TcSmall for the gpu tests
+if [ "${ARCH#sm_}" -ge 80 ]; then TENSOR=(--strategy TcSmall --strategy TcHuge); fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
   --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" --out "$BUILD"
 [ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"

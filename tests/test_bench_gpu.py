@@ -55,8 +55,8 @@ def test_memlimit_confirms_under_a_budget(build_dir: str, tmp_path) -> None:  # 
 
 
 def test_blocking_time_is_free_of_host_time(build_dir: str) -> None:
-    """At n = 512 and 1,024: cuBLAS's blocking-mode time equals its graph-mode time within noise (the blocking
-    kernel leaves no host time in the interval, as a graph replay does), and the reference's blocking time is
+    """At n = 512 and 1,024: cuBLAS's blocking-mode time equals its graph-mode time within noise and the launch
+    gap a graph saves (the blocking kernel leaves no host time in the interval, as a graph replay does), and the reference's blocking time is
     below its time by events around the Python call (the old method, which counted its launches' host time)."""
     import statistics
 
@@ -85,9 +85,11 @@ def test_blocking_time_is_free_of_host_time(build_dir: str) -> None:
         by_blocking = sample(cublas, blocking.timer(build_dir), criterion)
         by_graph = sample(cublas, graph.timer(build_dir), criterion)
         assert by_blocking.timing == "blocking" and by_graph.timing == "graph" and by_blocking.timeouts == 0
-        ratio = statistics.median(by_blocking.times) / statistics.median(by_graph.times)
+        at_blocking, at_graph = statistics.median(by_blocking.times), statistics.median(by_graph.times)
         noise = max(by_blocking.rel_stdev, by_graph.rel_stdev, 0.02)
-        assert abs(ratio - 1) <= 3 * noise, (n, ratio, noise)
+        # plus 2 us: a graph's kernel node starts sooner after the one before than a stream launch does, on
+        # the device (an H100 at n = 512: 0.4 to 1.3 us of 18); a Python call's host time is far more
+        assert abs(at_blocking - at_graph) <= 3 * noise * at_graph + 2e-6, (n, at_blocking, at_graph, noise)
 
         reference = get_impl("strassen1-ref").prepare(A, B, C, 1.0, 1.0, engine="cuda")
         ref_blocking = sample(reference, blocking.timer(build_dir), criterion)

@@ -119,6 +119,27 @@ def test_the_device_reads_parameters_at_their_ptx_widths(cpu_device, sim_build) 
             kernel((1,), (256,), tuple(args))
 
 
+def test_kernels_a_build_adds_are_found_by_the_same_process(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001
+    """A process that has launched from a build folder and then builds more into it (the gpu tests' tensor-core
+    fixture does) finds the new kernels: the kernel index is read again once the build has rewritten it."""
+    import json
+    import shutil
+
+    from strassenbench.fused import cuda
+
+    for path in Path(sim_build).iterdir():
+        shutil.copy(path, tmp_path)
+    index = tmp_path / "strassen_sm_90.json"
+    full = json.loads(index.read_text())
+    tensor = next(name for name in full if "tcsmall" in name)
+    index.write_text(json.dumps({name: module for name, module in full.items() if "tcsmall" not in name}))
+    assert cuda.function(str(tmp_path), "sm_90", "scale_f32").params[0] == ("u64", 8)
+    with pytest.raises(cuda.CudaError, match=f"{tensor} was not built"):
+        cuda.function(str(tmp_path), "sm_90", tensor)
+    index.write_text(json.dumps(full))  # what `strassenbench build` of the tensor-core strategy leaves
+    assert cuda.function(str(tmp_path), "sm_90", tensor).params
+
+
 @pytest.mark.parametrize("defect", [
     lambda a: int(a) if isinstance(a, np.int32) else a,  # lda, ldb, ldc, bk as Python ints
     lambda a: np.float64(a) if isinstance(a, np.float32) else a,  # alpha, beta of a float kernel as doubles

@@ -331,11 +331,11 @@ def test_loading_refuses_a_cubin_from_other_sources(tmp_path, monkeypatch) -> No
     out = tmp_path / "build"
     build(["sm_80"], out, dtypes=("float32",), strategies=("Small",), counts=((1, 1, 1),))
     kernel = "strassen_f32_small_w1x1x1_plain"
-    for cached in (cuda._index, cuda._check_fresh, cuda.function):
+    for cached in (cuda._read_index, cuda._check_fresh, cuda.function):
         cached.cache_clear()
     assert cuda.function(str(out), "sm_80", kernel) == f"loaded {kernel}"  # fresh: the stamp passes
     (sources / "epilogue.cuh").write_text((sources / "epilogue.cuh").read_text() + "\n// changed\n")
-    for cached in (cuda._index, cuda._check_fresh, cuda.function):
+    for cached in (cuda._read_index, cuda._check_fresh, cuda.function):
         cached.cache_clear()
     with pytest.raises(cuda.CudaError, match="is stale: built by nvcc 13"):
         cuda.function(str(out), "sm_80", kernel)

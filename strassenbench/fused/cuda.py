@@ -64,12 +64,18 @@ def device_arch() -> str:
     return build_arch(str(_cupy().cuda.Device().compute_capability))  # e.g. "86" -> "sm_80"
 
 
-@lru_cache(maxsize=None)
 def _index(build_dir: str, arch: str) -> dict[str, str]:
+    """The build's kernel index, read again when a build in this process (or another) has rewritten it."""
     path = Path(build_dir) / f"strassen_{arch}.json"
     if not path.is_file():
         raise CudaError(f"{path} not found: run `strassenbench build --arch {arch} --out {build_dir}`")
-    return json.loads(path.read_text())
+    stat = path.stat()
+    return _read_index(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=None)
+def _read_index(path: str, mtime_ns: int, size: int) -> dict[str, str]:  # noqa: ARG001 (the cache's key)
+    return json.loads(Path(path).read_text())
 
 
 @lru_cache(maxsize=None)
@@ -213,5 +219,5 @@ def _streams(count: int) -> list:
 
 def clear_caches() -> None:
     """Forget loaded modules, resolved kernels and streams (another device, another build)."""
-    for cached in (_index, _check_fresh, module, function, _streams, _device_limits):
+    for cached in (_read_index, _check_fresh, module, function, _streams, _device_limits):
         cached.cache_clear()
