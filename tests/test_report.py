@@ -97,6 +97,22 @@ def test_compare_fixtures(tmp_path) -> None:  # noqa: ANN001
     assert pd.read_csv(tmp_path / "cmp" / "compare.csv").shape[0] == len(table)
 
 
+def test_compare_names_the_commits_and_counts_points_of_different_code(tmp_path, capsys) -> None:  # noqa: ANN001
+    """Each point carries both runs' commits; the command says how many points compare different code."""
+    other = tmp_path / "gpu_b_later"
+    shutil.copytree(FIXTURES / "gpu_b", other)
+    square = pd.read_csv(other / "square.csv", dtype=str, keep_default_na=False)
+    square["commit"] = "0123456789ab"
+    square.to_csv(other / "square.csv", index=False)
+    assert main(["compare", str(FIXTURES / "gpu_a"), str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "c1")]) == 0
+    assert "different commits" not in capsys.readouterr().err
+    assert main(["compare", str(FIXTURES / "gpu_a"), str(other), "--out", str(tmp_path / "c2")]) == 0
+    table = pd.read_csv(tmp_path / "c2" / "compare.csv", dtype={"commit_base": str, "commit_other": str})
+    changed = table["commit_other"] == "0123456789ab"
+    assert (changed == (table["sweep"] == "square")).all() and (table["commit_base"] == "fixture").all()
+    assert f"{changed.sum()} of them were measured at different commits" in capsys.readouterr().err
+
+
 def test_report_and_compare_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     assert main(["report", "--data", str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "r")]) == 0
     assert main(["compare", str(FIXTURES / "gpu_a"), str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "c")]) == 0

@@ -130,6 +130,9 @@ def test_median_ratio_interval() -> None:
     assert 1.08 < low < ratio < high < 1.12 and interval_verdict(low, high) == "SLOW"
     assert interval_verdict(*median_ratio_interval(slower, base)[1:]) == "FAST"
     assert median_ratio_interval(base, slower) == (ratio, low, high)  # a fixed seed: reproducible
+    # significant but within the runs' own spread (thousands of samples, 0.05% apart, 0.5% spread): SAME
+    assert interval_verdict(1.0004, 1.0006) == "SLOW" and interval_verdict(1.0004, 1.0006, 0.005) == "SAME"
+    assert interval_verdict(0.93, 0.95, 0.02) == "FAST" and interval_verdict(1.01, 1.03, 0.02) == "SAME"
 
 
 def _with_samples(source: Path, target: Path, factor: float, noise: float, seed: int) -> None:

@@ -69,6 +69,10 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
     print(f"strassenbench: {len(table)} points compared {counts} -> {Path(args.out) / 'index.html'}", file=sys.stderr)
+    changed = 0 if table.empty else int((table["commit_base"].astype(str) != table["commit_other"].astype(str)).sum())
+    if changed:
+        print(f"strassenbench: {changed} of them were measured at different commits: their ratios hold the code's "
+              "changes as well as the GPUs' (columns commit_base, commit_other)", file=sys.stderr)
     return 0
 
 

@@ -1,12 +1,14 @@
 """`strassenbench compare`: results of several GPUs side by side.
 
 Each folder after the first is compared with the first point by point (same sweep, implementation, shape,
-dtype): ratio = median time / median time(first).
+dtype): ratio = median time / median time(first). Each point names the commit each run measured it with
+(``commit_base``, ``commit_other``): where they differ, the ratio holds the code's changes as well as the GPUs'.
 
 Where both runs kept their samples (``<sweep>.samples.jsonl``, strassenbench.samples), the difference is
 tested statistically: the ratio of medians gets a 95% bootstrap interval (both sample sets resampled), and the
-verdict is FAST or SLOW only when the whole interval lies below or above 1, SAME otherwise (``method``
-bootstrap). Without samples, the verdict is FAST or SLOW only when |ratio - 1| is larger than both runs'
+verdict is FAST or SLOW only when the whole interval lies below or above 1 by more than the runs' larger
+relative standard deviation, SAME otherwise (``method`` bootstrap): thousands of samples make a difference of
+0.05% significant, but not one worth a verdict when each run's own times spread by 0.5%. Without samples, the verdict is FAST or SLOW only when |ratio - 1| is larger than both runs'
 relative standard deviations, as nvbench's compare does (``method`` noise).
 """
 
@@ -38,11 +40,11 @@ def verdict(ratio: float, noise_a: float, noise_b: float) -> str:
     return "FAST" if ratio < 1.0 else "SLOW"
 
 
-def interval_verdict(low: float, high: float) -> str:
-    """FAST when the ratio's whole interval is below 1, SLOW when above, SAME when it holds 1."""
-    if high < 1.0:
+def interval_verdict(low: float, high: float, spread: float = 0.0) -> str:
+    """FAST when the ratio's whole interval lies below 1 - spread, SLOW when above 1 + spread, SAME otherwise."""
+    if high < 1.0 - spread:
         return "FAST"
-    return "SLOW" if low > 1.0 else "SAME"
+    return "SLOW" if low > 1.0 + spread else "SAME"
 
 
 def _samples(folder: Path) -> dict[tuple, object]:
@@ -116,10 +118,11 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
         if base_modes and modes and modes != base_modes:
             raise ValueError(f"{name} was timed by {', '.join(sorted(modes))} and {base_name} by "
                              f"{', '.join(sorted(base_modes))}: times of different methods are not compared")
-    base_frame = ok_rows(base["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
+    columns = [*KEYS, "time_median_s", "time_rel_stdev", "commit"]
+    base_frame = ok_rows(base["sweeps"])[columns]
     rows = []
     for name, run, samples in runs[1:]:
-        other = ok_rows(run["sweeps"])[[*KEYS, "time_median_s", "time_rel_stdev"]]
+        other = ok_rows(run["sweeps"])[columns]
         joined = base_frame.merge(other, on=KEYS, suffixes=("_base", "_other"))
         for r in joined.itertuples(index=False):
             key = tuple(getattr(r, k) for k in KEYS)
@@ -127,14 +130,15 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
             low = high = float("nan")
             if key in base_samples and key in samples:
                 ratio, low, high = median_ratio_interval(base_samples[key], samples[key])
-                method, judged = "bootstrap", interval_verdict(low, high)
+                spread = max(r.time_rel_stdev_base, r.time_rel_stdev_other)
+                method, judged = "bootstrap", interval_verdict(low, high, spread)
             else:
                 method, judged = "noise", verdict(ratio, r.time_rel_stdev_base, r.time_rel_stdev_other)
             rows.append({"baseline": base_name, "other": name, **{k: getattr(r, k) for k in KEYS},
                          "time_base_s": r.time_median_s_base, "time_other_s": r.time_median_s_other,
                          "ratio": ratio, "ratio_low": low, "ratio_high": high, "method": method,
                          "noise_base": r.time_rel_stdev_base, "noise_other": r.time_rel_stdev_other,
-                         "verdict": judged})
+                         "verdict": judged, "commit_base": r.commit_base, "commit_other": r.commit_other})
     table = pd.DataFrame(rows)
     with staging(out) as stage:  # made beside out, then published all or nothing (strassenbench.io.publish)
         write_atomic(stage / "compare.csv", table.to_csv(index=False))
