@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["MAX_LEVELS", "MAX_STREAMS", "MAX_PRODUCTS", "MAX_SCHEDULE_PRODUCTS", "MAX_RANK", "MAX_ALGORITHM_BYTES",
+           "MAX_GRID_SIDE", "MAX_RECORD_BYTES",
            "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_PATH_BYTES", "LimitError", "decimal", "check_products"]
 
 # Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
@@ -24,6 +25,11 @@ MAX_SCHEDULE_PRODUCTS = 7**3
 MAX_RANK = 1_000
 MAX_ALGORITHM_BYTES = 4 << 20
 MAX_ENTRY = 10**6
+# A record algorithm in its publisher's format (strassenbench.algebra.records): each side of its format (the
+# collections reach 5x5x5; a 64 x 64 x 64 Brent tensor is the most the exact check forms quickly), and an npz
+# archive's size, packed and unpacked (AlphaTensor's 93 formats take 0.75 MB).
+MAX_GRID_SIDE = 12
+MAX_RECORD_BYTES = 64 << 20
 # Points of one sweep (sizes x implementations x dtypes are timed one by one).
 MAX_SWEEP_POINTS = 10_000
 # A file name the operating system takes (NAME_MAX of Linux file systems).

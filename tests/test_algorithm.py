@@ -1,5 +1,7 @@
 """Algorithms as coefficients: Brent equations, diagnostics, Kronecker levels."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from strassenbench.algebra.algorithm import (
     STRASSEN,
     AlgorithmError,
     Algorithm,
+    catalogue_rows,
     matmul_tensor,
     parse_algorithm,
 )
@@ -35,6 +38,15 @@ def test_strassen_is_the_papers_equation():
     assert alg.V[1].tolist() == [1, 0, 0, 0]
     assert alg.W[1].tolist() == [0, 0, 1, -1]
     assert alg.W[4].tolist() == [-1, 1, 0, 0]
+
+
+def test_additions_counted_naively_and_the_exponent():
+    """Strassen's 18 additions (5 + 5 forming operands, 8 summing products), Winograd's 24 with its shared sums
+    expanded (it has 15 when they are shared), the classical 2x2x2's 4; omega = 3 log R / log(mkn)."""
+    assert [ALGORITHMS[n].additions for n in ("strassen", "winograd", "classical")] == [18, 24, 4]
+    assert abs(ALGORITHMS["strassen"].omega - math.log2(7)) < 1e-12 and ALGORITHMS["classical"].omega == 3
+    row = next(r for r in catalogue_rows() if r["algorithm"] == "strassen")
+    assert row["additions"] == 18 and row["omega"] == 2.8074
 
 
 def test_stability_factors_match_higham():

@@ -246,6 +246,8 @@ def test_the_report_shows_the_model_files_as_written(tmp_path, modeled, capsys) 
     crossover = [line for line in (tables / "model_crossover.md").read_text().splitlines() if "| square" in line]
     assert "12,345" in next(line for line in crossover if "| strassen1 " in line)
     assert "| 12,345 " in (tables / "algorithms.md").read_text()  # the algorithms table's crossover too
+    header = (tables / "algorithms.md").read_text().splitlines()[0]
+    assert "additions" in header and "omega" in header and "| 2.8074 " in (tables / "algorithms.md").read_text()
     assert "9.87 TMOPS" in (tables / "model_notation.md").read_text()
     assert (tables / "issue_bounds.md").read_text().count("1.234") == len(issue)
     capsys.readouterr()

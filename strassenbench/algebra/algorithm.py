@@ -41,6 +41,7 @@ __all__ = [
     "algorithm_names",
     "get_algorithm",
     "catalogue_rows",
+    "fraction_matrix",
 ]
 
 
@@ -119,6 +120,18 @@ class Algorithm:
             r, c = (row // rinner) % rbase, (col // cinner) % cbase
             digits.append(str(r * cbase + c))
         return operand + ".".join(digits) if digits else operand
+
+    @property
+    def additions(self) -> int:
+        """Additions counted naively: each product's operand sums (terms - 1 on each side) and each block of
+        C's sum of products (terms - 1), with no sum shared between products (18 for Strassen)."""
+        operands = sum(int(max(np.count_nonzero(row) - 1, 0)) for M in (self.U, self.V) for row in M)
+        return operands + sum(int(max(np.count_nonzero(col) - 1, 0)) for col in self.W.T)
+
+    @property
+    def omega(self) -> float:
+        """The exponent the algorithm reaches used recursively: 3 log R / log(m~ k~ n~)."""
+        return 3 * math.log(self.rank) / math.log(math.prod(self.dims))
 
     @cached_property
     def stability_factor(self) -> Fraction:
@@ -347,8 +360,8 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
                     raise AlgorithmError(f"{path} line {lineno}: entry '{tok[:40]}' is larger than {MAX_ENTRY:,} "
                                          "in numerator or denominator")
             rows.append([Fraction(tok) for tok in tokens])
-        denominator = math.lcm(*(x.denominator for row in rows for x in row))
-        matrices.append(np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).T.copy())
+        matrix, denominator = fraction_matrix([list(col) for col in zip(*rows)])
+        matrices.append(matrix)
         denominators.append(denominator)
     dims = _grid_from_sizes(str(path), tuple(m.shape[1] for m in matrices))  # type: ignore[arg-type]
     return Algorithm(
@@ -356,6 +369,13 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
         source=path.name if path.parent == algorithms_dir() else str(path),
         lines=tuple(tuple(lineno for lineno, _ in block) for block in blocks),
     ).check()
+
+
+def fraction_matrix(rows: list[list[Fraction]]) -> tuple[np.ndarray, int]:
+    """Exact rational rows as integer numerators (int64) over their least common denominator."""
+    denominator = math.lcm(*(x.denominator for row in rows for x in row))
+    return np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).reshape(
+        len(rows), -1), denominator
 
 
 def algorithms_dir() -> Path:
@@ -390,7 +410,7 @@ def get_algorithm(name: str) -> Algorithm:
 
 def catalogue_rows() -> list[dict[str, object]]:
     """The catalogue of `strassenbench algorithms`: per algorithm its shape, rank, classical products, speed-up,
-    nonzeros of U, V and W, stability factor and source."""
+    nonzeros of U, V and W, additions (counted naively), stability factor, exponent omega and source."""
     rows = []
     for name in algorithm_names():
         alg = get_algorithm(name)
@@ -399,6 +419,7 @@ def catalogue_rows() -> list[dict[str, object]]:
             "algorithm": name, "shape": f"{mt}x{kt}x{nt}", "rank": alg.rank, "classical": mt * kt * nt,
             "speedup": round(mt * kt * nt / alg.rank, 4),
             "nonzeros": int(np.count_nonzero(alg.U) + np.count_nonzero(alg.V) + np.count_nonzero(alg.W)),
-            "stability_factor": str(alg.stability_factor), "source": alg.source or "built in",
+            "additions": alg.additions, "stability_factor": str(alg.stability_factor),
+            "omega": round(alg.omega, 4), "source": alg.source or "built in",
         })
     return rows

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pandas as pd
 
 from ..algebra.algorithm import catalogue_rows
 from ..algebra.primitives import variants
+from ..algebra.records import FORMATS
 from ..algebra.schedule import makespan_lower_bound, schedule
 from ..gemm import DTYPES
 from ..impls import table as impls_table
@@ -34,10 +36,22 @@ def plan_arguments(p: argparse.ArgumentParser, fmt: bool = True, levels_required
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("algorithms", help="the fast matrix multiplication algorithms: shape, rank, nonzeros, "
-                                           "stability factor")
+                                           "stability factor; `algorithms import` reads a record collection's file")
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")
     p.add_argument("--out", metavar="FILE")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, action=None)
+    actions = p.add_subparsers(dest="action", metavar="{import}")
+    i = actions.add_parser("import", help="a record algorithm from its publisher's format into a coefficient file")
+    i.add_argument("path", metavar="PATH", help="an fmm JSON scheme, one file of an SMS triple (_L/_R/_P.sms) or an "
+                                              "npz archive of AlphaTensor's")
+    i.add_argument("--out", required=True, metavar="FILE.txt|FOLDER",
+                   help="the coefficient file (algorithms/NAME.txt); a folder for every key of an npz")
+    i.add_argument("--format", choices=FORMATS, help="the input's format, where its name does not say it")
+    i.add_argument("--key", metavar="A,B,C", help="npz: the format to import (default: every one, into a folder)")
+    i.add_argument("--prefix", help="npz, every key: the files' name before <a><b><c>-<rank> (alphatensor)")
+    i.add_argument("--source", help="the header's source (default: the collection that publishes the format)")
+    i.add_argument("--licence", help="the header's licence (default: that collection's)")
+    i.set_defaults(func=run)
 
     p = sub.add_parser("variants", help="the variant table (paper, figure tab:perfeq_level2)")
     plan_arguments(p)
@@ -64,7 +78,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _algorithms(args: argparse.Namespace) -> int:
+    if args.action == "import":
+        return _import(args)
     write_table(pd.DataFrame(catalogue_rows()), args.format, args.out)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..algebra.importer import import_algorithms
+    from ..algebra.records import guess_format
+
+    fmt = args.format or guess_format(Path(args.path))
+    if fmt is None:
+        raise UsageError(f"{args.path}: its name does not say its format (.json, .sms, .npz): give --format")
+
+    def show(item) -> None:  # noqa: ANN001
+        print(f"strassenbench: {item.name} {item.algorithm.label}: C {item.convention} in the original, "
+              f"Brent-checked -> {item.target}", file=sys.stderr)
+
+    done = import_algorithms(args.path, fmt, args.out, args.key, args.prefix, args.source, args.licence, show)
+    print(f"strassenbench: {len(done)} algorithm{'s' * (len(done) != 1)} imported into {args.out}", file=sys.stderr)
     return 0
 
 

@@ -72,15 +72,17 @@ def _speedup(run: dict, sweep: str, impl: str) -> dict[str, object]:
 
 
 def _algorithm_table(run: dict) -> pd.DataFrame:
-    """Per algorithm: shape, rank, the stability factor (error growth per level), the largest relative error
-    of its verification runs per dtype, and the model's square crossover over the GEMM (model_speedup.csv)."""
+    """Per algorithm: shape, rank, additions (counted naively), omega, the stability factor (error growth per
+    level), the largest relative error of its verification runs per dtype, and the model's square crossover over
+    the GEMM (model_speedup.csv)."""
     verify = run.get("verify")
     rows = []
     for impl in algorithm_impls(run):
         chosen = get_impl(impl)
         alg = multilevel(chosen.algorithm, chosen.levels)
         row = {"implementation": impl, "algorithm": chosen.algorithm, "levels": chosen.levels,
-               "shape": "x".join(map(str, alg.dims)), "rank": alg.rank,
+               "shape": "x".join(map(str, alg.dims)), "rank": alg.rank, "additions": alg.additions,
+               "omega": f"{alg.omega:.4f}",
                "stability factor e^L": str(growth_constants(chosen.algorithm, chosen.levels)[0])}
         if verify is not None and not verify.empty:
             mine = verify[verify["algorithm"].astype(str) == chosen.algorithm]
