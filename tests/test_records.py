@@ -158,3 +158,30 @@ def test_the_safe_unpickler_reads_what_numpy_writes() -> None:
     got = _npy(member.getvalue(), "test")
     assert all(np.array_equal(a, b) for a, b in zip(got, value))
     assert pickle.DEFAULT_PROTOCOL >= 3
+
+
+@pytest.mark.parametrize("name", ["grey322-11-50", "grey234-20-144", "hk323-15-94"])
+def test_the_six_forms_are_brent_checked_schemes_of_each_order(name: str) -> None:
+    """Rotation and transposition give a scheme for every order of the sides, same rank; a form that permuted
+    a block wrongly would fail Algorithm.check inside forms.form."""
+    from strassenbench.algebra.forms import FORMS, form
+
+    alg = get_algorithm(name)
+    sides = dict(zip("mkn", alg.dims))
+    for order in FORMS:
+        derived = form(alg, order)
+        assert derived.dims == tuple(sides[c] for c in order) and derived.rank == alg.rank
+        assert not derived.brent_residual().any()
+    # transposition swaps the sides of each product: the stability factor stays (a rotation moves W's role)
+    assert form(alg, "nkm").stability_factor == alg.stability_factor
+    assert np.array_equal(form(form(alg, "nkm"), "nkm").U, alg.U)  # transposing twice is the original
+    with pytest.raises(AlgorithmError, match="form 'mmm' is not one of"):
+        form(alg, "mmm")
+
+
+def test_import_writes_the_form_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "p453.txt"
+    assert main(["algorithms", "import", str(RECORDS / "3x4x5_m47_ZT.json"), "--form", "knm", "--out", str(out)]) == 0
+    alg = load_algorithm(out)
+    assert alg.dims == (4, 5, 3) and alg.rank == 47 and "its form knm" in out.read_text().splitlines()[1]
+    assert main(["algorithms", "import", str(RECORDS / "3x4x5_m47_ZT.json"), "--form", "xyz", "--out", str(out)]) == 2

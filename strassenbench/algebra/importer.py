@@ -16,6 +16,7 @@ from pathlib import Path
 from ..io import check_replace, publish, staging, write_atomic
 from ..readers import check_name
 from .algorithm import ALGORITHMS, Algorithm, AlgorithmError, load_algorithm
+from .forms import form
 from .records import Factors, coefficient_text, identify, literal_key, read_records
 
 __all__ = ["COLLECTIONS", "Imported", "import_algorithms"]
@@ -40,9 +41,12 @@ class Imported:
     target: Path
 
 
-def _header(name: str, alg: Algorithm, factors: Factors, convention: str, source: str, licence: str) -> list[str]:
+def _header(name: str, alg: Algorithm, factors: Factors, convention: str, source: str, licence: str,
+            order: str = "mkn") -> list[str]:
+    made = "" if order == "mkn" else f", its form {order} (the original <{','.join(map(str, factors.dims))}> " \
+        "transposed or rotated, Brent-checked)"
     return [f"{name} {alg.label}: imported by strassenbench algorithms import",
-            f"from {factors.origin}",
+            f"from {factors.origin}{made}",
             f"source: {source}",
             f"licence: {licence}",
             f"C numbered {convention} in the original (found by the exact Brent check); blocks row-major here"]
@@ -55,10 +59,16 @@ def _name(name: str) -> str:
     return name
 
 
+def _identified(factors: Factors, name: str, order: str) -> tuple[Algorithm, str]:
+    alg, convention = identify(factors, name)
+    return (alg if order == "mkn" else form(alg, order, name)), convention
+
+
 def import_algorithms(path: str | Path, fmt: str, out: str | Path, key: str | None = None, prefix: str | None = None,
-                      source: str | None = None, licence: str | None = None,
+                      source: str | None = None, licence: str | None = None, order: str = "mkn",
                       progress: Callable[[Imported], None] = lambda _: None) -> list[Imported]:
-    """Read ``path`` (format ``fmt``), identify each algorithm's convention, and write it (see the module)."""
+    """Read ``path`` (format ``fmt``), identify each algorithm's convention, take its form ``order``
+    (strassenbench.algebra.forms) and write it (see the module)."""
     out = Path(out)
     every = fmt == "npz" and key is None
     if key is not None and fmt != "npz":
@@ -69,8 +79,8 @@ def import_algorithms(path: str | Path, fmt: str, out: str | Path, key: str | No
         if out.suffix != ".txt":
             raise AlgorithmError(f"--out {out}: a coefficient file is NAME.txt")
         name = _name(out.stem)
-        alg, convention = identify(found[0], name)
-        text = coefficient_text(alg, _header(name, alg, found[0], convention, source, licence))
+        alg, convention = _identified(found[0], name, order)
+        text = coefficient_text(alg, _header(name, alg, found[0], convention, source, licence, order))
         check_replace(out, text.split("\n", 1)[0])
         _read_back(name, text, out.parent)
         write_atomic(out, text)
@@ -78,17 +88,18 @@ def import_algorithms(path: str | Path, fmt: str, out: str | Path, key: str | No
         progress(done[0])
         return done
     with staging(out) as stage:
-        done = list(_every(found, prefix or "alphatensor", source, licence, stage, out, progress))
+        done = list(_every(found, prefix or "alphatensor", (source, licence, order), stage, out, progress))
         publish(stage, out)
     return done
 
 
-def _every(found: list[Factors], prefix: str, source: str, licence: str, stage: Path, out: Path,
+def _every(found: list[Factors], prefix: str, attribution: tuple[str, str, str], stage: Path, out: Path,
            progress: Callable[[Imported], None]) -> Iterator[Imported]:
+    source, licence, order = attribution
     for factors in found:
         name = _name(f"{prefix}{''.join(map(str, factors.dims))}-{len(factors.u)}")
-        alg, convention = identify(factors, name)
-        text = coefficient_text(alg, _header(name, alg, factors, convention, source, licence))
+        alg, convention = _identified(factors, name, order)
+        text = coefficient_text(alg, _header(name, alg, factors, convention, source, licence, order))
         _read_back(name, text, stage)
         write_atomic(stage / f"{name}.txt", text)
         item = Imported(name, alg, convention, out / f"{name}.txt")

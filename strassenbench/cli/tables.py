@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..algebra.algorithm import catalogue_rows
 from ..algebra.primitives import variants
+from ..algebra.forms import FORMS
 from ..algebra.records import FORMATS
 from ..algebra.schedule import makespan_lower_bound, schedule
 from ..gemm import DTYPES
@@ -49,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--format", choices=FORMATS, help="the input's format, where its name does not say it")
     i.add_argument("--key", metavar="A,B,C", help="npz: the format to import (default: every one, into a folder)")
     i.add_argument("--prefix", help="npz, every key: the files' name before <a><b><c>-<rank> (alphatensor)")
+    i.add_argument("--form", choices=FORMS, default="mkn",
+                   help="the scheme for another order of the sides: knm rotates <m,k,n>, nkm transposes it, ...")
     i.add_argument("--source", help="the header's source (default: the collection that publishes the format)")
     i.add_argument("--licence", help="the header's licence (default: that collection's)")
     i.set_defaults(func=run)
@@ -98,7 +101,8 @@ def _import(args: argparse.Namespace) -> int:
         print(f"strassenbench: {item.name} {item.algorithm.label}: C {item.convention} in the original, "
               f"Brent-checked -> {item.target}", file=sys.stderr)
 
-    done = import_algorithms(args.path, fmt, args.out, args.key, args.prefix, args.source, args.licence, show)
+    done = import_algorithms(args.path, fmt, args.out, args.key, args.prefix, args.source, args.licence, args.form,
+                             show)
     print(f"strassenbench: {len(done)} algorithm{'s' * (len(done) != 1)} imported into {args.out}", file=sys.stderr)
     return 0
 
