@@ -45,6 +45,7 @@ def test_additions_counted_naively_and_the_exponent():
     expanded (it has 15 when they are shared), the classical 2x2x2's 4; omega = 3 log R / log(mkn)."""
     assert [ALGORITHMS[n].additions for n in ("strassen", "winograd", "classical")] == [18, 24, 4]
     assert abs(ALGORITHMS["strassen"].omega - math.log2(7)) < 1e-12 and ALGORITHMS["classical"].omega == 3
+    assert multilevel("strassen", 0).omega == 3 and multilevel("strassen", 0).additions == 0  # the GEMM's <1,1,1;1>
     row = next(r for r in catalogue_rows() if r["algorithm"] == "strassen")
     assert row["additions"] == 18 and row["omega"] == 2.8074
 

@@ -130,8 +130,10 @@ class Algorithm:
 
     @property
     def omega(self) -> float:
-        """The exponent the algorithm reaches used recursively: 3 log R / log(m~ k~ n~)."""
-        return 3 * math.log(self.rank) / math.log(math.prod(self.dims))
+        """The exponent the algorithm reaches used recursively: 3 log R / log(m~ k~ n~); 3 for the one-block
+        product <1,1,1;1> (the GEMM, 0 levels), which saves nothing at any depth."""
+        blocks = math.prod(self.dims)
+        return 3.0 if blocks == 1 else 3 * math.log(self.rank) / math.log(blocks)
 
     @cached_property
     def stability_factor(self) -> Fraction:
