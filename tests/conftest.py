@@ -134,13 +134,11 @@ def _broken_gpu_setup() -> None:
 # (their group "<module>::<fixture>", which a test that takes it by name marks itself with xdist_group), the
 # workflow runs (test_project and test_slurm share the smoke run), and the gpu tests; every other test is a unit
 # of its own. The groups that take minutes go first, so that the workers start on them together and the short
-# tests fill in behind; the session's shared builds are made once (shared_folder). The workflow waits for the
-# float32 sm_90 build (its build starts from those units): it comes after two builds of its own length, so that
-# the worker that takes it finds that build made (first, on 2 cores, it waited five minutes for it). Each worker
-# writes the groups of its collection into a folder the controller made (GROUPS), where GroupScheduling reads them.
+# tests fill in behind; the session's shared builds are made once (shared_folder). Each worker writes the groups
+# of its collection into a folder the controller made (GROUPS), where GroupScheduling reads them.
 WORKFLOW_MODULES = ("test_project.py", "test_slurm.py")
-FIRST = ("test_kernels_build.py::float32_sm90", "test_kernels_build.py::float64_wide",
-         "test_kernels_build.py::huge_sm80", "workflow", "test_kernels_build.py::tensor_huge")
+FIRST = ("test_kernels_build.py::float32_sm90", "workflow", "test_kernels_build.py::float64_wide",
+         "test_kernels_build.py::huge_sm80", "test_kernels_build.py::tensor_huge")
 GROUPS = "STRASSENBENCH_TEST_GROUPS"
 
 
