@@ -140,8 +140,14 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest
         assert not out.exists()
     assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(other)]) == 2
     assert "holds something else" in capsys.readouterr().err and other.read_text() == "not an algorithm\n"
-    for name in ("strassen.txt", "x.csv"):
+    for name in ("strassen.txt", "x.csv", "a+b.txt", "a b.txt", "-x.txt"):
         assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(tmp_path / name)]) == 2
+        assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / name).exists()
+    for prefix in ("../evil", "a\nb", "x+"):  # every key of an npz: the names the prefix makes stay file names
+        assert main(["algorithms", "import", str(RECORDS / "alphatensor_sample.npz"), "--prefix", prefix,
+                     "--out", str(tmp_path / "every")]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "every").exists() and not (tmp_path.parent / "evil222-7.txt").exists()
     assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(out)]) == 0
     assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(out)]) == 0  # a rerun
 

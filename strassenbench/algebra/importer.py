@@ -9,6 +9,7 @@ coefficient file is (load_algorithm: the Brent equations again, from the text).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +53,15 @@ def _header(name: str, alg: Algorithm, factors: Factors, convention: str, source
             f"C numbered {convention} in the original (found by the exact Brent check); blocks row-major here"]
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 def _name(name: str) -> str:
+    """An algorithm name that is a plain file name, never a path or a mixed spec (``+``), and not built in."""
+    if not _NAME.fullmatch(name) or name in ALGORITHMS:
+        raise AlgorithmError(f"algorithm name {name[:60]!r}: up to 100 letters, digits, '.', '_' and '-', "
+                             f"starting with a letter or digit, and none of {', '.join(ALGORITHMS)}")
     check_name(f"{name}.txt", "algorithm", AlgorithmError)
-    if name in ALGORITHMS or not name or name.startswith(("-", ".")):
-        raise AlgorithmError(f"algorithm name {name!r} is built in or not a file name: give another --out")
     return name
 
 
