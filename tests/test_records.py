@@ -148,6 +148,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest
                      "--out", str(tmp_path / "every")]) == 2
         assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "every").exists() and not (tmp_path.parent / "evil222-7.txt").exists()
+    odd = tmp_path / "odd\nname.json"  # a file name and option text become one header line each
+    odd.write_text((RECORDS / "2x2x2_m7_ZT.json").read_text())
+    assert main(["algorithms", "import", str(odd), "--source", "a\nb", "--out", str(tmp_path / "odd.txt")]) == 0
+    assert "# from odd?name.json" in (tmp_path / "odd.txt").read_text() and load_algorithm(tmp_path / "odd.txt")
     assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(out)]) == 0
     assert main(["algorithms", "import", str(RECORDS / "2x2x2_m7_ZT.json"), "--out", str(out)]) == 0  # a rerun
 

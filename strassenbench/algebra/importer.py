@@ -47,10 +47,15 @@ def _header(name: str, alg: Algorithm, factors: Factors, convention: str, source
     made = "" if order == "mkn" else f", its form {order} (the original <{','.join(map(str, factors.dims))}> " \
         "transposed or rotated, Brent-checked)"
     return [f"{name} {alg.label}: imported by strassenbench algorithms import",
-            f"from {factors.origin}{made}",
-            f"source: {source}",
-            f"licence: {licence}",
+            f"from {_printable(factors.origin)}{made}",
+            f"source: {_printable(source)}",
+            f"licence: {_printable(licence)}",
             f"C numbered {convention} in the original (found by the exact Brent check); blocks row-major here"]
+
+
+def _printable(text: str) -> str:
+    """One header line: a file name or an option's text with its line breaks and other controls shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)[:500]
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
