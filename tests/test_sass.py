@@ -52,6 +52,18 @@ def test_mainloop_metrics_per_slice() -> None:
     assert metrics["load_use_distance"] == 0  # the generic load's use follows it at once
 
 
+def test_the_main_loop_is_the_one_with_a_barrier() -> None:
+    """A write-back loop after the main loop with more FFMAs but no barrier (a kernel writing 16 blocks of C)
+    is not the main loop."""
+    program = loop_program(250)[:-1]  # the main loop, without its EXIT
+    start = len(program)
+    program += [("LDG.E R20, desc[UR4][R22.64]", control(wbar=4))]
+    program += [("FFMA R21, R20, R12, R21", control(wait=1 << 4))] + [("FFMA R10, R11, R12, R10", control())] * 399
+    program += [(f"@P2 BRA 0x{16 * start:x}", control()), ("EXIT", control())]
+    metrics = mainloop_metrics(parse_sass(listing("k", program))["k"])
+    assert metrics["loop_barriers"] == 1 and metrics["loop_instructions"] == 1 + 250 + 4 + 1
+
+
 def test_load_use_distance_follows_the_loop_around() -> None:
     """A load whose use is in the next iteration (a prefetch) counts the instructions around the back edge."""
     program = [("MOV R1, RZ", control()),

@@ -150,10 +150,12 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     empty = dict.fromkeys(MAINLOOP_COLUMNS)
     if not loops:
         return empty
-    def rank(loop: tuple[int, int]) -> tuple[int, float]:
+    def rank(loop: tuple[int, int]) -> tuple[bool, int, float]:
+        """The main loop has a barrier (its shared-memory stages) and, of those that have one, the most math;
+        a write-back loop without a barrier may hold more FFMAs (alpha C and beta over 16 blocks of C)."""
         body = instructions[loop[0]: loop[1] + 1]
         math = sum(ins.base in MATH for ins in body)
-        return math, math / len(body)
+        return any(ins.base == "BAR" for ins in body), math, math / len(body)
 
     first, last = max(loops, key=rank)
     body = instructions[first: last + 1]
