@@ -11,9 +11,11 @@ A variable-latency instruction (a global or shared load) sets a write scoreboard
 instruction whose wait mask has that bit is where the warp stalls until the data arrives. The number of
 instructions between a global load and that instruction is how far ahead of its use the load is issued.
 
-The main loop is the backward branch whose body holds the most FFMA/DFMA/HMMA (of two such loops, as in a
-kernel with a 128-bit fast path and a scalar fallback, the one with the higher share: the fast path); its body
-is divided by its number of barriers (one ``BAR.SYNC`` per k_S slice) to give per-slice figures.
+The main loop is the backward branch with a barrier (its shared-memory stages) whose body holds the most
+FFMA/DFMA/HMMA (of two such loops, as in a kernel with a 128-bit fast path and a scalar fallback, the one with
+the higher share: the fast path); a write-back loop has no barrier, though over 8 or 16 blocks of C it may hold
+more FFMAs. Its body is divided by its number of barriers (one ``BAR.SYNC`` per k_S slice) to give per-slice
+figures.
 """
 
 from __future__ import annotations
@@ -151,8 +153,7 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     if not loops:
         return empty
     def rank(loop: tuple[int, int]) -> tuple[bool, int, float]:
-        """The main loop has a barrier (its shared-memory stages) and, of those that have one, the most math;
-        a write-back loop without a barrier may hold more FFMAs (alpha C and beta over 16 blocks of C)."""
+        """A barrier first, then the most math (the module docstring)."""
         body = instructions[loop[0]: loop[1] + 1]
         math = sum(ins.base in MATH for ins in body)
         return any(ins.base == "BAR" for ins in body), math, math / len(body)
