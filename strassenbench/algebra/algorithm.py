@@ -42,6 +42,7 @@ __all__ = [
     "get_algorithm",
     "catalogue_rows",
     "fraction_matrix",
+    "parse_entry",
 ]
 
 
@@ -327,7 +328,7 @@ def _grid_from_sizes(path: str, sizes: tuple[int, int, int]) -> tuple[int, int, 
 
 def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
     """Read a coefficient file (format in algorithms/README.md) and check it; errors name the file's line."""
-    from ..limits import MAX_ALGORITHM_BYTES, MAX_ENTRY, MAX_RANK
+    from ..limits import MAX_ALGORITHM_BYTES, MAX_RANK
 
     # a regular file of at most MAX_ALGORITHM_BYTES, its name one the system takes (never a FIFO or /dev/zero)
     text = read_text(path, limit=MAX_ALGORITHM_BYTES, what="an algorithm file (a coefficient file, "
@@ -354,14 +355,7 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
         for lineno, tokens in block:
             if len(tokens) != rank:
                 raise AlgorithmError(f"{path} line {lineno}: {len(tokens)} entries, expected {rank} (one per product)")
-            for tok in tokens:  # checked before any Fraction is made: '1e999999999' would take forever
-                entry = re.fullmatch(r"[+-]?([0-9]+)(?:/([0-9]+))?", tok)
-                if entry is None or (entry[2] is not None and int(entry[2]) == 0):
-                    raise AlgorithmError(f"{path} line {lineno}: entry '{tok[:40]}' is not an integer or a fraction")
-                if len(entry[1]) > 7 or int(entry[1]) > MAX_ENTRY or (entry[2] and int(entry[2]) > MAX_ENTRY):
-                    raise AlgorithmError(f"{path} line {lineno}: entry '{tok[:40]}' is larger than {MAX_ENTRY:,} "
-                                         "in numerator or denominator")
-            rows.append([Fraction(tok) for tok in tokens])
+            rows.append([parse_entry(tok, f"{path} line {lineno}") for tok in tokens])
         matrix, denominator = fraction_matrix([list(col) for col in zip(*rows)])
         matrices.append(matrix)
         denominators.append(denominator)
@@ -371,6 +365,19 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
         source=path.name if path.parent == algorithms_dir() else str(path),
         lines=tuple(tuple(lineno for lineno, _ in block) for block in blocks),
     ).check()
+
+
+def parse_entry(token: str, where: str) -> Fraction:
+    """A coefficient written as an integer or a fraction 'p/q', numerator and denominator at most MAX_ENTRY;
+    checked before any Fraction is made ('1e999999999' would take forever). Errors name ``where``."""
+    from ..limits import MAX_ENTRY
+
+    entry = re.fullmatch(r"[+-]?([0-9]+)(?:/([0-9]+))?", token)
+    if entry is None or (entry[2] is not None and int(entry[2]) == 0):
+        raise AlgorithmError(f"{where}: entry '{token[:40]}' is not an integer or a fraction")
+    if len(entry[1]) > 7 or int(entry[1]) > MAX_ENTRY or (entry[2] and int(entry[2]) > MAX_ENTRY):
+        raise AlgorithmError(f"{where}: entry '{token[:40]}' is larger than {MAX_ENTRY:,} in numerator or denominator")
+    return Fraction(token)
 
 
 def fraction_matrix(rows: list[list[Fraction]]) -> tuple[np.ndarray, int]:

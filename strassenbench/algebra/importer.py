@@ -111,8 +111,8 @@ def _every(found: list[Factors], prefix: str, attribution: tuple[str, str, str],
         name = _name(f"{prefix}{''.join(map(str, factors.dims))}-{len(factors.u)}")
         alg, convention = _identified(factors, name, order)
         text = coefficient_text(alg, _header(name, alg, factors, convention, source, licence, order))
-        _read_back(name, text, stage)
         write_atomic(stage / f"{name}.txt", text)
+        load_algorithm(stage / f"{name}.txt", name)  # read back in the private stage, before anything is published
         item = Imported(name, alg, convention, out / f"{name}.txt")
         progress(item)
         yield item

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..limits import MAX_ALGORITHM_BYTES, MAX_ENTRY, MAX_GRID_SIDE, MAX_RANK, MAX_RECORD_BYTES
 from ..readers import check_schema, read_bytes, read_json, read_text
-from .algorithm import Algorithm, AlgorithmError, fraction_matrix
+from .algorithm import Algorithm, AlgorithmError, fraction_matrix, parse_entry
 
 __all__ = ["FORMATS", "Factors", "read_records", "identify", "coefficient_text", "guess_format", "CONVENTIONS"]
 
@@ -78,10 +78,8 @@ def _entry(value: object, where: str) -> Fraction:
         number = Fraction(float(value))
     elif isinstance(value, (int, np.integer)):
         number = Fraction(int(value))
-    elif isinstance(value, str) and (match := re.fullmatch(r"([+-]?[0-9]{1,7})(?:/([0-9]{1,7}))?", value)):
-        if match[2] is not None and int(match[2]) == 0:
-            raise AlgorithmError(f"{where}: entry '{value}' divides by zero")
-        number = Fraction(int(match[1]), int(match[2] or 1))
+    elif isinstance(value, str):  # an SMS value or a JSON string: the coefficient files' own syntax
+        return parse_entry(value, where)
     else:
         raise AlgorithmError(f"{where}: entry {str(value)[:40]!r} is not an integer or a fraction")
     if abs(number.numerator) > MAX_ENTRY or number.denominator > MAX_ENTRY:
