@@ -59,9 +59,9 @@ def test_the_rational_4x4_algorithm_keeps_its_fractions(tmp_path: Path) -> None:
 def test_every_key_of_an_npz_goes_into_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "at"
     assert main(["algorithms", "import", str(RECORDS / "alphatensor_sample.npz"), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["alphatensor222-7.txt", "alphatensor345-47.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["alphatensor-2x2x2-7.txt", "alphatensor-3x4x5-47.txt"]
     err = capsys.readouterr().err
-    assert "alphatensor345-47 <3,4,5;47>: C transposed" in err and "2 algorithms imported" in err
+    assert "alphatensor-3x4x5-47 <3,4,5;47>: C transposed" in err and "2 algorithms imported" in err
 
 
 class _Payload:

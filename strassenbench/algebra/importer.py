@@ -2,7 +2,7 @@
 into a coefficient file of the project's format (algorithms/README.md), with its attribution in the header.
 
 One algorithm goes to ``--out FILE.txt``; every key of an npz archive (no ``--key``) goes to ``--out FOLDER``,
-a file per format named ``<prefix><a><b><c>-<rank>.txt``, all or nothing. A file is replaced only by an import
+a file per format named ``<prefix>-<a>x<b>x<c>-<rank>.txt`` (``alphatensor-3x4x11-103``: the sides may have two digits), all or nothing. A file is replaced only by an import
 of the same algorithm name (its first line), never another file. Each file written is read back as any
 coefficient file is (load_algorithm: the Brent equations again, from the text).
 """
@@ -108,7 +108,7 @@ def _every(found: list[Factors], prefix: str, attribution: tuple[str, str, str],
            progress: Callable[[Imported], None]) -> Iterator[Imported]:
     source, licence, order = attribution
     for factors in found:
-        name = _name(f"{prefix}{''.join(map(str, factors.dims))}-{len(factors.u)}")
+        name = _name(f"{prefix}-{'x'.join(map(str, factors.dims))}-{len(factors.u)}")
         alg, convention = _identified(factors, name, order)
         text = coefficient_text(alg, _header(name, alg, factors, convention, source, licence, order))
         write_atomic(stage / f"{name}.txt", text)

@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the coefficient file (algorithms/NAME.txt); a folder for every key of an npz")
     i.add_argument("--format", choices=FORMATS, help="the input's format, where its name does not say it")
     i.add_argument("--key", metavar="A,B,C", help="npz: the format to import (default: every one, into a folder)")
-    i.add_argument("--prefix", help="npz, every key: the files' name before <a><b><c>-<rank> (alphatensor)")
+    i.add_argument("--prefix", help="npz, every key: the files' name before -<a>x<b>x<c>-<rank> (alphatensor)")
     i.add_argument("--form", choices=FORMS, default="mkn",
                    help="the scheme for another order of the sides: knm rotates <m,k,n>, nkm transposes it, ...")
     i.add_argument("--source", help="the header's source (default: the collection that publishes the format)")
