@@ -20,6 +20,7 @@ against it, one (``verify``) or the accuracy table (``accuracy_rows``).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,6 +60,7 @@ def relative_error(C: np.ndarray, reference: np.ndarray) -> float:
     return diff / scale if scale > 0 else diff
 
 
+@lru_cache(maxsize=None)
 def growth_constants(algorithm: str, levels: int) -> tuple[float, int]:
     """(e^L, q): the growth over the levels (the product of each level's stability factor) and the additions
     per leaf q of the bound above. ``algorithm`` is a name or a mixed spec (``a+b``)."""

@@ -9,7 +9,8 @@ import re
 from .env import visible_devices
 from .occupancy import ARCHS
 
-__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "resolve_backend", "slug", "hardware_figures", "query_device"]
+__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "current_device", "resolve_backend", "slug", "hardware_figures",
+           "query_device"]
 
 BACKENDS = ("auto", "cuda", "numpy")
 # FP32 and FP64 cores per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic Instructions").
@@ -68,6 +69,20 @@ def gpu_arch(index: int = 0) -> str | None:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001
         return None
+
+
+def current_device() -> tuple[str, str]:
+    """(name, sm_XY) of the CUDA device this process runs on, from CuPy's device properties (no NVML needed).
+    RuntimeError without one."""
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    except Exception as err:  # noqa: BLE001 - no CuPy, driver or device
+        raise RuntimeError(f"no CUDA device to query: {str(err).splitlines()[0] if str(err) else type(err).__name__}") \
+            from None
+    name = props["name"].decode(errors="replace") if isinstance(props["name"], bytes) else str(props["name"])
+    return name, f"sm_{int(props['major'])}{int(props['minor'])}"
 
 
 def resolve_backend(requested: str) -> tuple[str, str]:

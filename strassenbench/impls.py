@@ -74,7 +74,7 @@ class Impl:
     label: str  # as in the report's legends
     engines: tuple[str, ...]
     levels: int
-    kind: str  # blas | cutlass | fused | reference | hybrid
+    kind: str  # blas | cutlass | fused | reference | hybrid | auto
     options: tuple[str, ...] = ()
     extra_memory: Callable[[int, int, int, str], int] = field(default=lambda m, n, k, dtype: 0, repr=False)
     formula: str = "0"
@@ -172,6 +172,8 @@ class Impl:
         m, k, n = check_operands(A, B, C)
         if str(C.dtype) not in self.dtypes:
             raise ImplError(f"{self.name} computes {', '.join(self.dtypes)}, not {C.dtype}")
+        if self.kind == "auto":
+            raise ImplError(f"{self.name} is chosen per shape by bench and verify (strassenbench pick), not run itself")
         if self.kind == "blas":
             ops = ops_for(C)
             compute = "tf32" if self.tensor else "fp32"
@@ -272,6 +274,11 @@ IMPLS: dict[str, Impl] = {
         Impl("cutlass-3xtf32", "CUTLASS 3xTF32", ("cuda",), 0, "cutlass", dtypes=("float32",), mode="3xtf32"),
         *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
           for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
+        # What `strassenbench pick` ranks first for each shape (strassenbench.model.pick): bench and verify
+        # choose per call and record the choice; in SIMT precision, or with the 3xTF32 tensor-core mode too.
+        Impl("auto", "auto (pick's first)", ("cuda", "numpy", "emu"), 0, "auto"),
+        Impl("auto-3xtf32", "auto, 3xTF32 too (pick's first)", ("cuda", "numpy", "emu"), 0, "auto",
+             dtypes=("float32",)),
     )
 }
 TENSOR_IMPLS = tuple(name for name, impl in IMPLS.items() if impl.tensor)

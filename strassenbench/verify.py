@@ -12,6 +12,7 @@ from .engines import ENGINES, FUSED_ENGINES
 from .engines.fused_engine import run as run_fused
 from .gemm import parse_dtype
 from .impls import get_impl
+from .model.pick import resolve
 from .options import RunOptions
 from .plan import make_plan
 from .results import ACCURACY_COLUMNS
@@ -75,7 +76,10 @@ def verify(
             ENGINES[engine](plan, A, B, C, alpha, beta, **({"mode": run.mode} if run.tensor else {}))
         mode = run.mode
     else:
-        chosen = get_impl(impl)
+        name, _, note = resolve(impl, m, k, n, dtype, engine)  # auto: what pick ranks first (strassenbench.model.pick)
+        chosen = get_impl(name)
+        if note:
+            options = None  # auto takes no options: the chosen one runs with its defaults
         run = options if isinstance(options, RunOptions) else chosen.run_options(engine, **(options or {}))
         chosen.run(A, B, C, alpha, beta, engine, run)
         algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode
@@ -84,6 +88,7 @@ def verify(
     bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference, mode)
     return {
         **({"impl": impl} if impl else {}),
+        **({"chose": chosen.name} if impl and chosen.name != impl else {}),
         "engine": engine,
         "algorithm": algorithm,
         "levels": levels,

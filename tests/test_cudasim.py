@@ -497,3 +497,20 @@ def test_the_fused_package_has_no_import_circle() -> None:
         if node not in state:
             visit(node, [])
     assert "build" not in graph["cuda"] and "cuda" not in graph["build"]
+
+
+def test_auto_runs_what_pick_chose_on_the_cpu_device(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001
+    """`auto` on the cuda engine ranks by the device's model (the CPU device is sm_90: the H100's) and runs its
+    choice through the real CuPy; a sweep's row keeps the name auto and says what ran."""
+    from strassenbench.model.pick import resolve
+
+    out = tmp_path / "square.csv"
+    assert main(["bench", "--engine", "cuda", "--impl", "auto,auto-3xtf32", "--sizes", "40", "--out", str(out),
+                 "--build-dir", sim_build, "--strategy", "Small", "--min-time", "0", "--min-samples", "3",
+                 "--max-noise", "1", "--warmup-time", "0", "--no-progress"]) == 0
+    frame = pd.read_csv(out, keep_default_na=False)
+    assert (frame["status"] == "ok").all(), frame[["impl", "status", "message"]]
+    for _, row in frame.iterrows():
+        chosen, _, _ = resolve(row["impl"], 40, 40, 40, "float32", "cuda")
+        assert row["message"].startswith(f"{row['impl']} chose {chosen} (H100"), row["message"]
+    assert resolve("auto-3xtf32", 40, 40, 40, "float32", "cuda")[0].endswith("-3xtf32")

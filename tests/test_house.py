@@ -22,8 +22,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fused",),
     ("engines",),
     ("impls",),
-    ("verify", "bench", "doctor", "workflow_config"),
     ("model",),
+    ("verify", "bench", "doctor", "workflow_config"),
     ("report",),
     ("cli", "__main__"),
 )

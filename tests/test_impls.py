@@ -25,13 +25,14 @@ def operands(m: int, k: int, n: int, dtype: str, seed: int = 0):  # noqa: ANN201
 def test_registry_names_and_labels() -> None:
     assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-ref",
                            "strassen2-ref", "strassen2-hybrid", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
-                           "strassen1-tf32", "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32"]
+                           "strassen1-tf32", "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32",
+                           "auto", "auto-3xtf32"]
     assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "CUTLASS", "GEMM (ours)", "1-level (ours)", "1-level reference",
                                                  "2-level hybrid (ours)", "2-level reference", "2-level direct (ours)"}
     assert all("cuda" in i.engines for i in IMPLS.values())
 
 
-@pytest.mark.parametrize("name", list(IMPLS))
+@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.kind != "auto"])  # auto: tests/test_pick.py
 def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
     impl = IMPLS[name]
     for engine, (m, k, n), dtype in itertools.product(CPU_ENGINES, SHAPES, ("float32", "float64")):

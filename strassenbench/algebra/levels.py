@@ -21,7 +21,7 @@ __all__ = ["CHECK_ENTRIES", "check_levels", "multilevel", "plan_products", "iden
 
 # Multi-level results are checked again, so an indexing mistake cannot pass silently: by the full Brent
 # tensor while it has at most this many entries, by exact random products beyond.
-CHECK_ENTRIES = 1 << 21
+CHECK_ENTRIES = 1 << 24
 
 
 def split_spec(spec: str) -> tuple[str, ...]:
@@ -102,8 +102,8 @@ def kron(outer: Algorithm, inner: Algorithm, name: str | None = None) -> Algorit
 def multilevel(spec: str, levels: int) -> Algorithm:
     """The ``levels``-level algorithm of ``spec`` (a name, or mixed levels ``a+b``; see ``level_names``).
 
-    The result is checked again: by the Brent equations while their tensor has at most CHECK_ENTRIES
-    entries, else by exact random products (Algorithm.check_random).
+    The result is checked again: by the Brent equations while their tensor's entries times the rank are at most
+    CHECK_ENTRIES (the einsum's work), else by exact random products (Algorithm.check_random).
     """
     names = level_names(spec, levels)
     if not names:
@@ -115,4 +115,5 @@ def multilevel(spec: str, levels: int) -> Algorithm:
     for base in reversed(bases[:-1]):
         result = kron(base, result, name=spec)
     mt, kt, nt = result.dims
-    return result.check() if (mt * kt) * (kt * nt) * (mt * nt) <= CHECK_ENTRIES else result.check_random()
+    return result.check() if (mt * kt) * (kt * nt) * (mt * nt) * result.rank <= CHECK_ENTRIES \
+        else result.check_random()

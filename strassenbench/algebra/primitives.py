@@ -18,9 +18,10 @@ from functools import lru_cache
 import numpy as np
 
 from .algorithm import Algorithm
-from .levels import multilevel
+from .algorithm import get_algorithm
+from .levels import level_names, multilevel
 
-__all__ = ["Term", "Primitive", "Variant", "primitives", "variants", "variant_of"]
+__all__ = ["Term", "Primitive", "Variant", "primitives", "variants", "variant_of", "variant_counts"]
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,17 @@ def variants(algorithm: str, levels: int) -> tuple[Variant, ...]:
 def variant_of(algorithm: str, levels: int) -> dict[str, int]:
     """Product name -> Var# number."""
     return {p.name: v.number for v in variants(algorithm, levels) for p in v.products}
+
+
+@lru_cache(maxsize=None)
+def variant_counts(algorithm: str, levels: int) -> dict[tuple[int, int, int], int]:
+    """(W_A, W_B, W_C) -> how many products of the ``levels``-level algorithm have these operand counts, what
+    ``variants`` groups, without forming the products: a product of several levels is the Kronecker product of
+    one product per level (Sec. s:multilevel), so its terms on each side are the product of theirs."""
+    counts = np.ones((1, 3), dtype=np.int64)
+    for name in level_names(algorithm, levels):
+        alg = get_algorithm(name)
+        rows = np.stack([np.count_nonzero(M, axis=1) for M in (alg.U, alg.V, alg.W)], axis=1)
+        counts = (counts[:, None, :] * rows[None, :, :]).reshape(-1, 3)
+    found, times = np.unique(counts, axis=0, return_counts=True)
+    return {(int(a), int(b), int(c)): int(t) for (a, b, c), t in zip(found, times)}

@@ -21,14 +21,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from .. import env
 from ..accuracy import bound_from_norms
-from ..impls import Impl, get_impl
+from ..impls import Impl, ImplError, get_impl
+from ..model.pick import PickError, resolve
 from ..options import RunOptions
 from ..io import OutputError, check_replace, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
@@ -129,13 +130,38 @@ def _strategies(point: Point, engine: str) -> list[str | None]:
 def queue_points(point: Point) -> list[tuple]:
     """What each timed call of ``point`` on the GPU is, for strassenbench.bench.queue.call_ops: (impl, m, n, k,
     dtype, strategy, scheme) per strategy it times."""
+    point, _ = resolve_auto(point, "cuda")
     return [(point.impl, point.m, point.n, point.k, point.dtype, strategy,
              _options(point, "cuda", strategy).scheme) for strategy in _strategies(point, "cuda")]
 
 
+def resolve_auto(point: Point, engine: str) -> tuple[Point, str]:
+    """An `auto` point as the implementation `strassenbench pick` ranks first for its shape on ``engine``, with
+    pick's strategy unless the point asks for one, and the note its row keeps; any other point as itself."""
+    chosen, strategy, note = resolve(point.impl, point.m, point.k, point.n, point.dtype, engine)
+    if not note:
+        return point, ""
+    return replace(point, impl=chosen, strategy=point.strategy or strategy or None), note
+
+
 def run_point(point: Point, backend: Backend, criterion: Criterion, seed: int = 0,
               build_dir: str = "build", records: list | None = None) -> dict[str, object]:
-    """One point's row; ``records`` (a list) receives every sample of the kept strategy (timing.Samples)."""
+    """One point's row; ``records`` (a list) receives every sample of the kept strategy (timing.Samples). An
+    `auto` point runs what pick chose (resolve_auto): its row keeps the name auto and says what ran."""
+    asked = point
+    try:
+        point, note = resolve_auto(point, backend.engine)
+    except (ImplError, PickError) as err:
+        return {**_base_row(asked, backend, seed), "status": "error", "message": str(err)[:200]}
+    row = _run_point(point, backend, criterion, seed, build_dir, records)
+    if note:
+        row.update({"impl": asked.impl, "label": get_impl(asked.impl).label, "strategy_request": asked.strategy or "",
+                    "message": "; ".join(x for x in (note, row.get("message") or "") if x)[:200]})
+    return row
+
+
+def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, build_dir: str,
+               records: list | None) -> dict[str, object]:
     impl = get_impl(point.impl)
     engine = backend.engine
     m, n, k = point.m, point.n, point.k

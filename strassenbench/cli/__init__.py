@@ -4,7 +4,7 @@ Bad input (an argument, a shape, a dtype) prints one line on stderr and exits 2,
 
 Each group of commands is a module with ``add_parser(subparsers)`` and ``run(args)``: ``tables`` (algorithms,
 variants, schedule, impls), ``runs`` (verify, accuracy, bench, memlimit, sysinfo), ``build`` (build, doctor),
-``results`` (collect, report, compare) and ``model``. Argument types are in ``types``, the checks every
+``results`` (collect, report, compare), ``model`` and ``pick``. Argument types are in ``types``, the checks every
 command shares in ``checks``.
 """
 
@@ -28,15 +28,16 @@ from ..impls import ImplError
 from ..io import OutputError, output_lock
 from ..limits import LimitError
 from ..model.perf import ModelError
+from ..model.pick import PickError
 from ..options import OptionsError
 from ..plan import PlanError
 from ..results import ResultsError
-from . import build, model, results, runs, tables
+from . import build, model, pick, results, runs, tables
 from .checks import EXIT_FAIL, EXIT_USAGE, UsageError, check_outputs, check_work
 
 __all__ = ["main", "build_parser", "UsageError", "EXIT_FAIL", "EXIT_USAGE"]
 
-GROUPS = (tables, runs, build, results, model)  # each adds its commands' parsers
+GROUPS = (tables, runs, build, results, model, pick)  # each adds its commands' parsers
 # The errors of bad input a command finds after parsing: one line, exit status 2.
 INPUT_ERRORS = (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError,
                 CudaError, ResultsError, AlgorithmError, ModelError, LimitError, OutputError, EnvError, OptionsError)

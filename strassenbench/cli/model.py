@@ -19,7 +19,7 @@ from ..sweeps import PAPER_SIZES, SWEEPS, parse_sizes
 from . import types
 from .checks import UsageError
 
-__all__ = ["add_parser", "run", "DEFAULT_RESOURCES"]
+__all__ = ["add_parser", "run", "DEFAULT_RESOURCES", "gpu_spec", "resources_of"]
 
 DEFAULT_RESOURCES = "build/resources.csv"
 
@@ -92,19 +92,25 @@ def run(args: argparse.Namespace) -> int:
     return commands.get(args.model_command, _tables)(args)
 
 
-def _gpu(name: str) -> GPUSpec:
+def gpu_spec(name: str) -> GPUSpec:
+    """A built-in GPU spec, or the visible device's; one line and exit 2 without one."""
     try:
         return get_gpu(name)
     except (ValueError, RuntimeError) as err:
         raise UsageError(str(err)) from None
 
 
+def resources_of(path: str | None) -> pd.DataFrame | None:
+    """--resources FILE (required to exist when given), else build/resources.csv where it exists."""
+    return load_resources(path or DEFAULT_RESOURCES, required=path is not None)
+
+
 def _resources(args: argparse.Namespace) -> pd.DataFrame | None:
-    return load_resources(args.resources or DEFAULT_RESOURCES, required=args.resources is not None)
+    return resources_of(args.resources)
 
 
 def _predict(args: argparse.Namespace) -> int:
-    spec = _gpu(args.gpu)
+    spec = gpu_spec(args.gpu)
     resources = _resources(args)
     frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources)
                        for strategy in dict.fromkeys(args.strategy or ["best"])], ignore_index=True)
@@ -133,14 +139,14 @@ def _tables(args: argparse.Namespace) -> int:
 
 
 def _bounds(args: argparse.Namespace) -> int:
-    write_table(pd.DataFrame(bounds_rows(_gpu(args.gpu), args.dtype)), args.format, args.out)
+    write_table(pd.DataFrame(bounds_rows(gpu_spec(args.gpu), args.dtype)), args.format, args.out)
     return 0
 
 
 def _crossover(args: argparse.Namespace) -> int:
     rows = []
     for name in args.gpu:
-        spec = _gpu(name)
+        spec = gpu_spec(name)
         for impl in args.impl:
             frame = predict(spec, ["gemm", impl], args.sweep, args.sizes, "best", args.dtype, None)
             rows.append({"gpu": spec.name, "source": "model", "sweep": args.sweep, **crossover(frame, impl, "gemm")})

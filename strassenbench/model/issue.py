@@ -17,6 +17,7 @@ thread and slice; and over a kernel (as T_flop, Eq. eqn:t_flop, shares the peak 
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -93,6 +94,36 @@ def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tu
 
 _KEY = ["arch", "strategy", "dtype", "W_A", "W_B", "W_C"]
 _INDEXES: dict[int, tuple[weakref.ref, dict[tuple, pd.DataFrame], pd.DataFrame]] = {}
+_MEMOS: dict[int, tuple[weakref.ref, dict[tuple, object]]] = {}
+
+
+def per_table(fn):  # noqa: ANN001, ANN201 - a decorator
+    """``fn(..., resources)`` (its last positional or keyword argument a read-only table or None) remembered per
+    table and arguments: `strassenbench pick` asks the model for every strategy of hundreds of candidates."""
+    import functools
+
+    @functools.wraps(fn)
+    def remembered(*args, resources: pd.DataFrame | None = None):  # noqa: ANN202
+        if resources is None and args and (args[-1] is None or isinstance(args[-1], pd.DataFrame)):
+            *args, resources = args
+        if resources is None:
+            return _memo_none(fn, *args)
+        cached = _MEMOS.get(id(resources))
+        if cached is None or cached[0]() is not resources:
+            for key in [k for k, (ref, _) in _MEMOS.items() if ref() is None]:
+                del _MEMOS[key]
+            cached = _MEMOS[id(resources)] = (weakref.ref(resources), {})
+        key = (fn.__qualname__, *args)
+        if key not in cached[1]:
+            cached[1][key] = fn(*args, resources)
+        return cached[1][key]
+
+    return remembered
+
+
+@functools.lru_cache(maxsize=65536)
+def _memo_none(fn, *args):  # noqa: ANN001, ANN202
+    return fn(*args, None)
 
 
 def _index(resources: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], pd.DataFrame]:
@@ -122,6 +153,7 @@ def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, i
     return groups.get((arch, s.name, dtype, int(w[0]), int(w[1]), int(w[2])), empty)
 
 
+@per_table
 def slice_counts(arch: str, s: Strategy, w: tuple[int, int, int], dtype: str,
                  resources: pd.DataFrame | None = None) -> tuple[tuple[float, float], str]:
     """((instructions, FP32-pipe instructions) per slice, where from): the build's machine code for this arch

@@ -29,8 +29,9 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ..algebra.levels import multilevel
-from ..algebra.primitives import primitives, variants
+from ..algebra.algorithm import get_algorithm
+from ..algebra.levels import level_names
+from ..algebra.primitives import primitives, variant_counts
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
@@ -114,6 +115,7 @@ def registers(s: Strategy, w: tuple[int, int, int], footnote: bool = False) -> i
     return base + (w_a + w_b + 5 if footnote else 0)
 
 
+@issue.per_table
 def active_blocks(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], dtype: str, resources: pd.DataFrame | None = None
 ) -> tuple[int, str]:
@@ -196,19 +198,19 @@ def impl_time(
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     total = ZERO
-    gm, gk, gn = multilevel(algorithm, fused_levels).dims
+    gm, gk, gn = (math.prod(d) for d in zip(*(get_algorithm(name).dims for name in level_names(algorithm, fused_levels)))) \
+        if fused_levels else (1, 1, 1)
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
-    for v in variants(algorithm, fused_levels):
-        w = (v.W_A, v.W_B, v.W_C)
+    for w, count in variant_counts(algorithm, fused_levels).items():
         kernel = kernel_counts(w)
         if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
             t = tensor_kernel_time(spec, TENSOR_STRATEGIES[tensor_counterpart(s.name)], kernel, sm, sk, sn, mode,
                                    resources)
-            total = total + t * v.count
+            total = total + t * count
             continue
         active, _ = active_blocks(spec, s, kernel, dtype, resources)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
-        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, issue_slots) * v.count
+        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, issue_slots) * count
     return total
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from ..occupancy import blocks_per_sm
 from ..strategies import TensorStrategy
 from .gpus import GPUSpec
-from .issue import SUB_PARTITIONS
+from .issue import SUB_PARTITIONS, per_table
 from .timing import INFINITE, Timing
 
 __all__ = ["PARTS", "tensor_slice_instructions", "tensor_active_blocks", "tensor_kernel_time"]
@@ -57,6 +57,16 @@ def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: 
     return hmma + lds + loads + sums + split + parts * chunks + 4
 
 
+@per_table
+def _slice_instructions(arch: str, s: TensorStrategy, w: tuple[int, int, int], mode: str,
+                        resources: pd.DataFrame | None) -> float:
+    """Instructions per warp and slice: the build's machine code (resources.csv) where it was read, else counted."""
+    rows = _rows(resources, arch, s, w, mode)
+    measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
+    return float(rows["loop_instructions"].iloc[0]) if measured else tensor_slice_instructions(s, w, mode)
+
+
+@per_table
 def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], mode: str,
                          resources: pd.DataFrame | None = None) -> tuple[int, str]:
     """(active blocks per SM, where from): the compiled kernel's, else registers counted from its
@@ -85,9 +95,7 @@ def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int]
     t_flop = waves * blocks * n_flop / spec.tau_tensor(mode)
     t_gmop = tiles * 4 * n_gmop / spec.tau_gmop
     t_smop = waves * blocks * 4 * n_smop / spec.tau_smop
-    rows = _rows(resources, spec.arch, s, w, mode)
-    measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
-    per_slice = float(rows["loop_instructions"].iloc[0]) if measured else tensor_slice_instructions(s, w, mode)
+    per_slice = _slice_instructions(spec.arch, s, w, mode, resources)
     warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
     t_issue = waves * blocks * warp_clocks / (SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
     return Timing(max(t_flop, t_gmop, t_smop, t_issue), t_flop, t_gmop, t_smop, t_issue)

@@ -1,0 +1,217 @@
+"""`strassenbench pick` and the `auto` implementations: for one GPU and one m x k x n product, every implementation
+that could run it, ranked by predicted time, fastest first. Every time is the model's prediction (the paper's
+model, Sec. s:model, with this project's issue slots) unless a result folder of that GPU measured the same point,
+which then replaces it and says so.
+
+The candidates: cuBLAS and CUTLASS; the paper's implementations; every catalogue algorithm at one and two levels
+and on top of one level of Strassen (``<name>+strassen``), where its fused kernels exist (each product's terms
+within a launch's parameters, strassenbench.fused.build.check_counts); and, in float32 on sm_80 and later, the
+tensor-core modes of the GEMM, of the paper's Strassen and of every algorithm at one level, with cuBLAS TF32 and
+CUTLASS 3xTF32. Each fused one at its best strategy (Small to Huge, or the tensor-core family). The model knows
+the sequential scheme only (one kernel after another): the streams and atomic schemes are not ranked.
+
+Assumptions, stated where the numbers are printed:
+- cuBLAS and CUTLASS have no formula of their own: they are predicted as the model's GEMM (the paper's premise,
+  Sec. s:gemm: CUTLASS's SIMT SGEMM runs at cuBLAS's speed), on the tensor cores as our 1xTF32 and 3xTF32 GEMM.
+- The error bound is strassenbench.accuracy's, for inputs uniform on [0, 1) (max norms 1, ||C||_F = sqrt(mn) k/4).
+
+`auto` runs what pick ranks first among the candidates the engine runs whose error bound is at most that of
+2-level Strassen in the same precision (strassen2-direct; strassen2-3xtf32 for `auto-3xtf32`), the deepest of
+the paper's implementations, whose bound verify already holds every run to. CUTLASS is not among auto's
+candidates (its kernels are a build of their own, `build --cutlass`), and auto ranks by the model only: its choice
+does not depend on which result files a working folder holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from ..accuracy import bound_from_norms
+from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get_algorithm
+from ..algebra.levels import check_levels
+from ..algebra.primitives import variant_counts
+from ..fused.build import check_counts
+from ..fused.instances import kernel_counts
+from ..fused.modules import BuildError
+from ..impls import IMPLS, TENSOR_IMPLS, ImplError, get_impl
+from ..limits import LimitError
+from ..device import current_device
+from ..results import ResultsError, kind_of, read_results, read_system
+from .gpus import SPECS, GPUSpec, get_gpu
+from .perf import best_strategy, effective_tflops
+
+__all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
+           "auto_spec", "resolve"]
+
+# The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
+AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
+# Baselines with no formula of their own, and the model's implementation each is predicted as.
+_AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32"}
+_PAPER = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
+
+
+class PickError(ValueError):
+    """A shape or GPU pick cannot answer for (no candidate runs it)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One ranked candidate: its time (predicted, or measured where ``source`` names the file)."""
+
+    impl: str
+    strategy: str
+    seconds: float
+    source: str  # "model", or "measured: <file>"
+    limiter: str  # flop, gmop, smop or issue (the model's), or "" for a measured time
+
+    def row(self, m: int, k: int, n: int, dtype: str, baseline: float) -> dict[str, object]:
+        """The row pick prints: the time, its speedup over ``baseline`` (cuBLAS's), and what the candidate costs:
+        extra device memory and the error bound (made here, for the rows shown: a plan each)."""
+        chosen = get_impl(self.impl)
+        return {"impl": self.impl, "strategy": self.strategy, "time_s": self.seconds,
+                "tflops": effective_tflops(m, k, n, self.seconds), "speedup_vs_cublas": baseline / self.seconds,
+                "limiter": self.limiter, "extra_bytes": chosen.extra_bytes(m, n, k, dtype),
+                "error_bound": error_bound(self.impl, m, k, n, dtype), "mode": chosen.mode, "source": self.source}
+
+
+@lru_cache(maxsize=None)
+def _fused(spec: str, levels: int) -> bool:
+    """Whether the fused kernels of ``levels`` levels of ``spec`` exist: within MAX_PRODUCTS products, and each
+    product's terms (W_A x W_B x W_C, each rounded up to a power of two) within a launch's parameters. A product
+    of a multi-level plan sums the products of its levels' terms (the Kronecker product, Sec. s:multilevel), so
+    this needs the nonzeros of each level's rows only, not the plan."""
+    try:
+        check_levels(spec, levels)
+    except (AlgorithmError, LimitError):
+        return False
+    try:
+        check_counts(tuple({kernel_counts(w) for w in variant_counts(spec, levels)}))
+    except BuildError:
+        return False
+    return True
+
+
+def candidates(dtype: str, arch: str) -> list[str]:
+    """The implementations pick ranks for ``dtype`` on ``arch`` (module docstring), in a fixed order."""
+    names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *_PAPER]
+    catalogue = [a for a in algorithm_names() if a not in ALGORITHMS or a == "winograd"]
+    for alg in catalogue:
+        names += [f"{alg}x{levels}" for levels in (1, 2) if _fused(alg, levels)]
+        names += [f"{alg}+strassen"] if alg != "winograd" and _fused(f"{alg}+strassen", 2) else []
+    if dtype == "float32" and int(arch.removeprefix("sm_")) >= 80:
+        names += list(TENSOR_IMPLS)
+        names += [f"{alg}x1-{mode}" for mode in ("tf32", "3xtf32") for alg in catalogue if _fused(alg, 1)]
+    return [n for n in dict.fromkeys(names) if dtype in get_impl(n).dtypes]
+
+
+def error_bound(impl: str, m: int, k: int, n: int, dtype: str) -> float:
+    """The relative error bound of ``impl`` for inputs uniform on [0, 1)."""
+    chosen = get_impl(impl)
+    return bound_from_norms(dtype, chosen.bound_algorithm, chosen.effective_levels(m, k, n), (m, n, k), (1.0, 1.0, 0.0),
+                            1.0, 0.0, math.sqrt(m * n) * k / 4, 0.0, chosen.mode)
+
+
+def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
+               resources: pd.DataFrame | None) -> tuple[str, float, str]:
+    strategy, timing = best_strategy(spec, _AS_MODELED.get(impl, impl), m, k, n, dtype, resources)
+    if impl in _AS_MODELED:
+        strategy = ""
+    return strategy, timing.seconds, timing.limiter
+
+
+def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
+    """The timed points (status ok) of every result file in ``folders`` that measured ``spec``'s GPU (its key in
+    the device's name, e.g. H100 in 'NVIDIA H100 80GB HBM3'): impl, m, k, n, dtype, strategy, time_s, source."""
+    key = next((k for k in ("V100", "A100", "H100", "H200") if k.lower() in spec.name.lower()), spec.name)
+    frames = []
+    for folder in folders:
+        gpu = ((read_system(folder / "system.json") or {}).get("gpu") or {}).get("gpu", "")
+        if key.lower() not in str(gpu).lower():
+            continue
+        for path in sorted(folder.glob("*.csv")):
+            try:
+                header = path.read_text(errors="replace").split("\n", 1)[0].split(",")
+                if kind_of(header) is None or kind_of(header).name != "bench":
+                    continue
+                rows = read_results(path, "bench")
+            except (OSError, ResultsError):
+                continue
+            ok = rows[rows["status"] == "ok"]
+            frames.append(pd.DataFrame({"impl": ok["impl"].astype(str), "m": ok["m"].astype(int),
+                                        "k": ok["k"].astype(int), "n": ok["n"].astype(int),
+                                        "dtype": ok["dtype"].astype(str), "strategy": ok["strategy"].astype(str),
+                                        "time_s": ok["time_median_s"].astype(float),
+                                        "source": f"measured: {path}"}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["impl", "m", "k", "n", "dtype", "strategy", "time_s", "source"])
+
+
+def rank(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resources: pd.DataFrame | None = None,
+         measured: pd.DataFrame | None = None, names: list[str] | None = None) -> list[Choice]:
+    """Every candidate (or ``names``) for m x k x n on ``spec``, fastest first (module docstring)."""
+    if min(m, k, n) < 1:
+        raise PickError(f"m, k and n must be positive, not {m} x {k} x {n}")
+    found = []
+    for impl in names if names is not None else candidates(dtype, spec.arch):
+        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources)
+        source = "model"
+        if measured is not None and not measured.empty:
+            mine = measured[(measured["impl"] == impl) & (measured["m"] == m) & (measured["k"] == k)
+                            & (measured["n"] == n) & (measured["dtype"] == dtype)]
+            if not mine.empty:
+                best = mine.loc[mine["time_s"].idxmin()]
+                strategy, seconds, limiter, source = best["strategy"], float(best["time_s"]), "", best["source"]
+        if not math.isfinite(seconds):
+            continue  # a kernel no block of which fits this GPU's SM, or no tensor cores
+        found.append(Choice(impl, strategy, seconds, source, limiter))
+    if not found:
+        raise PickError(f"no implementation runs {m} x {k} x {n} in {dtype} on {spec.name}")
+    return sorted(found, key=lambda c: c.seconds)
+
+
+@lru_cache(maxsize=256)
+def auto_choice(auto: str, spec: GPUSpec, m: int, k: int, n: int, dtype: str, engine: str) -> Choice:
+    """What ``auto`` (a key of AUTO) runs for m x k x n on ``engine``: pick's first among the candidates that run
+    there within the error bound of its precision."""
+    mode, within = AUTO[auto]
+    if mode != "simt" and dtype != "float32":
+        raise ImplError(f"{auto} runs float32 only (the tensor-core modes), not {dtype}")
+    limit = error_bound(within, m, k, n, dtype) * (1 + 1e-12)
+    names = [c for c in candidates(dtype, spec.arch if engine == "cuda" else "sm_90")
+             if engine in get_impl(c).engines and get_impl(c).mode in ("simt", mode) and get_impl(c).kind != "cutlass"]
+    found = next((c for c in rank(spec, m, k, n, dtype, names=names) if error_bound(c.impl, m, k, n, dtype) <= limit),
+                 None)
+    if found is None:
+        raise PickError(f"{auto}: no implementation on {engine} runs {m} x {k} x {n} within {within}'s error bound")
+    return found
+
+
+def auto_spec(engine: str) -> GPUSpec:
+    """The GPU whose model `auto` ranks by. On the cuda engine the device's: the built-in spec its name holds
+    (H100 in 'NVIDIA H100 80GB HBM3'), else the built-in spec of its architecture, else its queried figures
+    (`--gpu device`). On the CPU engines, which stand in for a GPU, the H100's: the newest model GPU, with every
+    precision mode."""
+    if engine != "cuda":
+        return SPECS["H100"]
+    try:
+        name, arch = current_device()
+        named = [spec for key, spec in SPECS.items() if key.lower() in name.lower()]
+        same = [spec for spec in SPECS.values() if spec.arch == arch]
+        return (named or same)[0] if named or same else get_gpu("device")
+    except (RuntimeError, ValueError) as err:
+        raise ImplError(f"auto ranks by the GPU's model: {err}") from None
+
+
+def resolve(impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> tuple[str, str, str]:
+    """(implementation, strategy, note) that ``impl`` runs for m x k x n on ``engine``: pick's first for an auto
+    implementation (with a note saying what it chose and by which GPU's model), else ``impl`` itself."""
+    if impl not in AUTO:
+        return impl, "", ""
+    spec = auto_spec(engine)
+    choice = auto_choice(impl, spec, m, k, n, dtype, engine)
+    return choice.impl, choice.strategy, f"{impl} chose {choice.impl} ({spec.name}, {choice.source})"

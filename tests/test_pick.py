@@ -1,0 +1,158 @@
+"""`strassenbench pick` and the `auto` implementations (strassenbench.model.pick): candidates ranked by the model,
+measured points in place of predictions, and auto's choice run by verify and bench."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from strassenbench.cli import main
+from strassenbench.impls import get_impl
+from strassenbench.model.gpus import SPECS
+from strassenbench.model.pick import AUTO, candidates, error_bound, rank, resolve
+from strassenbench.sweeps import shape
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_DATA = ROOT / "data" / "nvidia-h100-80gb-hbm3"
+
+
+@pytest.mark.parametrize("gpu", ["V100", "A100", "H100"])
+def test_pick_answers_for_every_family_at_three_sizes(gpu: str) -> None:
+    """Square, rank-k (k = 4,096) and panel (m = n = 8,192) at three sizes: fastest first, cuBLAS among them,
+    tensor-core modes only where the GPU has them, and every fused candidate one whose kernels exist."""
+    spec = SPECS[gpu]
+    for sweep in ("square", "rankk", "panel"):
+        for x in (2048, 8192, 16384):
+            m, k, n = shape(sweep, x)
+            ranked = rank(spec, m, k, n)
+            times = [c.seconds for c in ranked]
+            assert times == sorted(times) and all(t > 0 for t in times), (gpu, sweep, x)
+            names = {c.impl for c in ranked}
+            assert {"cublas", "cutlass", "gemm", "strassen1", "plinopt-4x4x4-48-rationalx1"} <= names
+            assert any(get_impl(c).tensor for c in names) == (gpu != "V100"), (gpu, names)
+            assert all(c.source == "model" for c in ranked)
+
+
+def test_candidates_follow_the_dtype_the_architecture_and_the_kernels() -> None:
+    f32, f64, old = candidates("float32", "sm_90"), candidates("float64", "sm_90"), candidates("float32", "sm_70")
+    assert "strassen1-3xtf32" in f32 and "strassen1-3xtf32" not in f64 and "strassen1-3xtf32" not in old
+    assert "cutlass" not in f64 and "cublas" in f64
+    # Two levels of a rank-48 4x4 algorithm need 256 blocks of C in one product: beyond a launch's parameters.
+    assert "plinopt-4x4x4-48-rationalx1" in f32 and "plinopt-4x4x4-48-rationalx2" not in f32
+    assert "grey322-11-50x2" in f32 and "grey322-11-50+strassen" in f32
+    assert not set(AUTO) & set(f32)  # auto picks among the candidates; it is not one
+
+
+def _pick(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[pd.DataFrame, str]:
+    assert main(["pick", *argv, "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    return pd.read_csv(io.StringIO(captured.out), keep_default_na=False), captured.err
+
+
+def test_pick_prints_each_candidates_costs_labelled_as_a_prediction(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    frame, footer = _pick(capsys, "--gpu", "V100", "--m", "8192", "--n", "8192", "--k", "8192", "--top", "7",
+                          "--data", str(tmp_path))
+    assert list(frame["rank"]) == list(range(1, 8)) and list(frame["time_s"]) == sorted(frame["time_s"])
+    assert {"speedup_vs_cublas", "limiter", "extra_bytes", "error_bound", "source"} <= set(frame.columns)
+    assert set(frame["source"]) == {"model"} and "model predictions" in footer and "V100" in footer
+    whole = rank(SPECS["V100"], 8192, 8192, 8192)
+    cublas = next(c.seconds for c in whole if c.impl == "cublas")
+    first = frame.iloc[0]
+    assert first["impl"] == whole[0].impl
+    assert first["speedup_vs_cublas"] == pytest.approx(cublas / whole[0].seconds, rel=1e-3)
+    assert float(first["error_bound"]) == pytest.approx(error_bound(first["impl"], 8192, 8192, 8192, "float32"),
+                                                        rel=1e-2)
+    reference = frame[frame["impl"] == "strassen1-ref"]
+    assert reference.empty or (reference["extra_bytes"] > 0).all()
+
+
+def test_measured_points_of_that_gpu_replace_predictions(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A folder that measured an H100 gives its times (source names the file); another GPU's folder gives none."""
+    mine = tmp_path / "h100"
+    mine.mkdir()
+    shutil.copy(H100_DATA / "system.json", mine)
+    square = pd.read_csv(H100_DATA / "square.csv", keep_default_na=False)
+    square = square[square["m"] == 2048]
+    square.loc[square["impl"] == "strassen1", "time_median_s"] = 1e-9  # planted: now the fastest of all
+    square.to_csv(mine / "square.csv", index=False)
+    other = tmp_path / "other"
+    other.mkdir()
+    system = json.loads((H100_DATA / "system.json").read_text())
+    system["gpu"]["gpu"] = "NVIDIA A100-SXM4-80GB"
+    (other / "system.json").write_text(json.dumps(system))
+    shutil.copy(mine / "square.csv", other)
+    frame, footer = _pick(capsys, "--gpu", "H100", "--m", "2048", "--n", "2048", "--k", "2048", "--top", "300",
+                          "--data", str(tmp_path))
+    first = frame.iloc[0]
+    assert (first["impl"], first["source"]) == ("strassen1", f"measured: {mine / 'square.csv'}")
+    cublas = frame[frame["impl"] == "cublas"].iloc[0]
+    assert cublas["source"].startswith("measured") and float(cublas["time_s"]) == pytest.approx(
+        float(square[square["impl"] == "cublas"]["time_median_s"].iloc[0]), rel=1e-3)
+    assert not frame["source"].str.contains("other").any() and "measured file" in footer
+    a100, _ = _pick(capsys, "--gpu", "A100", "--m", "2048", "--n", "2048", "--k", "2048", "--data", str(tmp_path))
+    assert a100["source"].str.contains("other").any() and not a100["source"].str.contains("h100").any()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--m", "0"], "--m: "),
+    (["--top", "0"], "--top: "),
+    (["--data", "/nonexistent/results"], "--data /nonexistent/results: no such folder"),
+    (["--gpu", "device"], "cannot query GPU"),
+    (["--gpu", "B200"], "invalid choice"),
+])
+def test_pick_refuses_bad_input_in_one_line(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    args = {"--gpu": "H100", "--m": "64", "--n": "64", "--k": "64"}
+    for option, value in zip(argv[::2], argv[1::2]):
+        args[option] = value
+    out = tmp_path / "pick.csv"
+    assert main(["pick", *(x for kv in args.items() for x in kv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("engine", ["numpy", "emu"])
+@pytest.mark.parametrize("auto", ["auto", "auto-3xtf32"])
+def test_auto_verifies_and_says_what_it_chose(engine: str, auto: str, capsys: pytest.CaptureFixture[str]) -> None:
+    for m, k, n in ((61, 37, 45), (130, 70, 96)):
+        assert main(["verify", "--impl", auto, "--engine", engine, "--m", str(m), "--n", str(n), "--k", str(k)]) == 0
+        out = capsys.readouterr().out
+        chosen, _, _ = resolve(auto, m, k, n, "float32", engine)
+        assert f"impl={auto} chose={chosen} " in out and "status=ok" in out, out
+        assert get_impl(chosen).mode in ({"simt"} if auto == "auto" else {"simt", "3xtf32"})
+        limit = error_bound(AUTO[auto][1], m, k, n, "float32")
+        assert error_bound(chosen, m, k, n, "float32") <= limit * (1 + 1e-12)
+
+
+def test_auto_chooses_strassen_where_the_model_says_it_wins() -> None:
+    """On the H100's model (the CPU engines'), 8,192 cubed is Strassen's; a small shape is a GEMM's."""
+    assert resolve("auto", 8192, 8192, 8192, "float32", "emu")[0] != "gemm"
+    assert get_impl(resolve("auto", 8192, 8192, 8192, "float32", "emu")[0]).levels >= 1
+    assert get_impl(resolve("auto", 64, 64, 64, "float32", "emu")[0]).levels == 0
+    assert main(["verify", "--impl", "auto-3xtf32", "--engine", "emu", "--m", "9", "--n", "9", "--k", "9",
+                 "--dtype", "float64"]) == 2
+
+
+def test_auto_in_a_sweep_records_its_choice(tmp_path: Path) -> None:
+    out = tmp_path / "square.csv"
+    assert main(["bench", "--engine", "numpy", "--impl", "auto,gemm", "--sizes", "40,72", "--out", str(out),
+                 "--min-time", "0", "--min-samples", "3", "--max-noise", "1", "--warmup-time", "0",
+                 "--no-progress"]) == 0
+    frame = pd.read_csv(out, keep_default_na=False)
+    auto = frame[frame["impl"] == "auto"]
+    assert len(auto) == 2 and (auto["status"] == "ok").all(), auto[["status", "message"]]
+    for _, row in auto.iterrows():
+        chosen, _, _ = resolve("auto", int(row["m"]), int(row["k"]), int(row["n"]), "float32", "numpy")
+        assert row["message"].startswith(f"auto chose {chosen} (H100"), row["message"]
+        assert row["label"] == get_impl("auto").label
+    assert main(["bench", "--engine", "numpy", "--impl", "auto,gemm", "--sizes", "40,72", "--out", str(out),
+                 "--min-time", "0", "--min-samples", "3", "--max-noise", "1", "--warmup-time", "0",
+                 "--no-progress"]) == 0  # a rerun finds every point done, auto's too
+    assert len(pd.read_csv(out)) == 4
