@@ -235,6 +235,8 @@ def _write_model_files(folder, gpu: str, more: list[str]) -> None:  # noqa: ANN0
     assert main(["model", "bounds", "--gpu", gpu, "--out", str(folder / "model_bounds.csv")]) == 0
     assert main(["model", "occupancy", *more, "--out", str(folder / "model_occupancy.csv")]) == 0
     assert main(["model", "issue-bounds", *more, "--out", str(folder / "model_issue_bounds.csv")]) == 0
+    assert main(["model", "winners", "--gpu", gpu, "--sizes", "2048,8192,16384", *more,
+                 "--out", str(folder / "model_winners.csv")]) == 0
 
 
 @pytest.fixture(scope="session")

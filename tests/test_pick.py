@@ -156,3 +156,37 @@ def test_auto_in_a_sweep_records_its_choice(tmp_path: Path) -> None:
                  "--min-time", "0", "--min-samples", "3", "--max-noise", "1", "--warmup-time", "0",
                  "--no-progress"]) == 0  # a rerun finds every point done, auto's too
     assert len(pd.read_csv(out)) == 4
+
+
+def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path) -> None:
+    """model winners for a V100 and an H100: the table has each GPU's best per precision at 2,048, 8,192 and
+    16,384 and says the V100 has no tensor-core mode; the V100's figure draws float32 only and its caption says
+    why. fig_algorithms leaves a tensor-core implementation out for the V100 instead of drawing it at 0."""
+    from strassenbench.model.files import WINNERS, read_model
+    from strassenbench.model.predict import predict
+    from strassenbench.report.captions import checked_caption
+    from strassenbench.report.figures_model import fig_algorithms
+    from strassenbench.report.winners import fig_winners, winners_table
+
+    out = tmp_path / "model_winners.csv"
+    assert main(["model", "winners", "--gpu", "V100", "--gpu", "H100", "--sizes", "2048,8192,16384",
+                 "--out", str(out)]) == 0
+    winners = read_model(out, WINNERS)
+    assert set(winners[winners["key"] == "V100"]["precision"]) == {"simt"}
+    assert set(winners[winners["key"] == "H100"]["precision"]) == {"simt", "3xtf32", "1xtf32"}
+    assert (winners["speedup_vs_cublas"] >= 1 - 1e-9).all()  # cuBLAS is a candidate in every precision's rank
+    table = winners_table(winners)
+    assert len(table) == 6 and list(table["n"]) == ["2,048", "8,192", "16,384"] * 2
+    v100 = table[table["GPU model"].str.contains("V100")]
+    assert (v100["best, 3xTF32"] == "(not on this GPU)").all() and (v100["speedup, float32"] != "").all()
+    context = {"device": "DEV", "model": "MODEL", "data": "FOLDER", "sources": [], "missing": ""}
+    drawn = fig_winners(winners, pd.DataFrame(), tmp_path, SPECS["V100"].name, "DEV", cpu=True)
+    text = checked_caption(drawn, context)
+    assert "left out" in text and "float32" in text and not any("TF32 winners" in x for x in drawn.lines)
+    drawn = fig_winners(winners, pd.DataFrame(), tmp_path, SPECS["H100"].name, "DEV", cpu=True)
+    assert "model, 3xTF32 winners" in drawn.lines and "left out" not in checked_caption(drawn, context)
+    frames = [predict(SPECS["V100"], ["gemm", "strassen1", "strassen1-3xtf32"], sweep, [2048, 4096])
+              for sweep in ("square", "rankk", "panel")]
+    drawn = fig_algorithms(pd.concat(frames), None, tmp_path, "V100", "DEV")
+    assert not any("3xTF32" in x for x in drawn.lines) and drawn.marks.get("left out")
+    assert "Left out, as this GPU cannot run them" in checked_caption(drawn, context)

@@ -38,6 +38,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")
     p.add_argument("--out", metavar="FILE")
 
+    p = msub.add_parser("winners", help="pick's first per size and precision mode on the three sweeps, per GPU "
+                                        "model (the report's winners figure and table)")
+    p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), action="append", help="repeat; default all three")
+    p.add_argument("--sizes", type=types.sizes, default=parse_sizes("1024:20480:1024"))
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--resources", metavar="FILE", help=resources_help)
+    p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
+
     p = msub.add_parser("crossover", help="predicted size where 1-level Strassen (or another fused "
                                           "implementation) overtakes GEMM, per GPU")
     p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
@@ -88,7 +97,7 @@ def _tables_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_
 
 
 def run(args: argparse.Namespace) -> int:
-    commands = {"predict": _predict, "bounds": _bounds, "crossover": _crossover}
+    commands = {"predict": _predict, "bounds": _bounds, "crossover": _crossover, "winners": _winners}
     return commands.get(args.model_command, _tables)(args)
 
 
@@ -118,6 +127,18 @@ def _predict(args: argparse.Namespace) -> int:
     if args.out:
         print(f"predicted {len(frame)} points for {spec.name} (model, not a measurement) -> {args.out}",
               file=sys.stderr)
+    return 0
+
+
+def _winners(args: argparse.Namespace) -> int:
+    from ..model.pick import winner_rows
+
+    resources = _resources(args)
+    rows = [row for name in dict.fromkeys(args.gpu) for sweep in (args.sweep or SWEEPS)
+            for row in winner_rows(gpu_spec(name), name, sweep, args.sizes, args.dtype, resources)]
+    write_table(pd.DataFrame(rows), "csv", args.out)
+    if args.out:
+        print(f"{len(rows)} winners (model, not a measurement) -> {args.out}", file=sys.stderr)
     return 0
 
 

@@ -20,12 +20,17 @@ import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
 from .. import env
+from ..algebra.algorithm import AlgorithmError
+from ..algebra.levels import check_levels
+from ..algebra.primitives import variant_counts
 from ..io import write_atomic
+from ..limits import LimitError
 from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
                         operand_counts, render)
 from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, BuildError, Props, blocks_row,
@@ -33,7 +38,7 @@ from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, Bu
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, kill_tools
 
-__all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "ToolchainError", "build",
+__all__ = ["plan_fits", "BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "ToolchainError", "build",
            "built_by", "check_counts", "parse_ptxas", "sass_counts", "toolchain_for", "unit_fresh"]
 
 
@@ -177,6 +182,20 @@ def check_counts(counts: tuple[tuple[int, int, int], ...] | None,
             examples = ", ".join("x".join(map(str, k)) for k in operand_counts()[:4])
             raise BuildError(f"no fused kernel has W_A x W_B x W_C = {'x'.join(map(str, c))} (each a power of two, "
                              f"all terms of one product within {PARAM_BYTES} bytes of parameters; e.g. {examples})")
+
+
+@lru_cache(maxsize=None)
+def plan_fits(spec: str, levels: int) -> bool:
+    """Whether the fused kernels of ``levels`` levels of ``spec`` exist: within MAX_PRODUCTS products, and each
+    product's terms (W_A x W_B x W_C, each rounded up to a power of two) within a launch's parameters
+    (check_counts). A product of several levels is the Kronecker product of one per level (Sec. s:multilevel),
+    so this needs the levels' nonzeros only (variant_counts), not the plan."""
+    try:
+        check_levels(spec, levels)
+        check_counts(tuple({kernel_counts(w) for w in variant_counts(spec, levels)}))
+    except (AlgorithmError, LimitError, BuildError):
+        return False
+    return True
 
 
 def _jobs(archs: list[str], selected: list[Instance], progress) -> list[tuple[str, str, tuple[Instance, ...]]]:  # noqa: ANN001

@@ -18,7 +18,7 @@ from ..results import Kind, read_results
 from ..sweeps import SWEEPS
 
 __all__ = ["ModelError", "RESOURCE_KEYS", "load_resources", "PREDICTIONS", "SPEEDUP", "BOUNDS", "ISSUE_BOUNDS",
-           "OCCUPANCY", "SPEC", "MODEL_FILES", "read_model", "read_models"]
+           "OCCUPANCY", "SPEC", "WINNERS", "MODEL_FILES", "read_model", "read_models"]
 
 
 class ModelError(ValueError):
@@ -73,10 +73,15 @@ SPEC = Kind(  # `model spec`: the GPU parameters of the model (the paper's tab:n
                    "source"),
     (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops"),
     ("key", "gpu", "arch", "source"))
+WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, per GPU model
+    "model winners", ("gpu", "key", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "precision", "impl",
+                      "time_s", "cublas_s", "speedup_vs_cublas"),
+    ("x", "m", "n", "k"), ("time_s", "cublas_s", "speedup_vs_cublas"),
+    ("gpu", "key", "arch", "source", "sweep", "dtype", "precision", "impl", "strategy", "limiter"))
 
 # Every model file of a run's folder, by name: the three sweeps' predictions (best strategy per point), the
 # strategies figure's (Huge and Small), the crossovers read from the sweeps', bounds, issue bounds, occupancy
-# and the GPU spec.
+# the GPU spec, and pick's winners per size for every GPU model.
 MODEL_FILES: dict[str, Kind] = {
     **{f"model_{sweep}.csv": PREDICTIONS for sweep in SWEEPS},
     "model_strategies.csv": PREDICTIONS,
@@ -85,6 +90,7 @@ MODEL_FILES: dict[str, Kind] = {
     "model_issue_bounds.csv": ISSUE_BOUNDS,
     "model_occupancy.csv": OCCUPANCY,
     "model_spec.csv": SPEC,
+    "model_winners.csv": WINNERS,
 }
 
 

@@ -33,20 +33,17 @@ import pandas as pd
 
 from ..accuracy import bound_from_norms
 from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get_algorithm
-from ..algebra.levels import check_levels
-from ..algebra.primitives import variant_counts
-from ..fused.build import check_counts
-from ..fused.instances import kernel_counts
-from ..fused.modules import BuildError
+from ..fused.build import plan_fits
 from ..impls import IMPLS, TENSOR_IMPLS, ImplError, get_impl
-from ..limits import LimitError
 from ..device import current_device
 from ..results import ResultsError, kind_of, read_results, read_system
+from ..strategies import tensor_counterpart
+from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
 from .perf import best_strategy, effective_tflops
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
-           "auto_spec", "resolve"]
+           "auto_spec", "resolve", "WINNER_MODES", "winner_rows"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
 AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
@@ -79,33 +76,16 @@ class Choice:
                 "error_bound": error_bound(self.impl, m, k, n, dtype), "mode": chosen.mode, "source": self.source}
 
 
-@lru_cache(maxsize=None)
-def _fused(spec: str, levels: int) -> bool:
-    """Whether the fused kernels of ``levels`` levels of ``spec`` exist: within MAX_PRODUCTS products, and each
-    product's terms (W_A x W_B x W_C, each rounded up to a power of two) within a launch's parameters. A product
-    of a multi-level plan sums the products of its levels' terms (the Kronecker product, Sec. s:multilevel), so
-    this needs the nonzeros of each level's rows only, not the plan."""
-    try:
-        check_levels(spec, levels)
-    except (AlgorithmError, LimitError):
-        return False
-    try:
-        check_counts(tuple({kernel_counts(w) for w in variant_counts(spec, levels)}))
-    except BuildError:
-        return False
-    return True
-
-
 def candidates(dtype: str, arch: str) -> list[str]:
     """The implementations pick ranks for ``dtype`` on ``arch`` (module docstring), in a fixed order."""
     names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *_PAPER]
     catalogue = [a for a in algorithm_names() if a not in ALGORITHMS or a == "winograd"]
     for alg in catalogue:
-        names += [f"{alg}x{levels}" for levels in (1, 2) if _fused(alg, levels)]
-        names += [f"{alg}+strassen"] if alg != "winograd" and _fused(f"{alg}+strassen", 2) else []
+        names += [f"{alg}x{levels}" for levels in (1, 2) if plan_fits(alg, levels)]
+        names += [f"{alg}+strassen"] if alg != "winograd" and plan_fits(f"{alg}+strassen", 2) else []
     if dtype == "float32" and int(arch.removeprefix("sm_")) >= 80:
         names += list(TENSOR_IMPLS)
-        names += [f"{alg}x1-{mode}" for mode in ("tf32", "3xtf32") for alg in catalogue if _fused(alg, 1)]
+        names += [f"{alg}x1-{mode}" for mode in ("tf32", "3xtf32") for alg in catalogue if plan_fits(alg, 1)]
     return [n for n in dict.fromkeys(names) if dtype in get_impl(n).dtypes]
 
 
@@ -121,6 +101,8 @@ def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
     strategy, timing = best_strategy(spec, _AS_MODELED.get(impl, impl), m, k, n, dtype, resources)
     if impl in _AS_MODELED:
         strategy = ""
+    elif get_impl(impl).tensor:  # the tensor-core kernels take the family's strategy in that one's role
+        strategy = tensor_counterpart(strategy)
     return strategy, timing.seconds, timing.limiter
 
 
@@ -215,3 +197,27 @@ def resolve(impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> tuple
     spec = auto_spec(engine)
     choice = auto_choice(impl, spec, m, k, n, dtype, engine)
     return choice.impl, choice.strategy, f"{impl} chose {choice.impl} ({spec.name}, {choice.source})"
+
+
+# The precisions a winner is found for: full float32 (SIMT, cuBLAS, CUTLASS), and the two tensor-core modes.
+WINNER_MODES = ("simt", "3xtf32", "1xtf32")
+
+
+def winner_rows(spec: GPUSpec, key: str, sweep: str, sizes: list[int], dtype: str = "float32",
+                resources: pd.DataFrame | None = None) -> list[dict[str, object]]:
+    """`model winners`: per size of ``sweep`` (the paper's fixed sides: k = 4,096 for rank-k, m = n = 8,192 for
+    panel), pick's first in each precision mode the GPU has, with its predicted speedup over cuBLAS."""
+    rows = []
+    for x in sizes:
+        m, k, n = shape(sweep, x)
+        ranked = rank(spec, m, k, n, dtype, resources)
+        cublas = next(c for c in ranked if c.impl == "cublas").seconds
+        for mode in WINNER_MODES:
+            best = next((c for c in ranked if get_impl(c.impl).mode == mode), None)
+            if best is None:
+                continue  # no such mode on this GPU (or in this dtype): left out, never drawn at 0
+            rows.append({"gpu": spec.name, "key": key, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
+                         "m": m, "n": n, "k": k, "dtype": dtype, "precision": mode, "impl": best.impl,
+                         "strategy": best.strategy, "time_s": best.seconds, "cublas_s": cublas,
+                         "speedup_vs_cublas": cublas / best.seconds, "limiter": best.limiter})
+    return rows

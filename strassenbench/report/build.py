@@ -25,6 +25,7 @@ from .inputs import ModelGPU, device_of, load_report_inputs, load_run, model_fra
 from .palette import PAPER_LINES
 from .render import render
 from .tables import MODEL_LINES, algorithm_impls, report_tables, table_markdown
+from .winners import fig_winners
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
@@ -81,6 +82,7 @@ def _figures(run: dict, model: ModelGPU, figures: Path, device: str, cpu_run: bo
         fig_model_sweeps(paper_lines, figures, gpu),
         fig_issue_bounds(run["models"]["model_issue_bounds.csv"], figures),
         fig_algorithms(algorithms, measured, figures, gpu, device),
+        fig_winners(run["models"].get("model_winners.csv"), sweeps, figures, gpu, device, cpu_run),
         fig_memlimit(run["memlimit"], figures, device),
         fig_tensorcore_square(sweeps, figures, model.peaks, device, cpu=cpu_run),
     ]

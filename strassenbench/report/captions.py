@@ -15,6 +15,7 @@ SOURCES = {  # the files of the run's folder each figure's measured lines come f
     "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_issue_bounds": [],
     "fig_memlimit": ["memlimit.csv"],
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
+    "fig_winners": ["square.csv", "rankk.csv", "panel.csv"],
     "fig_tensorcore_square": ["square.csv"],
 }
 
@@ -89,7 +90,23 @@ def _algorithms(drawn: Drawn, context: dict) -> str:
     return ("Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over our fused "
             f"GEMM, as {dashed or 'the model predicts it'}"
             + (" and as measured (solid) on this run's GPU" if drawn.solid else "")
-            + "; above 1 the algorithm wins. The algorithms table has their error growth and measured errors.")
+            + "; above 1 the algorithm wins. The algorithms table has their error growth and measured errors."
+            + (f" Left out, as this GPU cannot run them (no TF32 tensor cores): {', '.join(dict.fromkeys(x.lstrip('_') for x in left))}."
+               if (left := drawn.marks.get("left out")) else ""))
+
+
+def _winners(drawn: Drawn, context: dict) -> str:
+    shown = [name for name in ("float32", "3xTF32", "1xTF32") if any(f"model, {name} winners" == x for x in drawn.lines)]
+    text = ("Which implementation wins at each size of the three sweeps (rank-k with k = 4,096, panel with m = n = "
+            f"8,192): pick's first by {context['model']}, its speedup over cuBLAS, each point in its winner's colour, "
+            "every algorithm of the catalogue at one and two levels among the candidates.")
+    if shown:
+        text += f" Precision modes: {', '.join(shown)}; the model predicts cuBLAS and CUTLASS as our GEMM."
+    if shown == ["float32"]:
+        text += " The tensor-core modes are left out: this GPU has no TF32 tensor cores."
+    if any("(measured" in x for x in drawn.lines):
+        text += " Hollow markers: the fastest implementation this run measured in full float32, over measured cuBLAS."
+    return text
 
 
 def _tensorcore_square(drawn: Drawn, context: dict) -> str:
@@ -114,6 +131,7 @@ def _memlimit(drawn: Drawn, context: dict) -> str:
 CAPTIONS = {"fig_stra_square": _stra_square, "fig_stra_square_more": _stra_square_more,
             "fig_intro_comparison": _intro_comparison, "fig_model_square": _model_square,
             "fig_model_sweeps": _model_sweeps, "fig_issue_bounds": _issue_bounds, "fig_algorithms": _algorithms,
+            "fig_winners": _winners,
             "fig_tensorcore_square": _tensorcore_square, "fig_memlimit": _memlimit}
 
 

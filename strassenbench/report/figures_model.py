@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -19,6 +20,7 @@ from .palette import style
 
 __all__ = ["fig_model_square", "fig_model_sweeps", "fig_algorithms", "fig_issue_bounds", "MODEL_SQUARE_IMPLS"]
 
+LEFT_OUT = "left out"  # the gid of an implementation the model GPU cannot run (fig_algorithms' caption names it)
 PREDICTED = ["gpu", "sweep", "x", "impl", "strategy", "time_s", "tflops"]  # what the figures read of predictions
 
 
@@ -107,6 +109,9 @@ def fig_algorithms(model: pd.DataFrame | None, measured: pd.DataFrame | None, ou
         for impl in (i for i in dict.fromkeys(part["impl"]) if i != "gemm"):
             line = part[part["impl"] == impl].set_index("x").sort_index()
             label = label_of(impl).removesuffix(" (ours)")
+            if not np.isfinite(line["time_s"].astype(float)).any():  # no TF32 tensor cores: never drawn at 0
+                ax.plot([], [], gid=LEFT_OUT, label=f"_{label}")  # '_': not in the legend
+                continue
             curve = pd.DataFrame({"x": line.index, "speedup": (gemm.reindex(line.index) / line["time_s"]).values})
             draw_line(ax, curve, impl, "speedup", f"{label} (model)", dashed=True)
             if measured is not None and not measured.empty:

@@ -13,6 +13,7 @@ from ..impls import algorithm_impl, get_impl
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, left_out, ok_rows
+from .winners import winners_table
 from .inputs import ModelGPU, device_of, model_frame
 from .render import Table, table_of
 
@@ -264,6 +265,8 @@ def report_tables(run: dict, model: ModelGPU, resources: pd.DataFrame | None
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
         "model_crossover": (_model_crossover(run), NO_MODEL.format(name="model_speedup.csv", command="speedup")),
         "algorithms": (_algorithm_table(run), ""),
+        "winners": (winners_table(models.get("model_winners.csv")),
+                    NO_MODEL.format(name="model_winners.csv", command="winners")),
         "numerical_error": (_errors(sweeps), "no timed results in this run"),
         "numerical_error_checks": (_checks(run), "no verification results in this run"),
         "claims": (claim_rows, ""),

@@ -44,7 +44,7 @@ else:
         GPUS = {"cpu": {"name": "cpu", "arch": None, "model": ""}}
 DEVICES = list(GPUS)
 DEVICE = DEVICES[0]  # the report's device; the others are compared with it
-PROFILE = config["profile"] if BACKEND == "cuda" else "smoke"
+PROFILE = config["profile"] if BACKEND == "cuda" or config["profile"] == "records" else "smoke"
 GPU_JOB = 1 if BACKEND == "cuda" else 0  # timing jobs hold a whole GPU; on the CPU backend they ask for none
 TIMING_NODE = "--exclusive" if BACKEND == "cuda" else ""  # SLURM: a GPU timing job has its node to itself
 
@@ -71,6 +71,27 @@ def model_gpu(wildcards):
     name = GPUS[wildcards.device]["name"].lower()
     return next((key for key in SPECS if key.lower() in name), "device")
 GRID = config["profiles"][PROFILE]
+
+
+def _algorithms():
+    """The algorithms this run verifies, builds and compares: the profile's (catalogue: every one `strassenbench
+    algorithms` lists but the paper's own Strassen and the classical product), else the config's list."""
+    from strassenbench.algebra.algorithm import algorithm_names
+
+    if GRID.get("algorithms") == "catalogue":
+        return [a for a in algorithm_names() if a not in ("strassen", "classical")]
+    return config["algorithms"]
+
+
+ALGORITHMS = _algorithms()
+
+
+def winner_sizes(wildcards=None):
+    """The sizes of the winners table: the strategies figure's, and 2,048, 8,192 and 16,384 (the report's table)."""
+    from strassenbench.sweeps import parse_sizes
+
+    sizes = {*parse_sizes(GRID["model_strategies"]["sizes"]), 2048, 8192, 16384}
+    return ",".join(str(x) for x in sorted(sizes))
 
 
 def _check_config():
@@ -131,9 +152,12 @@ if BACKEND != "cuda":
 
 def verify_cases():
     """One case per (algorithm, levels, dtype, shape): ALG_L{levels}_{M}x{K}x{N}_{dtype}; the algorithms list
-    at the configured levels from 1 up."""
+    at the configured levels from 1 up where their fused kernels exist (two levels of a 4x4x4 algorithm do not)."""
+    from strassenbench.fused.build import plan_fits
+
     cases = [(config["algorithm"], levels) for levels in GRID["verify"]["levels"]]
-    cases += [(alg, levels) for alg in config["algorithms"] for levels in GRID["verify"]["levels"] if levels]
+    cases += [(alg, levels) for alg in ALGORITHMS for levels in GRID["verify"]["levels"]
+              if levels and plan_fits(alg, levels)]  # levels whose fused kernels exist (docs/pick.md)
     return [
         f"{alg}_L{levels}_{shape}_{dtype}"
         for alg, levels in dict.fromkeys(cases)
@@ -147,8 +171,10 @@ def kernel_plans():
     and the fused implementations of other algorithms."""
     from strassenbench.impls import get_impl
 
-    plans = [(alg, levels) for alg in [config["algorithm"], *config["algorithms"]]
-             for levels in GRID["verify"]["levels"] if levels]
+    from strassenbench.fused.build import plan_fits
+
+    plans = [(alg, levels) for alg in [config["algorithm"], *ALGORITHMS]
+             for levels in GRID["verify"]["levels"] if levels and plan_fits(alg, levels)]
     plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, config["impls"]) if impl.kind == "fused"]
     return [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
             for word in ("--plan", f"{alg}:{levels}")]
@@ -158,7 +184,7 @@ def crossover_impls():
     """1-level Strassen and one level of every configured algorithm, for the model's crossover table."""
     from strassenbench.impls import algorithm_impl
 
-    return ",".join(dict.fromkeys(["strassen1", *(algorithm_impl(alg).name for alg in config["algorithms"])]))
+    return ",".join(dict.fromkeys(["strassen1", *(algorithm_impl(alg).name for alg in ALGORITHMS)]))
 
 
 def model_impls():

@@ -114,3 +114,25 @@ rule model_crossover:
     shell:
         "strassenbench model crossover --gpu V100 --gpu A100 --gpu H100 --impl {params.impls:q} --out {output:q} "
         "> {log:q} 2>&1"
+
+
+rule model_winners:
+    """pick's first per size and precision mode on the paper's three sweeps, for every built-in GPU model and the
+    device's (the report's winners figure and table): at the strategies figure's sizes and at 2,048, 8,192 and
+    16,384."""
+    input:
+        "build/resources.csv",
+    output:
+        "data/{device}/model_winners.csv",
+    log:
+        "logs/{device}/model_winners.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        **MODEL_GPU_RESOURCES,
+    params:
+        gpus=lambda wc: " ".join(f"--gpu {g}" for g in dict.fromkeys(["V100", "A100", "H100", model_gpu(wc)])),
+        sizes=winner_sizes,
+    shell:
+        "strassenbench model winners {params.gpus} --sizes {params.sizes:q} --resources {input:q} "
+        "--out {output:q} > {log:q} 2>&1"
