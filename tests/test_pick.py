@@ -8,11 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from strassenbench.cli import main
-from strassenbench.impls import get_impl
+from strassenbench.impls import ImplError, get_impl
 from strassenbench.model.gpus import SPECS
 from strassenbench.model.pick import AUTO, candidates, error_bound, rank, resolve
 from strassenbench.sweeps import shape
@@ -190,3 +191,11 @@ def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path
     drawn = fig_algorithms(pd.concat(frames), None, tmp_path, "V100", "DEV")
     assert not any("3xTF32" in x for x in drawn.lines) and drawn.marks.get("left out")
     assert "Left out, as this GPU cannot run them" in checked_caption(drawn, context)
+
+
+def test_auto_is_not_run_as_itself() -> None:
+    """auto is chosen per call by bench and verify; asked to run directly, it refuses in one line."""
+    A, B, C = (np.zeros((4, 4), dtype=np.float32) for _ in range(3))
+    for name in AUTO:
+        with pytest.raises(ImplError, match="chosen per shape by bench and verify"):
+            get_impl(name)(A, B, C, engine="numpy")

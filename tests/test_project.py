@@ -93,6 +93,21 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     assert "--arch sm_80 --arch sm_90" in proc.stdout
 
 
+def test_dry_run_of_records_profile_on_the_cpu_takes_every_catalogue_algorithm(workdir):
+    """The records profile (a CPU run too): every algorithm `strassenbench algorithms` lists at one level in both
+    dtypes, its kernels in the build, and the winners table among the model's files."""
+    from strassenbench.algebra.algorithm import algorithm_names
+
+    proc = _snakemake(["-n", "-p", "--config", "profile=records", "backend=numpy"], workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = _job_counts(proc.stdout)
+    catalogue = [a for a in algorithm_names() if a not in ("strassen", "classical")]
+    assert len(catalogue) >= 45 and counts["verify"] == (1 + len(catalogue)) * 2  # Strassen and each, L1, 2 dtypes
+    for name in ("plinopt-4x4x4-48-rational", "perminov-5x5x5-93", "alphatensor-3x9x11-225"):
+        assert f"--algorithm {name} --levels 1 --m 37 --k 29 --n 41" in proc.stdout, name
+    assert counts["model_winners"] == 1 and "--gpu V100 --gpu A100 --gpu H100 --sizes" in proc.stdout
+
+
 TWO_GPUS = 'gpus=["NVIDIA A100-SXM4-80GB@sm_80@a100","NVIDIA H100 80GB HBM3@sm_90@h100"]'
 
 

@@ -25,7 +25,7 @@ from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
 from .palette import INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
-__all__ = ["Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
+__all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
            "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "panel_labels",
            "label_of", "draw_line", "size_axis", "legend_below", "empty_note", "Y_TFLOPS"]
 
@@ -133,6 +133,16 @@ def _fixed(part: pd.DataFrame, sweep: str) -> int | None:
     if part.empty or sweep == "square":
         return None
     return int(part["k"].iloc[0]) if sweep == "rankk" else int(part["m"].iloc[0])
+
+
+def speedup_panel(ax: plt.Axes, sweep: str, ylabel: str) -> None:
+    """A sweep's panel of speedups: the parity line at 1, the paper's title and x axis for the sweep, ``ylabel``."""
+    ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
+    title, x_name = panel_labels(sweep, None)
+    ax.set_title(title)
+    ax.set_xlabel(x_name)
+    size_axis(ax)
+    ax.set_ylabel(ylabel)
 
 
 def size_axis(ax: plt.Axes) -> None:

@@ -15,7 +15,8 @@ import seaborn as sns
 from ..sweeps import SWEEPS
 from . import figures
 from .analysis import ok_rows
-from .figures import Y_TFLOPS, Drawn, draw_line, empty_note, label_of, legend_below, panel_labels, size_axis
+from .figures import (Y_TFLOPS, Drawn, draw_line, empty_note, label_of, legend_below, panel_labels, size_axis,
+                      speedup_panel)
 from .palette import style
 
 __all__ = ["fig_model_square", "fig_model_sweeps", "fig_algorithms", "fig_issue_bounds", "MODEL_SQUARE_IMPLS"]
@@ -118,12 +119,7 @@ def fig_algorithms(model: pd.DataFrame | None, measured: pd.DataFrame | None, ou
                 mine = measured[(measured["sweep"] == sweep) & (measured["impl"] == impl)]
                 if not mine.empty:
                     draw_line(ax, mine, impl, "speedup", f"{label} (measured, {device})")
-        ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
-        panel_title, x_name = panel_labels(sweep, None)
-        ax.set_title(panel_title)
-        ax.set_xlabel(x_name)
-        size_axis(ax)
-        ax.set_ylabel("speedup over the GEMM = time(GEMM) / time")
+        speedup_panel(ax, sweep, "speedup over the GEMM = time(GEMM) / time")
     legend_below(fig, axes, ncol=3)
     fig.suptitle(f"Which algorithm wins per shape, single precision: {gpu} (dashed: prediction)")
     return figures.save(fig, out, "fig_algorithms")

@@ -14,7 +14,7 @@ from ..impls import get_impl
 from ..sweeps import SWEEPS
 from . import figures
 from .analysis import ok_rows
-from .figures import Drawn, label_of, legend_below, panel_labels, size_axis
+from .figures import Drawn, label_of, legend_below, speedup_panel
 from .palette import style
 
 __all__ = ["fig_winners", "winners_table", "TABLE_SIZES", "PRECISIONS"]
@@ -75,12 +75,7 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
             _draw_winners(ax, done, f"measured, {device}", "-", hollow=True)
         if part.empty and done.empty:
             figures.empty_note(ax, "no model_winners.csv rows for this GPU and no measurements")
-        ax.axhline(1.0, color="black", linewidth=0.8, gid="parity", label="_parity")
-        title, x_name = panel_labels(sweep, None)
-        ax.set_title(title)
-        ax.set_xlabel(x_name)
-        size_axis(ax)
-        ax.set_ylabel("speedup over cuBLAS (SGEMM)")
+        speedup_panel(ax, sweep, "speedup over cuBLAS (SGEMM)")
     legend_below(fig, axes, ncol=4)
     fig.suptitle(f"Which implementation wins per size, single precision: {gpu} (model: prediction)")
     return figures.save(fig, out, "fig_winners")
