@@ -76,10 +76,10 @@ def verify(
             ENGINES[engine](plan, A, B, C, alpha, beta, **({"mode": run.mode} if run.tensor else {}))
         mode = run.mode
     else:
-        name, _, note = resolve(impl, m, k, n, dtype, engine)  # auto: what pick ranks first (strassenbench.model.pick)
+        name, strategy, note = resolve(impl, m, k, n, dtype, engine)  # auto: pick's first (strassenbench.model.pick)
         chosen = get_impl(name)
-        if note:
-            options = None  # auto takes no options: the chosen one runs with its defaults
+        if note:  # auto takes no options: the chosen one runs with pick's strategy, where it takes one
+            options = {"strategy": strategy} if strategy and chosen.takes("strategy", engine) else None
         run = options if isinstance(options, RunOptions) else chosen.run_options(engine, **(options or {}))
         chosen.run(A, B, C, alpha, beta, engine, run)
         algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode

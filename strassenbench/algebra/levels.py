@@ -17,7 +17,7 @@ import numpy as np
 from ..limits import check_products
 from .algorithm import Algorithm, AlgorithmError, get_algorithm
 
-__all__ = ["CHECK_ENTRIES", "check_levels", "multilevel", "plan_products", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
+__all__ = ["CHECK_ENTRIES", "check_levels", "grid_dims", "multilevel", "plan_products", "identity_algorithm", "level_names", "spec_levels", "split_spec"]
 
 # Multi-level results are checked again, so an indexing mistake cannot pass silently: by the full Brent
 # tensor while it has at most this many entries, by exact random products beyond.
@@ -54,6 +54,13 @@ def plan_products(spec: str, levels: int) -> int:
     """The products of ``levels`` levels of ``spec``: the ranks of its levels multiplied (7^L for Strassen),
     known without building the Kronecker product (strassenbench.limits bounds it before any work)."""
     return math.prod(get_algorithm(name).rank for name in level_names(spec, levels))
+
+
+def grid_dims(spec: str, levels: int) -> tuple[int, int, int]:
+    """The block grid (m~, k~, n~) of ``levels`` levels of ``spec``: its levels' grids multiplied, known without
+    building the Kronecker product; (1, 1, 1) at 0 levels."""
+    dims = [get_algorithm(name).dims for name in level_names(spec, levels)]
+    return tuple(math.prod(side) for side in zip(*dims)) if dims else (1, 1, 1)  # type: ignore[return-value]
 
 
 def check_levels(spec: str, levels: int) -> None:

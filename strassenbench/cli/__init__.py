@@ -40,7 +40,8 @@ __all__ = ["main", "build_parser", "UsageError", "EXIT_FAIL", "EXIT_USAGE"]
 GROUPS = (tables, runs, build, results, model, pick)  # each adds its commands' parsers
 # The errors of bad input a command finds after parsing: one line, exit status 2.
 INPUT_ERRORS = (PlanError, GemmError, UsageError, ImplError, FusedError, BuildError, ToolchainError, EmuError,
-                CudaError, ResultsError, AlgorithmError, ModelError, LimitError, OutputError, EnvError, OptionsError)
+                CudaError, ResultsError, AlgorithmError, ModelError, LimitError, OutputError, EnvError, OptionsError,
+                PickError)
 
 
 class _Parser(argparse.ArgumentParser):

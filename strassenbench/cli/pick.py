@@ -12,7 +12,7 @@ import pandas as pd
 from ..gemm import DTYPES
 from ..io import write_table
 from ..model.gpus import SPECS
-from ..model.pick import PickError, measured_points, rank
+from ..model.pick import measured_points, rank
 from . import types
 from .checks import UsageError
 from .model import gpu_spec, resources_of
@@ -49,10 +49,7 @@ def _folders(data: str | None) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
     measured = measured_points(_folders(args.data), spec)
-    try:
-        ranked = rank(spec, args.m, args.k, args.n, args.dtype, resources_of(args.resources), measured)
-    except PickError as err:
-        raise UsageError(str(err)) from None
+    ranked = rank(spec, args.m, args.k, args.n, args.dtype, resources_of(args.resources), measured)
     cublas = next(c for c in ranked if c.impl == "cublas")
     frame = pd.DataFrame([c.row(args.m, args.k, args.n, args.dtype, cublas.seconds) for c in ranked[: args.top]])
     frame.insert(0, "rank", range(1, len(frame) + 1))

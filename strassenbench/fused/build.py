@@ -27,12 +27,10 @@ import pandas as pd
 
 from .. import env
 from ..algebra.algorithm import AlgorithmError
-from ..algebra.levels import check_levels
-from ..algebra.primitives import variant_counts
 from ..io import write_atomic
 from ..limits import LimitError
 from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
-                        operand_counts, render)
+                        operand_counts, plan_counts, render)
 from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, BuildError, Props, blocks_row,
                       built_by, compile_module, parse_ptxas, sass_counts, toolchain_for, unit_digest, unit_fresh)
 from .sass import mainloop_metrics, opcode_counts, parse_sass
@@ -188,11 +186,9 @@ def check_counts(counts: tuple[tuple[int, int, int], ...] | None,
 def plan_fits(spec: str, levels: int) -> bool:
     """Whether the fused kernels of ``levels`` levels of ``spec`` exist: within MAX_PRODUCTS products, and each
     product's terms (W_A x W_B x W_C, each rounded up to a power of two) within a launch's parameters
-    (check_counts). A product of several levels is the Kronecker product of one per level (Sec. s:multilevel),
-    so this needs the levels' nonzeros only (variant_counts), not the plan."""
+    (check_counts on plan_counts, which checks the products and needs the levels' nonzeros only, not the plan)."""
     try:
-        check_levels(spec, levels)
-        check_counts(tuple({kernel_counts(w) for w in variant_counts(spec, levels)}))
+        check_counts(plan_counts(spec, levels))
     except (AlgorithmError, LimitError, BuildError):
         return False
     return True

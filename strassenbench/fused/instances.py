@@ -24,7 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import env
-from ..algebra.primitives import variants
+from ..algebra.levels import check_levels
+from ..algebra.primitives import variant_counts
 from ..strategies import ALL_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, TensorStrategy
 from ..tensorcore import MODES as TENSOR_MODES
 
@@ -106,7 +107,8 @@ def plan_counts(algorithm: str, levels: int) -> tuple[tuple[int, int, int], ...]
     run on, sorted; the GEMM's (1, 1, 1) at 0 levels."""
     if levels == 0:
         return ((1, 1, 1),)
-    return tuple(sorted({kernel_counts((v.W_A, v.W_B, v.W_C)) for v in variants(algorithm, levels)}))
+    check_levels(algorithm, levels)  # within MAX_PRODUCTS: counted from the levels' nonzeros, not the products
+    return tuple(sorted({kernel_counts(w) for w in variant_counts(algorithm, levels)}))
 
 
 @lru_cache(maxsize=None)

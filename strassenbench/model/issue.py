@@ -18,6 +18,7 @@ thread and slice; and over a kernel (as T_flop, Eq. eqn:t_flop, shares the peak 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import weakref
 
@@ -93,56 +94,56 @@ def default_slice_counts(s: Strategy, w: tuple[int, int, int], dtype: str) -> tu
 
 
 _KEY = ["arch", "strategy", "dtype", "W_A", "W_B", "W_C"]
-_INDEXES: dict[int, tuple[weakref.ref, dict[tuple, pd.DataFrame], pd.DataFrame]] = {}
-_MEMOS: dict[int, tuple[weakref.ref, dict[tuple, object]]] = {}
+_TABLES: dict[int, tuple[weakref.ref, dict[tuple, object]]] = {}
+
+
+def _table_cache(resources: pd.DataFrame) -> dict[tuple, object]:
+    """What has been derived from ``resources`` (a read-only table), kept while the table lives: a prediction
+    asks for the same kernel's rows tens of thousands of times, and `strassenbench pick` for hundreds of
+    candidates at every strategy."""
+    cached = _TABLES.get(id(resources))
+    if cached is None or cached[0]() is not resources:
+        for key in [k for k, (ref, _) in _TABLES.items() if ref() is None]:  # tables gone since
+            del _TABLES[key]
+        cached = _TABLES[id(resources)] = (weakref.ref(resources), {})
+    return cached[1]
 
 
 def per_table(fn):  # noqa: ANN001, ANN201 - a decorator
-    """``fn(..., resources)`` (its last positional or keyword argument a read-only table or None) remembered per
-    table and arguments: `strassenbench pick` asks the model for every strategy of hundreds of candidates."""
-    import functools
+    """``fn`` (whose parameter ``resources`` is a read-only table or None) remembered per table and arguments."""
+    signature = inspect.signature(fn)
+    without = functools.lru_cache(maxsize=65536)(fn)
 
     @functools.wraps(fn)
-    def remembered(*args, resources: pd.DataFrame | None = None):  # noqa: ANN202
-        if resources is None and args and (args[-1] is None or isinstance(args[-1], pd.DataFrame)):
-            *args, resources = args
+    def remembered(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        resources = bound.arguments.pop("resources")
         if resources is None:
-            return _memo_none(fn, *args)
-        cached = _MEMOS.get(id(resources))
-        if cached is None or cached[0]() is not resources:
-            for key in [k for k, (ref, _) in _MEMOS.items() if ref() is None]:
-                del _MEMOS[key]
-            cached = _MEMOS[id(resources)] = (weakref.ref(resources), {})
-        key = (fn.__qualname__, *args)
-        if key not in cached[1]:
-            cached[1][key] = fn(*args, resources)
-        return cached[1][key]
+            return without(*bound.arguments.values(), None)
+        cache = _table_cache(resources)
+        key = (fn.__qualname__, *bound.arguments.values())
+        if key not in cache:
+            cache[key] = fn(*bound.arguments.values(), resources)
+        return cache[key]
 
     return remembered
 
 
-@functools.lru_cache(maxsize=65536)
-def _memo_none(fn, *args):  # noqa: ANN001, ANN202
-    return fn(*args, None)
-
-
 def _index(resources: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], pd.DataFrame]:
     """The fused kernels' rows of ``resources`` (plain write-back, vector loads) by (arch, strategy, dtype, W_A,
-    W_B, W_C), made once per table (read-only): a prediction asks for them tens of thousands of times."""
-    cached = _INDEXES.get(id(resources))
-    if cached is not None and cached[0]() is resources:
-        return cached[1], cached[2]
-    rows = resources
-    if "write_mode" in rows:
-        rows = rows[rows["write_mode"] == "plain"]
-    if "source" in rows:
-        rows = rows[(rows["source"] == "strassenbench") & (rows["loads"] == "vector")]
-    groups = {(str(a), str(st), str(d), int(wa), int(wb), int(wc)): part
-              for (a, st, d, wa, wb, wc), part in rows.groupby(_KEY, sort=False)}
-    for key in [k for k, (ref, *_) in _INDEXES.items() if ref() is None]:  # tables gone since
-        del _INDEXES[key]
-    _INDEXES[id(resources)] = (weakref.ref(resources), groups, rows.iloc[0:0])
-    return groups, rows.iloc[0:0]
+    W_B, W_C), made once per table."""
+    cache = _table_cache(resources)
+    if ("_index",) not in cache:
+        rows = resources
+        if "write_mode" in rows:
+            rows = rows[rows["write_mode"] == "plain"]
+        if "source" in rows:
+            rows = rows[(rows["source"] == "strassenbench") & (rows["loads"] == "vector")]
+        groups = {(str(a), str(st), str(d), int(wa), int(wb), int(wc)): part
+                  for (a, st, d, wa, wb, wc), part in rows.groupby(_KEY, sort=False)}
+        cache[("_index",)] = (groups, rows.iloc[0:0])
+    return cache[("_index",)]  # type: ignore[return-value]
 
 
 def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, int, int],

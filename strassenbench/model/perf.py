@@ -29,8 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ..algebra.algorithm import get_algorithm
-from ..algebra.levels import level_names
+from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives, variant_counts
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
@@ -198,8 +197,7 @@ def impl_time(
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     total = ZERO
-    gm, gk, gn = (math.prod(d) for d in zip(*(get_algorithm(name).dims for name in level_names(algorithm, fused_levels)))) \
-        if fused_levels else (1, 1, 1)
+    gm, gk, gn = grid_dims(algorithm, fused_levels)
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
     for w, count in variant_counts(algorithm, fused_levels).items():
         kernel = kernel_counts(w)

@@ -36,7 +36,7 @@ from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get
 from ..fused.build import plan_fits
 from ..impls import IMPLS, TENSOR_IMPLS, ImplError, get_impl
 from ..device import current_device
-from ..results import ResultsError, kind_of, read_results, read_system
+from ..results import ResultsError, read_results, read_system
 from ..strategies import tensor_counterpart
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
@@ -106,10 +106,15 @@ def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
     return strategy, timing.seconds, timing.limiter
 
 
+def _spec_key(name: str) -> str | None:
+    """The built-in spec whose key a GPU's name holds (H100 in 'NVIDIA H100 80GB HBM3'), None if none does."""
+    return next((key for key in SPECS if key.lower() in name.lower()), None)
+
+
 def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
     """The timed points (status ok) of every result file in ``folders`` that measured ``spec``'s GPU (its key in
     the device's name, e.g. H100 in 'NVIDIA H100 80GB HBM3'): impl, m, k, n, dtype, strategy, time_s, source."""
-    key = next((k for k in ("V100", "A100", "H100", "H200") if k.lower() in spec.name.lower()), spec.name)
+    key = _spec_key(spec.name) or spec.name
     frames = []
     for folder in folders:
         gpu = ((read_system(folder / "system.json") or {}).get("gpu") or {}).get("gpu", "")
@@ -117,11 +122,8 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
             continue
         for path in sorted(folder.glob("*.csv")):
             try:
-                header = path.read_text(errors="replace").split("\n", 1)[0].split(",")
-                if kind_of(header) is None or kind_of(header).name != "bench":
-                    continue
                 rows = read_results(path, "bench")
-            except (OSError, ResultsError):
+            except (OSError, ResultsError):  # another kind of table (verify, memlimit, accuracy), or not a result file
                 continue
             ok = rows[rows["status"] == "ok"]
             frames.append(pd.DataFrame({"impl": ok["impl"].astype(str), "m": ok["m"].astype(int),
@@ -182,9 +184,9 @@ def auto_spec(engine: str) -> GPUSpec:
         return SPECS["H100"]
     try:
         name, arch = current_device()
-        named = [spec for key, spec in SPECS.items() if key.lower() in name.lower()]
         same = [spec for spec in SPECS.values() if spec.arch == arch]
-        return (named or same)[0] if named or same else get_gpu("device")
+        key = _spec_key(name)
+        return SPECS[key] if key else same[0] if same else get_gpu("device")
     except (RuntimeError, ValueError) as err:
         raise ImplError(f"auto ranks by the GPU's model: {err}") from None
 
