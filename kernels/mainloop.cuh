@@ -106,7 +106,7 @@ struct Group {
 // (slice 0 into stage 0), gemm_iters (the interior slices, the next one's loads in flight) and wind_down (the
 // predicated slices that remain: edge tiles, the last slices, the scalar kernels).
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B,
-          int V_A, int V_B, int PAD_A, class TermsA, class TermsB>
+          int V_A, int V_B, int PAD_A, bool REREAD, class TermsA, class TermsB>
 __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms_a, const TermsB& terms_b, int lda,
                                          int ldb, int bk,
                                          int row0, int col0, SharedTiles<T, M_S, N_S, K_S, PAD_A>& smem,
@@ -225,16 +225,28 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
       auto issue_at = [&](auto group) {
         using X = decltype(group);
         using R = GroupRange<X::g, X::n, W_A, W_B, kByOperand && X::n == G>;
-        load_a.template issue_at<R::a0, R::a1>(terms_a, at.off_a, at.step_a);
-        load_b.template issue_at<R::b0, R::b1>(terms_b, at.off_b, at.step_b);
+        load_a.template issue_at<R::a0, R::a1>(ta, at.off_a, at.step_a);
+        load_b.template issue_at<R::b0, R::b1>(tb, at.off_b, at.step_b);
+      };
+      // REREAD: the terms' addresses and coefficients are read afresh from the parameters every slice
+      // (Terms::reread), so that the compiler cannot hold them in registers across the loop (3 registers a
+      // term). The build compiles a kernel so only when it spills otherwise (strassenbench.fused.build).
+      auto fresh = [&] {
+        if constexpr (REREAD) {
+          ta = terms_a.reread();
+          tb = terms_b.reread();
+        }
       };
       for (; s + 1 < at.fast; s += 2) {
+        fresh();
         slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
         at.advance();
+        fresh();
         slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
         at.advance();
       }
       if (s < at.fast) {
+        fresh();
         slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
         ++s;
         stage = 1;

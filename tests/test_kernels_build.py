@@ -189,6 +189,44 @@ def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> 
     assert table.loc[vector["atomic"], ["loop_instructions", "load_use_distance"]].tolist() == [600, 100]
 
 
+def test_vector_kernels_that_spill_uncapped_read_their_terms_afresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The build's last remedy, with ptxas's report stubbed: vector kernels that spill under the cap, at every
+    register-usage level and uncapped (as PLinOpt's 4x4x4:48 plain w16x8x2 did on sm_90, at 255 registers)
+    are compiled once more with their terms reread every interior slice, uncapped, into <unit>_reread.fatbin.
+    The plain kernel no longer spills there and keeps that build; the atomic one spills there too and keeps its
+    uncapped build, and no scalar kernel is compiled again."""
+    calls: list[tuple[str, tuple]] = []
+
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
+        calls.append((name, selected))
+        (out / f"{name}.cu").write_text(build_module.render(selected))
+        (out / f"{name}.fatbin").write_bytes(b"")
+        rows = []
+        for i in selected:
+            spills = i.loads == "vector" and not (i.reread and i.write_mode == "plain")
+            rows.append({**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "loop_instructions": 700,
+                         "registers": 128 if i.capped else 255, "spill_stores": 8 * spills,
+                         "spill_loads": 40 if i.reread and spills else 8 * spills, "load_use_distance": 250})
+        return rows
+
+    monkeypatch.setattr(build_module, "_compile", fake_compile)
+    monkeypatch.setattr(build_module, "toolchain_for",
+                        lambda arch, driver=None: Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas"))
+    selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((16, 8, 2),))
+    vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
+    assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
+    assert [name for name, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped", "unit_reread"]
+    reread = calls[-1][1]
+    assert {i.name for i in reread} == set(vector.values())
+    assert all(i.reread and not i.capped and i.min_blocks == 1 for i in reread)
+    assert all(line.endswith(", true)") for line in (tmp_path / "unit_reread.cu").read_text().splitlines()
+               if line.startswith("SB_STRASSEN_INSTANCE"))
+    index = json.loads((tmp_path / "unit.json").read_text())
+    assert index[vector["plain"]] == "unit_reread.fatbin" and index[vector["atomic"]] == "unit_uncapped.fatbin"
+    table = pd.read_csv(tmp_path / "unit.csv").set_index("kernel")
+    assert table.loc[vector["plain"], "spill_stores"] == 0 and table.loc[vector["atomic"], "spill_loads"] == 8
+
+
 def test_unchanged_build_is_skipped_and_header_change_rebuilds(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """One module per (arch, dtype, strategy), each compiled only when its stamp changes; the index maps
     every kernel to its fatbin."""
@@ -530,3 +568,15 @@ def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -
     (out / f"{name}.stamp").write_text(f"{'0' * 64}\n{headers[0]}")  # other sources: cannot be rebuilt here
     with pytest.raises(ToolchainError, match="pip install nvidia-cutlass"):
         cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+
+
+@pytest.mark.slow
+def test_the_widest_catalogue_kernels_build_without_spills_on_sm90(tmp_path) -> None:  # noqa: ANN001
+    """PLinOpt's 4x4x4:48 needs W = 16 kernels; its plain vector w16x8x2 and w16x8x8 spilled on sm_90 at 255
+    registers at every register-usage level until the build read their terms afresh (_reread_spilling). The
+    four units with 16 terms on a side that its one level uses the most build for Huge without a spill."""
+    table = build(["sm_90"], tmp_path, dtypes=("float32",), strategies=("Huge",),
+                  counts=((16, 8, 2), (16, 8, 8), (16, 16, 16), (8, 16, 2)), cutlass=False)
+    assert len(table) == 16 and (table["spill_stores"] == 0).all() and (table["spill_loads"] == 0).all()
+    index = json.loads((tmp_path / "strassen_sm_90_float32_huge_w16x8x2.json").read_text())
+    assert index["strassen_f32_huge_w16x8x2_plain"].endswith("_reread.fatbin")

@@ -272,3 +272,31 @@ def test_processes_that_need_one_library_compile_it_once(tmp_path) -> None:  # n
     assert [run.returncode for run in runs] == [0, 0], errors
     assert len(log.read_text().split()) == 1  # one compile for both
     assert len(list((tmp_path / "cache").glob("*.so"))) == 1
+
+
+def test_terms_read_afresh_every_slice_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build's last remedy for a vector kernel that spills (terms reread every interior slice,
+    strassenbench.fused.build._reread_spilling): the same sources with REREAD on are exact on shapes with
+    interior tiles (the pipelined path that rereads), both dtypes, one product per launch and batched."""
+    from dataclasses import replace
+
+    from strassenbench.fused import emu as emu_module
+
+    real_render = emu_module.render
+    rendered: list[str] = []
+
+    def render_reread(selected):  # noqa: ANN001, ANN202
+        text = real_render(tuple(replace(i, reread=not i.tensor) for i in selected))
+        rendered.append(text)
+        return text
+
+    monkeypatch.setattr(emu_module, "render", render_reread)
+    emu_module.library.cache_clear()
+    try:
+        for dtype, scheme in itertools.product(("float32", "float64"), ("sequential", "atomic")):
+            expected, got = run_both(1, (128, 96, 128), dtype, 1.0, 1.0, strategy="Small", scheme=scheme)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{dtype} {scheme}")
+    finally:
+        emu_module.library.cache_clear()
+    lines = [line for text in rendered for line in text.splitlines() if line.startswith("SB_STRASSEN_INSTANCE")]
+    assert lines and all(line.endswith(", true)") for line in lines)  # REREAD, the last argument, on

@@ -121,7 +121,8 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     late (_late), are compiled again at other ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
     ``<unit>_rul<level>.fatbin``); each kernel keeps its best build (_score). Register-capped ones that still
     spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one
-    block per SM fewer) rather than spill. ``<unit>.json`` maps each kernel to its module."""
+    block per SM fewer) rather than spill; vector kernels that spill even so are compiled with their terms
+    read afresh every slice (_reread_spilling). ``<unit>.json`` maps each kernel to its module."""
     text = render(selected)
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch, driver):
@@ -152,13 +153,32 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
         again = {r["kernel"]: r for r in _compile(arch, f"{unit}_uncapped", relaxed, out, toolchain)}
         rows = [again.get(r["kernel"], r) for r in rows]
         index.update({inst.name: f"{unit}_uncapped.fatbin" for inst in relaxed})
+        by_name.update({inst.name: inst for inst in relaxed})
     else:
         _drop_module(out, f"{unit}_uncapped")
+    rows = _reread_spilling(arch, unit, rows, by_name, index, out, toolchain)
     write_atomic(out / f"{unit}.csv", pd.DataFrame(rows, columns=RESOURCE_COLUMNS).to_csv(index=False))
     write_atomic(out / f"{unit}.json", json.dumps(index, indent=0, sort_keys=True))
     write_atomic(out / f"{unit}.toolchain", str(toolchain))
     write_atomic(out / f"{unit}.stamp", unit_digest(text, arch, toolchain))
     return True
+
+
+def _reread_spilling(arch: str, unit: str, rows: list[dict], by_name: dict[str, Instance], index: dict[str, str],
+                     out: Path, toolchain: Toolchain) -> list[dict]:
+    """SIMT vector kernels that still spill (at the 255-register limit: many terms, Sec. s:variants) compiled
+    again with their terms read afresh every interior slice (``reread``, mainloop.cuh), into
+    ``<unit>_reread.fatbin``; each keeps the better build (_score). The rows, with ``index`` updated."""
+    name = f"{unit}_reread"
+    retry = tuple(replace(by_name[r["kernel"]], reread=True) for r in rows
+                  if _spills(r) and by_name[r["kernel"]].loads == "vector" and not by_name[r["kernel"]].tensor)
+    again = {r["kernel"]: r for r in (_compile(arch, name, retry, out, toolchain) if retry else [])}
+    better = {k: r for k, r in again.items() if _score(by_name[k], r) < _score(by_name[k], next(
+        row for row in rows if row["kernel"] == k))}
+    index.update({k: f"{name}.fatbin" for k in better})
+    if not better:
+        _drop_module(out, name)
+    return [better.get(r["kernel"], r) for r in rows]
 
 
 def _arch_index(out: Path, arch: str, driver: tuple[int, int] | None) -> dict[str, str]:

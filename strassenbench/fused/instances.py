@@ -128,6 +128,7 @@ class Instance:
     write_mode: str
     loads: str = "vector"
     capped: bool = True  # False: built without the register cap (it spilled under it)
+    reread: bool = False  # True: its terms read afresh every interior slice (it spilled otherwise)
     mode: str = "simt"  # or a tensor-core mode, 1xtf32 or 3xtf32 (float32, a TensorStrategy)
 
     def __post_init__(self) -> None:
@@ -178,7 +179,7 @@ class Instance:
         fields = [
             self.name, _CTYPE[self.dtype], s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.m_R, s.n_R,
             s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false", self.batch,
-            "true" if self.loads == "vector" else "false",
+            "true" if self.loads == "vector" else "false", "true" if self.reread else "false",
         ]
         return f"SB_STRASSEN_INSTANCE({', '.join(map(str, fields))})"
 

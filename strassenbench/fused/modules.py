@@ -36,7 +36,8 @@ RESOURCE_COLUMNS = [
     "local_mem_ops", *MAINLOOP_COLUMNS,
 ]
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
-FLAGS = "c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 on spills or late loads, best kept | fatbin sass+ptx"
+FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 on spills or late loads, best kept, "
+         "uncapped then terms reread on spills left | fatbin sass+ptx")
 # The columns read from the machine code, raw counts only (the model derives rates from them:
 # strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).
 SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
