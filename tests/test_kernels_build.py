@@ -105,14 +105,16 @@ def test_huge_two_level_fit_the_cap_or_get_their_registers(float32_sm90: pd.Data
 
 
 def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """The build's policy, with ptxas's report stubbed: a capped kernel that spills is compiled again under the
+    """The build's policy, with ptxas's report stubbed: a capped kernel that spills is assembled again under the
     cap at other ptxas register-usage levels (<unit>_rul4, <unit>_rul0, <unit>_rul8); one that still spills, without
     the cap into <unit>_uncapped.fatbin. Each row comes from the compile that kept it, and the index points
     to its module."""
     calls: list[tuple[str, tuple, tuple]] = []
+    assembled_from: list[str | None] = []
 
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
         calls.append((name, selected, ptxas_options))
+        assembled_from.append(ptx_of)
         (out / f"{name}.cu").write_text(build_module.render(selected))
         (out / f"{name}.fatbin").write_bytes(b"")
         # atomic kernels spill under the cap at the default level; the vector ones stop at level 4
@@ -129,6 +131,8 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
     assert [name for name, _, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped"]
     assert [c[2] for c in calls[1:4]] == [(f"--register-usage-level={level}",) for level in (4, 0, 8)]
+    # the levels assemble the unit's PTX again (no front end); the uncapped kernels' source differs
+    assert assembled_from == [None, "unit", "unit", "unit", None]
     level4 = {i.name for i in calls[1][1] if i.loads == "vector"}
     relaxed = calls[4][1]
     assert {i.write_mode for i in relaxed} == {"atomic"} and not any(i.capped for i in relaxed)
@@ -159,7 +163,7 @@ def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> 
                ("atomic", "8"): (640, 170)}
     calls: list[tuple[str, tuple]] = []
 
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
         calls.append((name, tuple(i.name for i in selected)))
         (out / f"{name}.cu").write_text(build_module.render(selected))
         (out / f"{name}.fatbin").write_bytes(b"")
@@ -197,7 +201,7 @@ def test_vector_kernels_that_spill_uncapped_read_their_terms_afresh(tmp_path, mo
     uncapped build, and no scalar kernel is compiled again."""
     calls: list[tuple[str, tuple]] = []
 
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=()):  # noqa: ANN001, ANN202
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
         calls.append((name, selected))
         (out / f"{name}.cu").write_text(build_module.render(selected))
         (out / f"{name}.fatbin").write_bytes(b"")

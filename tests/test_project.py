@@ -150,9 +150,11 @@ def test_dry_run_on_slurm_with_two_gpu_models(workdir):
 
 
 def test_cpu_backend_jobs_ask_for_no_gpu(workdir):
-    """With the CPU backend no job asks for a GPU (a cluster without GPU gres takes them all)."""
+    """With the CPU backend no job asks for a GPU (a cluster without GPU gres takes them all), and the build
+    compiles the fused implementations' plans but not the verified algorithms' (only a GPU runs those)."""
     proc = _snakemake(["-n", "-p", "--config", "profile=smoke", "backend=numpy"], workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--plan grey322-11-50:1 --out" in proc.stdout and "grey322-11-50:2" not in proc.stdout
     planned = _planned(proc.stdout)
     assert planned and not any(re.search(r"\bgpu=[1-9]", res) for _, _, res in planned)
     assert not any("--exclusive" in res for _, _, res in planned)

@@ -64,11 +64,18 @@ def _unit_name(arch: str, inst: Instance) -> str:
 
 
 def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, toolchain: Toolchain,
-             ptxas_options: tuple[str, ...] = ()) -> list[dict]:
-    """One translation unit into ``out/<name>.fatbin``; its resources rows."""
-    source = out / f"{name}.cu"
-    write_atomic(source, render(selected))
-    report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name, ptxas_options)
+             ptxas_options: tuple[str, ...] = (), ptx_of: str | None = None) -> list[dict]:
+    """One translation unit into ``out/<name>.fatbin``; its resources rows. ``ptx_of``: a module of this build
+    whose PTX has every kernel of ``selected`` (built from the same source lines): ptxas assembles only those
+    kernels of it (``--entry``), and the front end is not run again."""
+    if ptx_of is None:
+        source = out / f"{name}.cu"
+        write_atomic(source, render(selected))
+        report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name, ptxas_options)
+    else:
+        entries = f"--entry={','.join(i.name for i in selected)}"
+        report, sass = compile_module(toolchain, arch, out / f"{ptx_of}.cu", [kernels_dir()], out, name,
+                                      (*ptxas_options, entries), ptx=out / f"{ptx_of}.ptx")
     return _rows(selected, arch, parse_ptxas(report), sass)
 
 
@@ -138,7 +145,7 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
         again = []
         if retry:
             try:
-                again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",))
+                again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",), ptx_of=unit)
             except BuildError:  # a ptxas without the option: the uncapped build below
                 again = []
         better = [r for r in again if _score(by_name[r["kernel"]], r) < _score(by_name[r["kernel"]], best[r["kernel"]])]
@@ -318,17 +325,20 @@ def build(
     selected = instances(**kwargs)
     jobs = _jobs(archs, selected, progress)
     out.mkdir(parents=True, exist_ok=True)
-    _compile_units(jobs, out, force, driver, progress)
-    frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
-    for arch in archs:
-        index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
-        write_atomic(out / f"strassen_{arch}.json", index)
     # The SIMT baseline beside Huge, the 3xTF32 one beside TcHuge (sm_80 and later): each beside our tile of
-    # its size.
+    # its size. Compiled while the units are (one nvcc each, one after another), so that no core waits for them.
     wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
               "3xtf32": any(inst.tensor and inst.strategy.name == "TcHuge" for inst in selected)}
-    if cutlass if cutlass is not None else any(wanted.values()):
-        frames += _baselines(archs, out, chosen, force, wanted, bool(cutlass), progress)
+    with ThreadPoolExecutor(max_workers=1) as side:
+        baselines = side.submit(_baselines, archs, out, chosen, force, wanted, bool(cutlass), progress) \
+            if (cutlass if cutlass is not None else any(wanted.values())) else None
+        _compile_units(jobs, out, force, driver, progress)
+        frames = [pd.read_csv(out / f"{unit}.csv") for _, unit, _ in jobs]
+        for arch in archs:
+            index = json.dumps(_arch_index(out, arch, driver), indent=0, sort_keys=True)
+            write_atomic(out / f"strassen_{arch}.json", index)
+        if baselines is not None:
+            frames += baselines.result()
     table = pd.concat(frames, ignore_index=True)[RESOURCE_COLUMNS]
     write_atomic(out / "resources.csv", table.to_csv(index=False))
     return table

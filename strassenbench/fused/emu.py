@@ -4,7 +4,9 @@ Libraries are compiled on first use, one per (dtype, strategy) with the default 
 Strassen's) so a test pays only for what it runs, plus one per other plan's kernels, and cached under
 $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
-process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how).
+process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how). A library built
+with flags of one's own (a sanitizer, a debugger's -O0 -g) holds only the kernels of the program that runs, not
+every default kernel: an instrumented compile of a few kernels takes seconds.
 
 The emulator checks the alignment of the kernels' global and shared loads and stores and ldmatrix rows (a
 misaligned one faults on the GPU): run raises EmuFault after a launch that made one; after a launch through
@@ -172,19 +174,27 @@ def _compile(source: str, command: list[str], target: Path) -> None:
 def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctypes.CDLL]:
     """Kernel name -> the library that has it: the default library of its (precision, strategy) when its
     counts are a default kernel's, else one library with the program's other kernels of that (precision,
-    strategy)."""
-    default = set(operand_counts())
+    strategy); with compiler flags of one's own, that library has all the program's kernels."""
+    own_flags = bool(extra_flags or env.flags("STRASSENBENCH_EMU_FLAGS"))
+    default = set() if own_flags else set(operand_counts())
     others: dict[tuple[str, str], set[Instance]] = {}
     found: dict[str, ctypes.CDLL] = {}
+    helpers = []  # scale and blocking: in every library; with flags of one's own, taken from the program's
     for launch in program.launches:
         inst = launch.instance
-        if inst is None or inst.counts in default:
+        if inst is None and own_flags:
+            helpers.append(launch.kernel)
+        elif inst is None or inst.counts in default:
             found[launch.kernel] = library(*_strategy_of(launch.kernel), extra_flags)
         else:
             others.setdefault((inst.precision, inst.strategy.name), set()).add(replace(inst, capped=True))
+    libraries = []
     for (precision, strategy), selected in others.items():
-        lib = library(precision, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name)))
-        found.update((inst.name, lib) for inst in selected)
+        libraries.append(library(precision, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name))))
+        found.update((inst.name, libraries[-1]) for inst in selected)
+    for kernel in helpers:
+        found[kernel] = next((lib for lib in libraries if hasattr(lib, f"emu_{kernel}")), None) \
+            or library(*_strategy_of(kernel), extra_flags)
     return found
 
 

@@ -36,7 +36,8 @@ RESOURCE_COLUMNS = [
     "local_mem_ops", *MAINLOOP_COLUMNS,
 ]
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
-FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 on spills or late loads, best kept, "
+FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 (the unit's PTX, --entry) on spills or "
+         "late loads, best kept, "
          "uncapped then terms reread on spills left | fatbin sass+ptx")
 # The columns read from the machine code, raw counts only (the model derives rates from them:
 # strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).
@@ -136,24 +137,29 @@ def disassemble(cubin: Path, arch: str) -> str | None:
 
 
 def compile_module(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path,
-                   name: str, ptxas_options: tuple[str, ...] = ()) -> tuple[str, str | None]:
+                   name: str, ptxas_options: tuple[str, ...] = (), ptx: Path | None = None) -> tuple[str, str | None]:
     """``source`` to ``out/<name>.ptx``, ``<name>.cubin`` (ptxas, with ``ptxas_options``) and ``<name>.fatbin``
-    (both, what the GPU loads); (ptxas's report, the cubin's SASS or None). A failure leaves ``<name>.log`` and
-    raises BuildError."""
+    (both, what the GPU loads); (ptxas's report, the cubin's SASS or None). With ``ptx`` (an earlier compile's
+    PTX of the same source) the front end is not run again: ptxas assembles that PTX. A failure leaves
+    ``<name>.log`` and raises BuildError."""
     log = out / f"{name}.log"
     # the tools write into a folder of this compile's own, made exclusively: never through a planted link
     private = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=out))
     try:
-        return _compile_into(toolchain, arch, source, include_dirs, out, name, ptxas_options, private, log)
+        return _compile_into(toolchain, arch, source, include_dirs, out, name, ptxas_options, private, log, ptx)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
 def _compile_into(toolchain: Toolchain, arch: str, source: Path, include_dirs: list[Path], out: Path, name: str,
-                  ptxas_options: tuple[str, ...], private: Path, log: Path) -> tuple[str, str | None]:
+                  ptxas_options: tuple[str, ...], private: Path, log: Path,
+                  earlier: Path | None) -> tuple[str, str | None]:
     ptx, cubin, fatbin = (private / f"{name}{ext}" for ext in (".ptx", ".cubin", ".fatbin"))
     try:
-        toolchain.ptx(source, arch, include_dirs, ptx)
+        if earlier is None:
+            toolchain.ptx(source, arch, include_dirs, ptx)
+        else:
+            shutil.copyfile(earlier, ptx)
         report = toolchain.assemble(ptx, arch, cubin, ptxas_options)
     except ToolchainError as err:
         log.write_text(str(err))

@@ -167,14 +167,17 @@ def verify_cases():
 
 
 def kernel_plans():
-    """--plan ALG:L for the kernels beyond the default build (GEMM and Strassen): the verified algorithms
-    and the fused implementations of other algorithms."""
+    """--plan ALG:L for the kernels beyond the default build (GEMM and Strassen): the fused implementations of
+    other algorithms, and the verified algorithms where the verify jobs run them on a GPU (the records profile
+    builds those everywhere: building them is what it checks). On the CPU backend nothing runs the verified
+    plans' kernels, so they are not compiled."""
     from strassenbench.impls import get_impl
 
     from strassenbench.fused.build import plan_fits
 
+    verified = BACKEND == "cuda" or PROFILE == "records"
     plans = [(alg, levels) for alg in [config["algorithm"], *ALGORITHMS]
-             for levels in GRID["verify"]["levels"] if levels and plan_fits(alg, levels)]
+             for levels in GRID["verify"]["levels"] if verified and levels and plan_fits(alg, levels)]
     plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, config["impls"]) if impl.kind == "fused"]
     return [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
             for word in ("--plan", f"{alg}:{levels}")]
