@@ -5,6 +5,7 @@
 
 #include "blocking.cuh"
 #include "strassen.cuh"
+#include "dmma_primitive.cuh"
 #include "tensorcore_primitive.cuh"
 
 #if !defined(__CUDACC__)
@@ -68,6 +69,16 @@ extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size)
     sb::tensorcore_primitive<M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, PARTS>(SB_STRASSEN_ARGS); \
   }                                                                                                                 \
   SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(float, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
+
+// The FP64 tensor-core family (dmma_primitive.cuh), float64 only.
+#define SB_DMMA_INSTANCE(NAME, THREADS, MIN_BLOCKS, M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR) \
+  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                               \
+      NAME(SB_STRASSEN_PARAMS(double, W_A + W_B + W_C, Z)) {                                                     \
+    static_assert(sizeof(products) + 16 + 2 * sizeof(double) <= SB_PARAM_BYTES, "parameters too big");            \
+    static_assert(THREADS == WARPS_M * WARPS_N * 32, "a block of WARPS_M x WARPS_N warps");                       \
+    sb::dmma_primitive<M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(SB_STRASSEN_ARGS);      \
+  }                                                                                                                 \
+  SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(double, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
 
 #define SB_SCALE_INSTANCE(NAME, T)                                                         \
   extern "C" __global__ void __launch_bounds__(256) NAME(SB_SCALE_PARAMS(T)) {             \

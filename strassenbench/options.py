@@ -10,21 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .strategies import Strategy, TensorStrategy, get_strategy
+from .strategies import DMMA_MODE, DmmaStrategy, Strategy, TensorStrategy, get_strategy
 from .tensorcore import MODES as TENSOR_MODES
 
 __all__ = ["RunOptions", "OptionsError", "SCHEMES", "DEFAULT_STREAMS", "MODES", "DEFAULT_STRATEGY",
-           "DEFAULT_TENSOR_STRATEGY", "check_scheme"]
+           "DEFAULT_TENSOR_STRATEGY", "DEFAULT_DMMA_STRATEGY", "check_scheme"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
 SCHEMES = ("sequential", "streams", "atomic")
 DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
-MODES = ("simt", *TENSOR_MODES)
+MODES = ("simt", *TENSOR_MODES, DMMA_MODE)  # DMMA_MODE: float64 on the FP64 tensor cores (sm_80 and later)
 
 # The emulator runs one OS thread per CUDA thread: its default is the smallest block; the GPU's is the paper's
 # (for the tensor-core modes, the tensor-core family's smallest and largest).
 DEFAULT_STRATEGY = {"emu": "Small", "cuda": "Huge"}
 DEFAULT_TENSOR_STRATEGY = {"emu": "TcSmall", "cuda": "TcHuge"}
+DEFAULT_DMMA_STRATEGY = {"emu": "DmmaSmall", "cuda": "DmmaLarge"}
 
 
 class OptionsError(ValueError):
@@ -62,14 +63,19 @@ class RunOptions:
             raise OptionsError(f"unknown mode '{self.mode}' (choose from {', '.join(MODES)})")
         if self.strategy is not None:
             try:
-                get_strategy(self.strategy, self.tensor)
+                get_strategy(self.strategy, self.tensor, self.dmma)
             except ValueError as err:
                 raise OptionsError(str(err)) from None
         check_scheme(self.scheme, self.streams)
 
     @property
     def tensor(self) -> bool:
+        """A tensor-core mode: TF32 (float32) or DMMA (float64)."""
         return self.mode != "simt"
+
+    @property
+    def dmma(self) -> bool:
+        return self.mode == DMMA_MODE
 
     @property
     def scheme_name(self) -> str:
@@ -79,12 +85,12 @@ class RunOptions:
     def stream_count(self) -> int:
         return DEFAULT_STREAMS[self.scheme_name] if self.streams is None else self.streams
 
-    def kernel_strategy(self, engine: str) -> Strategy | TensorStrategy:
+    def kernel_strategy(self, engine: str) -> Strategy | TensorStrategy | DmmaStrategy:
         """The strategy the kernels of ``engine`` (emu or cuda) run: the one given, or the engine's default."""
-        defaults = DEFAULT_TENSOR_STRATEGY if self.tensor else DEFAULT_STRATEGY
+        defaults = DEFAULT_DMMA_STRATEGY if self.dmma else DEFAULT_TENSOR_STRATEGY if self.tensor else DEFAULT_STRATEGY
         if engine not in defaults:
             raise OptionsError(f"no fused engine '{engine}' (choose from {', '.join(defaults)})")
-        return get_strategy(self.strategy or defaults[engine], self.tensor)
+        return get_strategy(self.strategy or defaults[engine], self.tensor, self.dmma)
 
     def given(self) -> dict[str, object]:
         """The strategy, scheme and streams that were given (what a result row records)."""

@@ -110,7 +110,55 @@ TENSOR_STRATEGIES: dict[str, TensorStrategy] = {
     fields[0]: TensorStrategy(fields[0], *map(int, fields[1:]))
     for fields in (line.split() for line in _TENSOR_TABLE.strip().splitlines())
 }
-ALL_STRATEGIES: dict[str, Strategy | TensorStrategy] = {**STRATEGIES, **TENSOR_STRATEGIES}
+
+
+@dataclass(frozen=True)
+class DmmaStrategy:
+    """A tile shape of the FP64 tensor-core kernels (kernels/dmma_primitive.cuh): thread block m_S x n_S x k_S
+    of warps_m x warps_n warps, each warp's m_W x n_W tile a grid of 8 x 8 tiles of mma.m8n8k4.f64."""
+
+    name: str
+    m_S: int
+    n_S: int
+    k_S: int
+    warps_m: int
+    warps_n: int
+
+    def __post_init__(self) -> None:
+        if self.m_S % (8 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8 or self.n_S % 8:
+            raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 8 x 8 mma tiles, k_S a multiple of 8")
+
+    @property
+    def m_W(self) -> int:
+        return self.m_S // self.warps_m
+
+    @property
+    def n_W(self) -> int:
+        return self.n_S // self.warps_n
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    def smem_bytes(self, itemsize: int = 8) -> int:
+        """Both stages of the A and B tiles, rows padded by 4 doubles (DmmaTiles)."""
+        return 2 * itemsize * (self.m_S * (self.k_S + 4) + self.k_S * (self.n_S + 4))
+
+
+# The FP64 tensor-core family's strategies: a small block for small problems and the emulator, and a large one
+# whose warps each hold a 32 x 32 tile (16 mma tiles, 32 doubles of accumulator).
+_DMMA_TABLE = """
+DmmaSmall  32  32 16 2 2
+DmmaLarge  64  64 16 2 2
+"""  # Strategy, m_S, n_S, k_S, warps along m, warps along n
+
+DMMA_MODE = "dmma"  # the run mode of this family (strassenbench.options.MODES): float64 on FP64 tensor cores
+DMMA_STRATEGIES: dict[str, DmmaStrategy] = {
+    fields[0]: DmmaStrategy(fields[0], *map(int, fields[1:]))
+    for fields in (line.split() for line in _DMMA_TABLE.strip().splitlines())
+}
+ALL_STRATEGIES: dict[str, Strategy | TensorStrategy | DmmaStrategy] = {**STRATEGIES, **TENSOR_STRATEGIES,
+                                                                       **DMMA_STRATEGIES}
 
 
 def tensor_counterpart(name: str) -> str:
@@ -122,11 +170,11 @@ def tensor_counterpart(name: str) -> str:
     return min(TENSOR_STRATEGIES.values(), key=lambda t: abs(t.m_S * t.n_S - s.m_S * s.n_S)).name
 
 
-def get_strategy(name: str, tensor: bool = False) -> Strategy | TensorStrategy:
-    """A SIMT strategy (the paper's), or with ``tensor`` a tensor-core one."""
-    table = TENSOR_STRATEGIES if tensor else STRATEGIES
+def get_strategy(name: str, tensor: bool = False, dmma: bool = False) -> Strategy | TensorStrategy | DmmaStrategy:
+    """A SIMT strategy (the paper's), with ``tensor`` a TF32 tensor-core one, with ``dmma`` an FP64 one."""
+    table = DMMA_STRATEGIES if dmma else TENSOR_STRATEGIES if tensor else STRATEGIES
     try:
         return table[name]
     except KeyError:
-        raise ValueError(f"unknown {'tensor-core ' if tensor else ''}strategy '{name}' "
-                         f"(choose from {', '.join(table)})") from None
+        what = "FP64 tensor-core " if dmma else "tensor-core " if tensor else ""
+        raise ValueError(f"unknown {what}strategy '{name}' (choose from {', '.join(table)})") from None

@@ -138,7 +138,7 @@ def _broken_gpu_setup() -> None:
 # of its collection into a folder the controller made (GROUPS), where GroupScheduling reads them.
 WORKFLOW_MODULES = ("test_project.py", "test_slurm.py")
 FIRST = ("test_kernels_build.py::float32_sm90", "workflow", "test_kernels_build.py::float64_wide",
-         "test_kernels_build.py::huge_sm80", "test_kernels_build.py::tensor_huge")
+         "test_kernels_build.py::huge_sm80", "test_kernels_build.py::tensor_huge", "test_kernels_build.py::dmma_build")
 GROUPS = "STRASSENBENCH_TEST_GROUPS"
 
 

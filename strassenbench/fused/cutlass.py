@@ -1,5 +1,6 @@
 """The CUTLASS baselines: CUTLASS 4.2's SIMT SGEMM in the paper's configuration and, beyond the paper, its 3xTF32
-tensor-core SGEMM in its example-27 configuration (kernels/baseline/), built with the nvcc of the toolchain the
+tensor-core SGEMM in its example-27 configuration and its FP64 tensor-op DGEMM in its default sm_80 one
+(kernels/baseline/), built with the nvcc of the toolchain the
 fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from nvidia-cuda-cccl or the CUDA
 toolkit). They need nvcc: with the NVRTC toolchain (the cu12 extra) there is no baseline, and build says so.
 
@@ -42,6 +43,7 @@ class Baseline:
     mode: str  # simt, or the tensor-core mode
     threads: int
     min_arch: int  # the oldest architecture it compiles for
+    dtype: str = "float32"
 
 
 BASELINES = {
@@ -50,6 +52,8 @@ BASELINES = {
     "3xtf32": Baseline("cutlass_tensorop_3xtf32_sgemm_128x64x16_64x32x16_3stage",
                        Path("baseline") / "cutlass_sgemm_3xtf32.cu", "sb_cutlass_sgemm_3xtf32", "cutlass3xtf32",
                        "128x64x16", "3xtf32", 128, 80),
+    "dmma": Baseline("cutlass_tensorop_d884gemm_128x128x16_32x64x16_3stage", Path("baseline") / "cutlass_dgemm.cu",
+                     "sb_cutlass_dgemm", "cutlassdmma", "128x128x16", "dmma", 256, 80, "float64"),
 }
 KERNEL, SOURCE = BASELINES["simt"].kernel, BASELINES["simt"].source
 # CUTLASS's headers warn about constexpr host calls in conv code this GEMM does not use.
@@ -139,7 +143,7 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
         if props is None or (sass is not None and not code):
             raise BuildError(f"no CUTLASS kernel in {cubin}")
         source = "cutlass" if baseline.mode == "simt" else f"cutlass-{baseline.mode}"
-        row = blocks_row(baseline.kernel, arch, source, baseline.strategy, "float32", (1, 1, 1), "plain", "scalar",
+        row = blocks_row(baseline.kernel, arch, source, baseline.strategy, baseline.dtype, (1, 1, 1), "plain", "scalar",
                          props, opcode_counts(code), mainloop_metrics(code), baseline.mode, baseline.threads)
         if sass is None:
             row.update(dict.fromkeys(SASS_COLUMNS))
@@ -157,8 +161,9 @@ def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes fun
         raise FileNotFoundError(f"{path} not found: run `strassenbench build --arch {arch}{strategy} --out {build_dir}`")
     entry = getattr(ctypes.CDLL(str(path)), baseline.entry)
     entry.restype = ctypes.c_int
-    entry.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
-                      ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    scalar = ctypes.c_double if baseline.dtype == "float64" else ctypes.c_float
+    entry.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, scalar, ctypes.c_void_p, ctypes.c_int,
+                      ctypes.c_void_p, ctypes.c_int, scalar, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     return entry
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import env
-from ..strategies import TENSOR_STRATEGIES
+from ..strategies import DMMA_STRATEGIES, TENSOR_STRATEGIES
 from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render,
                         sources_digest)
 from .launch import Program
@@ -112,6 +112,8 @@ def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
         chosen = selected
     elif strategy in TENSOR_STRATEGIES:
         chosen = instances(dtypes=("float32",), strategies=(strategy,), modes=(precision,))
+    elif strategy in DMMA_STRATEGIES:
+        chosen = instances(dtypes=("float64",), strategies=(strategy,))
     else:
         chosen = instances(dtypes=(precision,), strategies=(strategy,))
     source = render(chosen)

@@ -26,7 +26,8 @@ from pathlib import Path
 from .. import env
 from ..algebra.levels import check_levels
 from ..algebra.primitives import variant_counts
-from ..strategies import ALL_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, TensorStrategy
+from ..strategies import (ALL_STRATEGIES, DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, DmmaStrategy,
+                          Strategy, TensorStrategy)
 from ..tensorcore import MODES as TENSOR_MODES
 
 __all__ = [
@@ -122,24 +123,28 @@ def operand_counts() -> tuple[tuple[int, int, int], ...]:
 
 @dataclass(frozen=True)
 class Instance:
-    strategy: Strategy | TensorStrategy
+    strategy: Strategy | TensorStrategy | DmmaStrategy
     dtype: str
     counts: tuple[int, int, int]
     write_mode: str
     loads: str = "vector"
     capped: bool = True  # False: built without the register cap (it spilled under it)
     reread: bool = False  # True: its terms read afresh every interior slice (it spilled otherwise)
-    mode: str = "simt"  # or a tensor-core mode, 1xtf32 or 3xtf32 (float32, a TensorStrategy)
+    mode: str = "simt"  # or a TF32 tensor-core mode, 1xtf32 or 3xtf32 (float32, a TensorStrategy), or DMMA_MODE
+    #                     (float64 on the FP64 tensor cores, a DmmaStrategy)
 
     def __post_init__(self) -> None:
-        tensor = isinstance(self.strategy, TensorStrategy)
-        if tensor != (self.mode in TENSOR_MODES) or (tensor and self.dtype != "float32") \
-                or (not tensor and self.mode != "simt"):
+        family = "dmma" if isinstance(self.strategy, DmmaStrategy) else \
+            "tf32" if isinstance(self.strategy, TensorStrategy) else "simt"
+        wanted = {"simt": ("simt", None), "tf32": (None, "float32"), "dmma": (DMMA_MODE, "float64")}[family]
+        if (self.mode != wanted[0] if wanted[0] else self.mode not in TENSOR_MODES) \
+                or (wanted[1] is not None and self.dtype != wanted[1]):
             raise ValueError(f"no {self.mode} kernel of strategy {self.strategy.name} in {self.dtype}")
 
     @property
     def tensor(self) -> bool:
-        return self.mode in TENSOR_MODES
+        """A tensor-core kernel: TF32 (float32) or DMMA (float64)."""
+        return self.mode != "simt"
 
     @property
     def precision(self) -> str:
@@ -169,6 +174,13 @@ class Instance:
 
     def source_line(self) -> str:
         s = self.strategy
+        if self.mode == DMMA_MODE:
+            fields = [
+                self.name, s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.warps_m, s.warps_n, *self.counts,
+                "true" if self.write_mode == "atomic" else "false", self.batch,
+                "true" if self.loads == "vector" else "false",
+            ]
+            return f"SB_DMMA_INSTANCE({', '.join(map(str, fields))})"
         if self.tensor:
             fields = [
                 self.name, s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.warps_m, s.warps_n, *self.counts,
@@ -198,7 +210,7 @@ def helper_kernels(selected: tuple[Instance, ...]) -> tuple[str, ...]:
     return (*(scale_kernel(d) for d in sorted({i.dtype for i in selected})), BLOCK_KERNEL)
 
 
-_NAME = re.compile(r"strassen_(?P<dtype>f32|f64|1xtf32|3xtf32)_(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_"
+_NAME = re.compile(r"strassen_(?P<dtype>f32|f64|1xtf32|3xtf32|dmma)_(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_"
                    r"(?P<mode>plain|atomic)(?P<scalar>_scalar)?")
 
 
@@ -209,12 +221,16 @@ def parse_instance(name: str) -> Instance | None:
     if m is None:
         return None
     strategy = next((s for s in ALL_STRATEGIES.values() if s.name.lower() == m["strategy"]), None)
-    mode = m["dtype"] if m["dtype"] in TENSOR_MODES else "simt"
-    dtype = next((d for d, short in _SHORT.items() if short == m["dtype"]), "float32")
-    if strategy is None or isinstance(strategy, TensorStrategy) != (mode != "simt"):
+    mode = m["dtype"] if m["dtype"] in (*TENSOR_MODES, DMMA_MODE) else "simt"
+    dtype = "float64" if mode == DMMA_MODE else next((d for d, short in _SHORT.items() if short == m["dtype"]),
+                                                       "float32")
+    if strategy is None:
         return None
-    return Instance(strategy, dtype, (int(m["a"]), int(m["b"]), int(m["c"])), m["mode"],
-                    "scalar" if m["scalar"] else "vector", mode=mode)
+    try:
+        return Instance(strategy, dtype, (int(m["a"]), int(m["b"]), int(m["c"])), m["mode"],
+                        "scalar" if m["scalar"] else "vector", mode=mode)
+    except ValueError:  # a strategy of another family
+        return None
 
 
 def instances(
@@ -225,8 +241,8 @@ def instances(
     loads: tuple[str, ...] = LOADS,
     modes: tuple[str, ...] = TENSOR_MODES,
 ) -> tuple[Instance, ...]:
-    """The instantiations of the SIMT strategies in ``dtypes`` and of the tensor-core strategies (float32, when
-    asked for) in each of ``modes``."""
+    """The instantiations of the SIMT strategies in ``dtypes``, of the TF32 tensor-core strategies (float32, when
+    asked for) in each of ``modes``, and of the FP64 tensor-core (DMMA) strategies (float64, when asked for)."""
     counts = operand_counts() if counts is None else counts
     simt = tuple(
         Instance(STRATEGIES[s], d, w, mode, load)
@@ -238,7 +254,12 @@ def instances(
         for s in strategies if s in TENSOR_STRATEGIES and "float32" in dtypes for tc in modes for w in counts
         for mode in write_modes for load in loads
     )
-    return simt + tensor
+    dmma = tuple(
+        Instance(DMMA_STRATEGIES[s], "float64", w, mode, load, mode=DMMA_MODE)
+        for s in strategies if s in DMMA_STRATEGIES and "float64" in dtypes for w in counts
+        for mode in write_modes for load in loads
+    )
+    return simt + tensor + dmma
 
 
 def vec_width(itemsize: int, n: int) -> int:

@@ -12,7 +12,7 @@ instruction whose wait mask has that bit is where the warp stalls until the data
 instructions between a global load and that instruction is how far ahead of its use the load is issued.
 
 The main loop is the backward branch with a barrier (its shared-memory stages) whose body holds the most
-FFMA/DFMA/HMMA (of two such loops, as in a kernel with a 128-bit fast path and a scalar fallback, the one with
+FFMA/DFMA/HMMA/DMMA (of two such loops, as in a kernel with a 128-bit fast path and a scalar fallback, the one with
 the higher share: the fast path); a write-back loop has no barrier, though over 8 or 16 blocks of C it may hold
 more FFMAs. Its body is divided by its number of barriers (one ``BAR.SYNC`` per k_S slice) to give per-slice
 figures.
@@ -38,8 +38,10 @@ MAINLOOP_COLUMNS = [
     "load_use_distance", "loop_barriers", "loop_hmma", "loop_hmma_share",
 ]
 # The math instructions a main loop is found by: the SIMT kernels' FFMA and DFMA, the tensor-core kernels' HMMA
-# (mma.sync with TF32 inputs is HMMA.1684.F32.TF32 or HMMA.1688.F32.TF32).
-MATH = ("FFMA", "DFMA", "HMMA")
+# (mma.sync with TF32 inputs is HMMA.1684.F32.TF32 or HMMA.1688.F32.TF32) and DMMA (mma.sync.m8n8k4 with f64 is
+# DMMA.884). loop_hmma counts both kinds of tensor-core mma.
+MMA = ("HMMA", "DMMA")
+MATH = ("FFMA", "DFMA", *MMA)
 # Instructions that use the floating-point pipe of their dtype (the products' FFMA, the operand sums'); the
 # issue-slot model (strassenbench.model.issue) charges each r = 32 / lanes clocks of that pipe.
 FP_PIPE = ("FFMA", "FMUL", "FADD", "DFMA", "DMUL", "DADD")
@@ -163,7 +165,7 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     barriers = sum(ins.base == "BAR" for ins in body)
     slices = max(barriers, 1)
     ffma = sum(ins.base in ("FFMA", "DFMA") for ins in body)
-    hmma = sum(ins.base == "HMMA" for ins in body)
+    hmma = sum(ins.base in MMA for ins in body)
     if ffma + hmma == 0:
         return empty
     loads = [ins for ins in body if ins.is_global_load]

@@ -1,0 +1,160 @@
+// The fused Strassen primitive on FP64 tensor cores (sm_80 and later):
+//
+//   M = (sum_i u_i X_i)(sum_j v_j V_j);   C_l += alpha gamma_l M,  l = 1..W_C
+//
+// as strassen.cuh's and tensorcore_primitive.cuh's, with the same terms (Products, Terms), loader (the operand
+// sums formed in registers between the global load and the shared store, the paper's idea) and write-back
+// (epilogue.cuh), in float64 throughout: each k-step of 4 takes mma.m8n8k4.f64 (dmma.cuh) on every 8 x 8 tile of
+// the warp's tile.
+//
+// Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
+// a grid of 8 x 8 mma tiles. Interior tiles of the vector kernels keep the next slice's global loads in flight
+// over the current slice's mma (double-buffered shared memory, one barrier per slice); edge tiles, the last
+// slices and the scalar kernels fill the next slice after the mma on the predicated path.
+#pragma once
+
+#include "dmma.cuh"
+#include "epilogue.cuh"
+#include "tile_loader.cuh"
+
+namespace sb {
+
+// Both stages of the A (m_S x k_S, k contiguous) and B (k_S x n_S) tiles. There is no ldmatrix for 64-bit
+// elements: each fragment is one 64-bit shared load per lane, and a warp's load is served by half-warps of 16
+// lanes (128 bytes). A fragment (lane: row g, column t of an 8 x 4 block) has its 16 lanes on distinct 8-byte
+// bank pairs when a row is 4 doubles modulo 16 long, and so does B's (row t, column g): both are padded by 4
+// doubles (k_S and n_S multiples of 8). The loader's 128-bit stores of a row stay contiguous: no bank conflict
+// (tests/test_dmma.py counts them on the emulator).
+template <int M_S, int N_S, int K_S>
+struct alignas(128) DmmaTiles {
+  static constexpr int kLdA = K_S + 4, kLdB = N_S + 4;
+  static_assert(K_S % 8 == 0 && N_S % 8 == 0, "rows of 4 doubles modulo 16: k_S and n_S multiples of 8");
+  alignas(16) double a[2][M_S][kLdA];
+  alignas(16) double b[2][K_S][kLdB];
+};
+
+// Where a thread's accumulator sits in the block tile. The accumulator is acc[kMt][2 kNt]: mma tile (mt, nt)
+// holds the fragment's c[0], c[1] (dmma.cuh) at acc[mt][2 nt], acc[mt][2 nt + 1], so that row(i) and col(j)
+// follow the PTX layout and columns 2 nt and 2 nt + 1 are side by side (kVb = 2) for the write-back.
+template <int M_S, int N_S, int WARPS_M, int WARPS_N>
+struct DmmaWarpTile {
+  static constexpr int kWm = M_S / WARPS_M, kWn = N_S / WARPS_N;  // the warp's tile
+  static constexpr int kMt = kWm / 8, kNt = kWn / 8;              // its mma tiles
+  static constexpr int kRows = kMt, kCols = 2 * kNt, kVb = 2;
+  static_assert(kWm % 8 == 0 && kWn % 8 == 0, "a warp's tile is a grid of 8 x 8 mma tiles");
+
+  int row0, col0;  // the thread's first row and column in the block tile
+  int wrow, wcol;  // the warp's first row and column
+  int g, t;        // lane / 4 and lane % 4
+
+  __device__ __forceinline__ explicit DmmaWarpTile(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    g = lane / 4;
+    t = lane % 4;
+    wrow = (warp % WARPS_M) * kWm;
+    wcol = (warp / WARPS_M) * kWn;
+    row0 = wrow + g;
+    col0 = wcol + 2 * t;
+  }
+  __device__ __forceinline__ int row(int i) const { return row0 + 8 * i; }
+  __device__ __forceinline__ int col(int j) const { return col0 + (j / 2) * 8 + j % 2; }
+};
+
+template <int M_S, int N_S, int K_S, int WARPS_M, int WARPS_N, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
+          bool VECTOR>
+__device__ __forceinline__ void dmma_primitive(int lda, int ldb, int ldc, int bk, double alpha, double beta,
+                                               const Products<double, W_A + W_B + W_C, Z>& products) {
+  static_assert(K_S % 4 == 0, "k_S is a multiple of the mma's k = 4");
+  constexpr int kThreads = WARPS_M * WARPS_N * 32;
+  constexpr int kW = W_A + W_B + W_C;
+  constexpr int kVa = VECTOR ? vec_width<double>(cmin(M_S * K_S / kThreads, K_S)) : 1;
+  constexpr int kVb = VECTOR ? vec_width<double>(cmin(K_S * N_S / kThreads, N_S)) : 1;
+  using Tiles = DmmaTiles<M_S, N_S, K_S>;
+  using Tile = DmmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
+  using LoaderA = TileLoader<double, M_S, K_S, kThreads, W_A, kVa, false>;  // stored as is: k contiguous
+  using LoaderB = TileLoader<double, K_S, N_S, kThreads, W_B, kVb, false>;
+  __shared__ Tiles smem;
+
+  const int z = blockIdx.z;
+  const auto terms = OperandTerms<double, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
+  const auto& terms_a = terms.a;
+  const auto& terms_b = terms.b;
+  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
+  const Tile tile(static_cast<int>(threadIdx.x));
+
+  double acc[Tile::kRows][Tile::kCols];
+#pragma unroll
+  for (int i = 0; i < Tile::kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < Tile::kCols; ++j) acc[i][j] = 0.0;
+
+  LoaderA load_a;
+  LoaderB load_b;
+  auto store = [&](int stage) {  // the loaders' sums into a stage
+    load_a.store(smem.a[stage]);
+    load_b.store(smem.b[stage]);
+  };
+  auto fill = [&](int stage, int k) {  // the predicated path: loads, sums and stores of one slice
+    load_a.load_sum(terms_a, lda, row0, k);
+    load_b.load_sum(terms_b, ldb, k, col0);
+    store(stage);
+  };
+  // One k_S slice of mma on a stage: per k-step of 4, the warp's fragments from shared memory (one 64-bit load
+  // per lane and 8 x 8 tile side, PTX ISA fragment layout), then the mma of every 8 x 8 tile of its tile.
+  auto mma_slice = [&](int stage) {
+    const auto& ta = smem.a[stage];
+    const auto& tb = smem.b[stage];
+#pragma unroll
+    for (int kk = 0; kk < K_S; kk += 4) {
+      double a[Tile::kMt], b[Tile::kNt];
+#pragma unroll
+      for (int mt = 0; mt < Tile::kMt; ++mt) a[mt] = lds(&ta[tile.wrow + 8 * mt + tile.g][kk + tile.t]);
+#pragma unroll
+      for (int nt = 0; nt < Tile::kNt; ++nt) b[nt] = lds(&tb[kk + tile.t][tile.wcol + 8 * nt + tile.g]);
+#pragma unroll
+      for (int mt = 0; mt < Tile::kMt; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Tile::kNt; ++nt) {
+          double c[2] = {acc[mt][2 * nt], acc[mt][2 * nt + 1]};
+          mma_m8n8k4_f64(c, a[mt], b[nt], c);
+          acc[mt][2 * nt] = c[0];
+          acc[mt][2 * nt + 1] = c[1];
+        }
+    }
+  };
+
+  fill(0, 0);
+  __syncthreads();
+  const int slices = cdiv(bk, K_S);
+  int s = 0, stage = 0;
+  if constexpr (VECTOR) {
+    // Interior tiles, double-buffered in the manner of CUTLASS's MmaPipelined: while the slice in flight lies
+    // inside every term, slice s + 1's global loads are issued unpredicated before slice s's mma and summed
+    // and stored to the other stage after it, so their latency hides behind the tensor cores' work.
+    InteriorCursor<double, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0,
+                                                                        bk);
+    for (; s < at.fast; ++s) {
+      load_a.template issue_at<0, W_A>(terms_a, at.off_a, at.step_a);
+      load_b.template issue_at<0, W_B>(terms_b, at.off_b, at.step_b);
+      mma_slice(stage);
+      load_a.template accumulate<0, W_A>(terms_a);
+      load_b.template accumulate<0, W_B>(terms_b);
+      store(stage ^ 1);  // the stage read in slice s - 1, free since its barrier
+      __syncthreads();
+      stage ^= 1;
+      at.advance();
+    }
+  }
+  for (; s < slices; ++s) {  // edge tiles, the last slices and the scalar kernels: the predicated path
+    mma_slice(stage);
+    if (s + 1 < slices) fill(stage ^ 1, (s + 1) * K_S);
+    __syncthreads();
+    stage ^= 1;
+  }
+
+  const double scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
+  const Terms<double*, double, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
+  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
+}
+
+}  // namespace sb

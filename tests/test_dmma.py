@@ -1,0 +1,149 @@
+"""The fused Strassen kernels on the FP64 tensor cores (kernels/dmma_primitive.cuh, mode ``dmma``): the real
+sources on the CPU emulator, with the PTX ISA's fragment layout of mma.m8n8k4.f64, and their machine code.
+
+The emulator's mma sums a fragment's four products into C with a chain of fused multiply-adds in k order,
+each rounded to nearest. The PTX ISA gives the f64 mma's rounding (.rn) but not that order, so results are
+compared exactly only on small integers, where no order can change them, and otherwise within the error
+bound and against the SIMT kernels' error.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from strassenbench.algebra.primitives import variants
+from strassenbench.engines import ENGINES
+from strassenbench.fused.launch import FusedError, plan_launches
+from strassenbench.plan import make_plan
+from strassenbench.strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
+
+emu, reference = ENGINES["emu"], ENGINES["numpy"]
+
+
+def _operands(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(-100, 101, s).astype(np.float64) for s in ((m, k), (k, n), (m, n)))
+
+
+@pytest.mark.parametrize("scheme", ["sequential", "atomic"])
+@pytest.mark.parametrize("levels", [0, 1, 2])
+def test_every_dmma_variant_exact_on_odd_shapes(scheme: str, levels: int) -> None:
+    """Every variant of 0, 1 and 2 levels of Strassen on the DMMA kernels (DmmaSmall: W_A x W_B x W_C up to
+    4 x 4 x 4), plain and atomicAdd write-back, odd shapes that pad at every level (scalar loads) and shapes
+    whose blocks are aligned to 128-bit loads (vector loads; 128 x 128 x 128 has interior tiles at every level,
+    the pipelined loop), alpha and beta: exact."""
+    loads = set()
+    for m, k, n in [(33, 17, 45), (17, 33, 9), (1, 4, 1), (45, 9, 33), (64, 32, 64), (128, 128, 128)]:
+        A, B, C = _operands(m, k, n, seed=m + n)
+        plan = make_plan("strassen", levels, m, k, n)
+        program = plan_launches(plan, A, B, C, 2.0, -1.0, strategy=DMMA_STRATEGIES["DmmaSmall"],
+                                scheme=scheme if levels else "sequential", mode=DMMA_MODE)
+        counts = {launch.instance.counts for launch in program.launches if launch.instance}
+        if min(m, k, n) > 1:  # every variant of the plan runs on its own kernel
+            assert counts == {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", levels)} if levels else {(1, 1, 1)}
+        assert all(launch.kernel.startswith("strassen_dmma_dmmasmall_") for launch in program.launches
+                   if launch.instance)
+        loads |= {launch.instance.loads for launch in program.launches if launch.instance}
+        got = C.copy()
+        emu(plan, A, B, got, 2.0, -1.0, strategy="DmmaSmall", scheme=scheme if levels else "sequential",
+            mode=DMMA_MODE)
+        np.testing.assert_array_equal(got, 2.0 * (A @ B) - C, err_msg=f"{scheme} {levels} {(m, k, n)}")
+    assert loads == {"vector", "scalar"}
+
+
+def test_dmma_large_and_another_algorithm_exact() -> None:
+    """DmmaLarge (four warps of 32 x 32, interior tiles on the pipelined loop) at 1 level, and one level of a
+    catalogue algorithm other than Strassen (Grey's 3x2x2:11, products of 1 to 3 terms) on DmmaSmall."""
+    for strategy, algorithm, (m, k, n) in [("DmmaLarge", "strassen", (129, 9, 131)),
+                                           ("DmmaLarge", "strassen", (256, 64, 256)),
+                                           ("DmmaSmall", "grey322-11-50", (97, 66, 70))]:
+        A, B, C = _operands(m, k, n)
+        got = C.copy()
+        emu(make_plan(algorithm, 1, m, k, n), A, B, got, 1.0, 1.0, strategy=strategy, mode=DMMA_MODE)
+        np.testing.assert_array_equal(got, A @ B + C, err_msg=f"{strategy} {algorithm} {(m, k, n)}")
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_dmma_strassen_within_4x_of_the_simt_strassen_error(levels: int) -> None:
+    """Uniform [0, 1) inputs: the DMMA kernels' relative error against an exact product is within 4x of the
+    float64 SIMT kernels' on the same inputs and plan (both Strassen's error, at float64's unit roundoff)."""
+    size = 96
+    rng = np.random.default_rng(5)
+    A, B = rng.random((size, size)), rng.random((size, size))
+    exact = A.astype(np.longdouble) @ B.astype(np.longdouble)
+    plan = make_plan("strassen", levels, size, size, size)
+    errors = {}
+    for mode, strategy in (("simt", "Small"), (DMMA_MODE, "DmmaSmall")):
+        C = np.zeros((size, size))
+        emu(plan, A, B, C, 1.0, 0.0, strategy=strategy, mode=mode)
+        errors[mode] = float(np.abs(C - exact).max() / np.abs(exact).max())
+    assert 0 < errors[DMMA_MODE] <= 4 * errors["simt"], errors
+    assert errors[DMMA_MODE] < 1e-14, errors
+
+
+def test_dmma_kernels_refuse_what_they_cannot_run() -> None:
+    """float32 operands, or a strategy of another family with the DMMA mode, or a DMMA strategy with a SIMT or
+    TF32 mode: a clear error, no launch."""
+    A, B, C = (np.zeros((8, 8), np.float32) for _ in range(3))
+    plan = make_plan("strassen", 1, 8, 8, 8)
+    with pytest.raises(FusedError, match="compute float64, not float32"):
+        plan_launches(plan, A, B, C, 1.0, 0.0, strategy=DMMA_STRATEGIES["DmmaSmall"], mode=DMMA_MODE)
+    A, B, C = (x.astype(np.float64) for x in (A, B, C))
+    for strategy in (STRATEGIES["Huge"], TENSOR_STRATEGIES["TcSmall"]):
+        with pytest.raises(FusedError, match=f"strategy {strategy.name} has no dmma kernels"):
+            plan_launches(plan, A, B, C, 1.0, 0.0, strategy=strategy, mode=DMMA_MODE)
+    with pytest.raises(FusedError, match="strategy DmmaSmall has no simt kernels"):
+        plan_launches(plan, A, B, C, 1.0, 0.0, strategy=DMMA_STRATEGIES["DmmaSmall"])
+
+
+@pytest.mark.parametrize("counts", [(1, 1, 1), (2, 2, 1)])
+def test_dmma_large_shared_memory_at_the_ideal(counts: tuple[int, int, int]) -> None:
+    """DmmaLarge's steady-state main loop, counted on the emulator: its shared-memory wavefronts per warp and
+    slice are the ideal (every access at 128 bytes per wavefront: each 8 x 8 tile side's 64-bit fragment load of
+    a warp in 2, the sums' 128-bit stores in 4 per warp-wide store) and no access has a bank conflict."""
+    from strassenbench.fused import emu as emu_module
+    from strassenbench.fused.instances import Instance, products_dtype
+    from strassenbench.fused.launch import Launch, Program
+    from strassenbench.fused.smem import count, trace
+
+    s = DMMA_STRATEGIES["DmmaLarge"]
+    inst = Instance(s, "float64", counts, "plain", "vector", mode=DMMA_MODE)
+    rng = np.random.default_rng(0)
+    totals = {}
+    for slices in (2, 4):
+        depth = s.k_S * slices
+        A = rng.integers(-2, 3, (s.m_S, depth)).astype(np.float64)
+        B = rng.integers(-2, 3, (depth, s.n_S)).astype(np.float64)
+        C = np.zeros((s.m_S, s.n_S), dtype=np.float64)
+        buf = np.zeros((), dtype=products_dtype("float64", sum(counts), inst.batch))
+        terms = [(A, s.m_S, depth)] * counts[0] + [(B, depth, s.n_S)] * counts[1] + [(C, s.m_S, s.n_S)] * counts[2]
+        for t, (x, rows, cols) in enumerate(terms):
+            buf["address"][0, t], buf["rows"][0, t], buf["cols"][0, t], buf["coeff"][0, t] = x.ctypes.data, rows, cols, 1
+        args = (np.int32(depth), np.int32(s.n_S), np.int32(s.n_S), np.int32(depth), np.float64(1), np.float64(1), buf)
+        program = Program((((Launch(inst.name, (1, 1, 1), (s.threads, 1, 1), args, (), inst),),),))
+        totals[slices] = count(trace(lambda: emu_module.run(program)))
+        np.testing.assert_array_equal(C, counts[2] * (counts[0] * A) @ (counts[1] * B))
+    steady = totals[4] - totals[2]
+    warps, k_steps = s.threads // 32, s.k_S // 4
+    fragments = k_steps * (s.m_W // 8 + s.n_W // 8) * 2  # a warp's 32 x 8 bytes in two 128-byte wavefronts
+    stores = (s.m_S + s.n_S) * s.k_S * 8 // warps // 128  # the sums' bytes per warp, 128 a wavefront
+    assert steady.wavefronts / (warps * 2) == fragments + stores, (steady, fragments + stores)
+    assert totals[4].load_conflicts == 0 and totals[4].store_conflicts == 0, totals[4]
+
+
+def test_dmma_instances_are_float64_and_named_back() -> None:
+    """The build's DMMA instantiations: float64 only, every default variant, plain and atomic, vector and scalar,
+    and each name read back to its instantiation."""
+    from strassenbench.fused.instances import instances, operand_counts, parse_instance
+
+    chosen = [i for i in instances(strategies=tuple(DMMA_STRATEGIES)) if i.mode == DMMA_MODE]
+    assert len(chosen) == len(DMMA_STRATEGIES) * len(operand_counts()) * 4
+    assert all(i.dtype == "float64" and i.tensor for i in chosen)
+    assert all(parse_instance(i.name) == i for i in chosen)
+    assert not instances(dtypes=("float32",), strategies=tuple(DMMA_STRATEGIES))
+    assert {i.source_line().split("(")[0] for i in chosen} == {"SB_DMMA_INSTANCE"}
+    for a, b in itertools.combinations(chosen, 2):
+        assert a.name != b.name
