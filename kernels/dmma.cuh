@@ -21,9 +21,12 @@ __device__ __forceinline__ void mma_m8n8k4_f64(double (&d)[2], double a, double 
                : "d"(a), "d"(b), "d"(c[0]), "d"(c[1]));
 #else
   // The emulator's arithmetic: d = fma(a_3, b_3, fma(a_2, b_2, fma(a_1, b_1, fma(a_0, b_0, c)))), each step
-  // rounded to nearest (the .rn of the f64 mma, its default). The PTX ISA states the rounding of f64 mma but
-  // not the order in which it sums the k = 4 products with C; the tests compare exactly only where no order can
-  // change the result (small integers), and otherwise within the error bound.
+  // rounded to nearest. The PTX ISA ("Warp-level Matrix Multiply-Accumulate Instructions", mma, precision of
+  // .f64 operations) says: "Precision of the element-wise multiplication and addition operation is identical to
+  // that of .f64 precision fused multiply-add", with .rn (round to nearest even) the default rounding. It states
+  // no order for the k = 4 products' sum with C (for the f16, bf16 and tf32 types it calls the order unspecified;
+  // for f64 it says nothing). So the tests compare exactly only where no order can change the result (small
+  // integers), and otherwise within the error bound and against the SIMT kernels' error.
   struct Operands {
     double a, b;
   };

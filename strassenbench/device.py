@@ -18,6 +18,9 @@ _CORES_PER_SM = {(7, 0): (64, 32), (8, 0): (64, 32), (8, 6): (128, 2), (8, 9): (
 # Dense TF32 tensor-core flops per SM and clock (the architecture whitepapers: GA100 1024, GA10x and AD10x 256,
 # GH100 2048 at its tensor boost clock).
 _TF32_PER_SM_CLOCK = {(8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048}
+# Dense FP64 tensor-core flops per SM and clock (GA100 128: 19.5 TFLOPS on 108 SMs at 1,410 MHz; GH100 256: 67
+# TFLOPS on 132 SMs at 1,980 MHz); the GA10x and AD10x GPUs have no FP64 tensor-core rate to speak of.
+_FP64_TENSOR_PER_SM_CLOCK = {(8, 0): 128, (9, 0): 256}
 
 
 def _visible_handles(pynvml) -> list:  # noqa: ANN001
@@ -128,6 +131,7 @@ def hardware_figures(attrs: dict[str, int | float | str]) -> dict[str, object]:
         "fp64_cores_per_sm": fp64, "boost_clock_hz": clock_hz,
         "dram_bandwidth": 2.0 * float(attrs["max_mem_clock_mhz"]) * 1e6 * int(attrs["bus_width_bits"]) / 8,
         "tf32_flops": _TF32_PER_SM_CLOCK.get((major, minor), 0) * int(attrs["sm_count"]) * clock_hz,
+        "fp64_tensor_flops": _FP64_TENSOR_PER_SM_CLOCK.get((major, minor), 0) * int(attrs["sm_count"]) * clock_hz,
         "source": "live device query (CuPy device attributes, pynvml maximum clocks)",
     }
 

@@ -31,6 +31,7 @@ from .gemm import check_operands
 from .limits import MAX_LEVELS, LimitError
 from .options import OptionsError, RunOptions
 from .plan import make_plan, max_levels
+from .strategies import DMMA_MODE
 from .tensorcore import MODES as TENSOR_MODES
 
 __all__ = ["Impl", "IMPLS", "TENSOR_IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
@@ -80,11 +81,17 @@ class Impl:
     formula: str = "0"
     dtypes: tuple[str, ...] = ("float32", "float64")
     algorithm: str = "strassen"  # the fused levels' algorithm: a name of algorithms/ or a mixed spec (a+b)
-    mode: str = "simt"  # or a tensor-core mode (1xtf32, 3xtf32): the fused kernels' or cuBLAS's math
+    mode: str = "simt"  # or a TF32 tensor-core mode (1xtf32, 3xtf32), or dmma: the fused kernels' or cuBLAS's math
 
     @property
     def tensor(self) -> bool:
+        """On the TF32 tensor cores (float32)."""
         return self.mode in TENSOR_MODES
+
+    @property
+    def dmma(self) -> bool:
+        """On the FP64 tensor cores (float64, kernels/dmma_primitive.cuh)."""
+        return self.mode == DMMA_MODE
 
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
@@ -237,16 +244,20 @@ class _Leaves:
 
 
 _FUSED = ("numpy", "emu", "cuda")
-# The tensor-core implementations' names end in their mode: -tf32 (1xTF32) or -3xtf32.
-_MODE_SUFFIX = {"1xtf32": "tf32", "3xtf32": "3xtf32"}
-_MODE_LABEL = {"1xtf32": "TF32", "3xtf32": "3xTF32"}
+# The tensor-core implementations' names end in their mode: -tf32 (1xTF32), -3xtf32, or -dmma (float64 on the
+# FP64 tensor cores).
+_MODE_SUFFIX = {"1xtf32": "tf32", "3xtf32": "3xtf32", DMMA_MODE: "dmma"}
+_MODE_LABEL = {"1xtf32": "TF32", "3xtf32": "3xTF32", DMMA_MODE: "DMMA"}
+_MODE_DTYPES = {"simt": ("float32", "float64"), "1xtf32": ("float32",), "3xtf32": ("float32",),
+                DMMA_MODE: ("float64",)}
 
 
 def _tensor_impl(name: str, label: str, levels: int, mode: str) -> Impl:
-    """A fused implementation on the tensor-core kernels (kernels/tensorcore_primitive.cuh)."""
+    """A fused implementation on the tensor-core kernels (kernels/tensorcore_primitive.cuh, or
+    dmma_primitive.cuh for DMMA_MODE)."""
     options = ("strategy",) if levels == 0 else ("strategy", "scheme")
     return Impl(f"{name}-{_MODE_SUFFIX[mode]}", f"{label} {_MODE_LABEL[mode]} (ours)", _FUSED, levels, "fused",
-                options, partial(_fused_bytes, levels), "0", dtypes=("float32",), mode=mode)
+                options, partial(_fused_bytes, levels), "0", dtypes=_MODE_DTYPES[mode], mode=mode)
 
 
 IMPLS: dict[str, Impl] = {
@@ -274,6 +285,9 @@ IMPLS: dict[str, Impl] = {
         Impl("cutlass-3xtf32", "CUTLASS 3xTF32", ("cuda",), 0, "cutlass", dtypes=("float32",), mode="3xtf32"),
         *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
           for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
+        # Beyond the paper: float64 on the FP64 tensor cores (sm_80 and later).
+        *(_tensor_impl(name, label, levels, DMMA_MODE)
+          for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
         # What `strassenbench pick` ranks first for each shape (strassenbench.model.pick): bench and verify
         # choose per call and record the choice; in SIMT precision, or with the 3xTF32 tensor-core mode too.
         Impl("auto", "auto (pick's first)", ("cuda", "numpy", "emu"), 0, "auto"),
@@ -291,7 +305,8 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> 
     """The fused implementation of ``levels`` levels of ``algorithm`` (a name of algorithms/ or a path), or of
     a mixed spec ``a+b`` (its levels: one per part). Named ``<algorithm>x<L>`` (``grey322-11-50x1``) or by
     the mixed spec itself (``grey322-11-50+strassen``); on the tensor cores (``mode`` 1xtf32 or 3xtf32) with
-    the mode's suffix, ``grey322-11-50x1-3xtf32``."""
+    the mode's suffix, ``grey322-11-50x1-3xtf32``; on the FP64 tensor cores (``mode`` dmma) in float64,
+    ``grey322-11-50x1-dmma``."""
     fixed = spec_levels(algorithm)
     levels = fixed if levels is None else levels
     if not levels:
@@ -308,7 +323,7 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> 
         name, label = f"{name}-{_MODE_SUFFIX[mode]}", f"{label[:-len(' (ours)')]} {_MODE_LABEL[mode]} (ours)"
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
                 partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm,
-                dtypes=("float32",) if mode != "simt" else ("float32", "float64"), mode=mode)
+                dtypes=_MODE_DTYPES[mode], mode=mode)
 
 
 def algorithm_impl(algorithm: str) -> Impl:
@@ -331,7 +346,7 @@ def get_impl(name: str) -> Impl:
     if match is None:
         raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)}, or <algorithm>x<levels> "
                         "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen; -tf32 or -3xtf32 "
-                        "after it runs on the tensor cores)")
+                        "after it runs on the tensor cores, -dmma on the FP64 ones)")
     return fast_impl(match["algorithm"], int(match["levels"]), mode)
 
 

@@ -145,11 +145,14 @@ class DmmaStrategy:
         return 2 * itemsize * (self.m_S * (self.k_S + 4) + self.k_S * (self.n_S + 4))
 
 
-# The FP64 tensor-core family's strategies: a small block for small problems and the emulator, and a large one
-# whose warps each hold a 32 x 32 tile (16 mma tiles, 32 doubles of accumulator).
+# The FP64 tensor-core family's strategies: a small block for small problems and the emulator, a large one
+# whose warps each hold a 32 x 32 tile (16 mma tiles, 32 doubles of accumulator), and CUTLASS's default
+# 128 x 128 block on 8 warps of 32 x 64 (32 mma tiles, 64 doubles), whose traffic per flop is half the large
+# one's, with k_S = 8 so that both stages stay within 48 KiB of static shared memory (40.5 KiB).
 _DMMA_TABLE = """
 DmmaSmall  32  32 16 2 2
 DmmaLarge  64  64 16 2 2
+DmmaHuge  128 128  8 4 2
 """  # Strategy, m_S, n_S, k_S, warps along m, warps along n
 
 DMMA_MODE = "dmma"  # the run mode of this family (strassenbench.options.MODES): float64 on FP64 tensor cores
@@ -161,13 +164,14 @@ ALL_STRATEGIES: dict[str, Strategy | TensorStrategy | DmmaStrategy] = {**STRATEG
                                                                        **DMMA_STRATEGIES}
 
 
-def tensor_counterpart(name: str) -> str:
-    """The tensor-core strategy in the role of a SIMT one (a sweep's --strategy applies to both families): the
-    one of the closest thread-block area; a tensor-core name stands for itself."""
-    if name in TENSOR_STRATEGIES:
+def tensor_counterpart(name: str, dmma: bool = False) -> str:
+    """The tensor-core strategy (with ``dmma`` the FP64 family's) in the role of a SIMT one (a sweep's --strategy
+    applies to every family): the one of the closest thread-block area; a name of the family stands for itself."""
+    table = DMMA_STRATEGIES if dmma else TENSOR_STRATEGIES
+    if name in table:
         return name
     s = get_strategy(name)
-    return min(TENSOR_STRATEGIES.values(), key=lambda t: abs(t.m_S * t.n_S - s.m_S * s.n_S)).name
+    return min(table.values(), key=lambda t: abs(t.m_S * t.n_S - s.m_S * s.n_S)).name
 
 
 def get_strategy(name: str, tensor: bool = False, dmma: bool = False) -> Strategy | TensorStrategy | DmmaStrategy:

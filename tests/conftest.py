@@ -76,11 +76,12 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN20
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The kernels the CPU device loads (tests/support/cudasim.py): a real sm_90 build, Small strategy, every default
-    kernel in both dtypes, and the tensor-core TcSmall in both modes (seconds: the small tiles compile fast)."""
+    kernel in both dtypes, the tensor-core TcSmall in both modes and the FP64 tensor-core DmmaSmall (seconds: the
+    small tiles compile fast)."""
     from strassenbench.fused.build import build
 
     with shared_folder(tmp_path_factory, "sim-build") as out:
-        build(["sm_90"], out, strategies=("Small", "TcSmall"), cutlass=False)
+        build(["sm_90"], out, strategies=("Small", "TcSmall", "DmmaSmall"), cutlass=False)
     return str(out)
 
 

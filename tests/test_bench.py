@@ -319,3 +319,25 @@ def test_the_hybrid_declares_every_leaf_program_it_holds(monkeypatch: pytest.Mon
     (bm, bk, bn), = level_blocks(m, k, n, 1)
     declared = impls.get_impl("strassen2-hybrid").extra_bytes(m, n, k, "float32")
     assert declared == impls._ref_bytes(1, m, n, k, "float32") + rank * impls._fused_bytes(1, bm, bn, bk, "float32")
+
+
+def test_a_dtype_an_implementation_does_not_compute_is_no_point_of_it(tmp_path, capsys) -> None:  # noqa: ANN001
+    """bench --dtype float32 --dtype float64 times each implementation in the dtypes it computes (the TF32 ones in
+    float32, the DMMA ones in float64, the rest in both); an implementation that computes none of them is one
+    line, exit 2, and no file."""
+    from strassenbench.cli import main
+
+    out = tmp_path / "square.csv"
+    common = ["--engine", "numpy", "--sizes", "24", "--min-time", "0", "--min-samples", "1", "--no-progress"]
+    assert main(["bench", "--impl", "gemm,strassen1-tf32,strassen1-dmma", "--dtype", "float32", "--dtype", "float64",
+                 "--out", str(out), *common]) == 0
+    frame = pd.read_csv(out)
+    assert sorted(zip(frame["impl"], frame["dtype"])) == [("gemm", "float32"), ("gemm", "float64"),
+                                                          ("strassen1-dmma", "float64"), ("strassen1-tf32", "float32")]
+    assert (frame["status"] == "ok").all()
+    capsys.readouterr()
+    refused = tmp_path / "refused.csv"
+    assert main(["bench", "--impl", "gemm,strassen1-dmma", "--dtype", "float32", "--out", str(refused), *common]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["strassenbench: error: strassen1-dmma computes float64 only, not float32"]
+    assert not refused.exists()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cudasim
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_IMPLS = ["gemm", "strassen1", "strassen2-direct", "strassen2-hybrid", "cublas", "strassen1-ref", "strassen2-ref",
-              "cublas-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen2-3xtf32"]
+              "cublas-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen2-3xtf32", "strassen1-dmma"]
 SHAPE = (37, 29, 41)  # m, k, n: odd, every level pads
 
 
@@ -35,7 +35,7 @@ def _operands(dtype: str, shape: tuple[int, int, int] = SHAPE, seed: int = 0):  
 
 
 def _options(impl: str, **extra: object) -> dict:
-    strategy = "TcSmall" if get_impl(impl).tensor else "Small"
+    strategy = "TcSmall" if get_impl(impl).tensor else "DmmaSmall" if get_impl(impl).dmma else "Small"
     return {"strategy": strategy, **extra} if "strategy" in get_impl(impl).options else {}
 
 
@@ -48,15 +48,15 @@ def _want(A, B, C, alpha: float, beta: float) -> np.ndarray:  # noqa: ANN001
 def test_every_implementation_is_exact_through_the_cuda_path(cpu_device, sim_build, impl, dtype) -> None:  # noqa: ANN001
     A, B, C = _operands(dtype)
     got = C.copy()
-    if dtype not in get_impl(impl).dtypes:  # the tensor-core implementations compute float32 and say so
-        with pytest.raises(ImplError, match="computes float32, not float64"):
+    if dtype not in get_impl(impl).dtypes:  # the tensor-core implementations compute one dtype and say so
+        with pytest.raises(ImplError, match=f"computes {get_impl(impl).dtypes[0]}, not {dtype}"):
             get_impl(impl)(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build, **_options(impl))
         return
     get_impl(impl)(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build, **_options(impl))
     assert np.array_equal(got, _want(A, B, C, 2.0, 0.5))
     launched = {name for name, _, _ in cpu_device.device.launches}
     if get_impl(impl).kind in ("fused", "hybrid"):
-        prefix = f"strassen_{get_impl(impl).mode}_" if get_impl(impl).tensor else "strassen_f"
+        prefix = f"strassen_{get_impl(impl).mode}_" if get_impl(impl).mode != "simt" else "strassen_f"
         assert any(name.startswith(prefix) for name in launched)
     elif get_impl(impl).tensor:  # cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32
         assert cpu_device.device.executed.count("cublas gemmex tf32") == 1
@@ -180,7 +180,7 @@ def test_graph_timing_captures_every_implementation(cpu_device, sim_build, impl)
     from strassenbench.bench.backends import CudaBackend
 
     backend = CudaBackend(timing="graph")
-    A, B, C = (cupy.asarray(x) for x in _operands("float32"))
+    A, B, C = (cupy.asarray(x) for x in _operands(get_impl(impl).dtypes[0]))
     start = cupy.asnumpy(C)
     call = get_impl(impl).prepare(A, B, C, 1.0, 1.0, engine="cuda", build_dir=sim_build, **_options(impl))
     timer = backend.timer(sim_build)
@@ -299,7 +299,7 @@ def test_a_bench_sweep_through_the_runner_times_every_row_alike(cpu_device, sim_
             "--max-noise", "1", "--warmup-time", "0", "--no-progress"]
     assert main(argv) == 0
     frame = pd.read_csv(out, keep_default_na=False)
-    assert len(frame) == 2 * len(CUDA_IMPLS)
+    assert len(frame) == 2 * len([i for i in CUDA_IMPLS if "float32" in get_impl(i).dtypes])  # DMMA: float64
     assert (frame["status"] == "ok").all(), frame[["impl", "m", "status", "message"]]
     # auto: the 2-level references and direct Strassen do not fit behind the blocking kernel, so all by graph
     assert set(frame["timing"]) == {"graph"} and (frame["blocking_timeouts"] == 0).all()

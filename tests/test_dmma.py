@@ -55,10 +55,12 @@ def test_every_dmma_variant_exact_on_odd_shapes(scheme: str, levels: int) -> Non
 
 
 def test_dmma_large_and_another_algorithm_exact() -> None:
-    """DmmaLarge (four warps of 32 x 32, interior tiles on the pipelined loop) at 1 level, and one level of a
-    catalogue algorithm other than Strassen (Grey's 3x2x2:11, products of 1 to 3 terms) on DmmaSmall."""
+    """DmmaLarge (four warps of 32 x 32) and DmmaHuge (eight of 32 x 64, k_S = 8) at 1 level, with interior
+    tiles on the pipelined loop, and one level of a catalogue algorithm other than Strassen (Grey's 3x2x2:11,
+    products of 1 to 3 terms) on DmmaSmall."""
     for strategy, algorithm, (m, k, n) in [("DmmaLarge", "strassen", (129, 9, 131)),
                                            ("DmmaLarge", "strassen", (256, 64, 256)),
+                                           ("DmmaHuge", "strassen", (256, 32, 256)),
                                            ("DmmaSmall", "grey322-11-50", (97, 66, 70))]:
         A, B, C = _operands(m, k, n)
         got = C.copy()
@@ -140,6 +142,7 @@ def test_dmma_instances_are_float64_and_named_back() -> None:
     from strassenbench.fused.instances import instances, operand_counts, parse_instance
 
     chosen = [i for i in instances(strategies=tuple(DMMA_STRATEGIES)) if i.mode == DMMA_MODE]
+    assert set(DMMA_STRATEGIES) == {"DmmaSmall", "DmmaLarge", "DmmaHuge"}
     assert len(chosen) == len(DMMA_STRATEGIES) * len(operand_counts()) * 4
     assert all(i.dtype == "float64" and i.tensor for i in chosen)
     assert all(parse_instance(i.name) == i for i in chosen)
@@ -147,3 +150,27 @@ def test_dmma_instances_are_float64_and_named_back() -> None:
     assert {i.source_line().split("(")[0] for i in chosen} == {"SB_DMMA_INSTANCE"}
     for a, b in itertools.combinations(chosen, 2):
         assert a.name != b.name
+
+
+def test_the_model_and_pick_put_dmma_beside_cublas_dgemm() -> None:
+    """The FP64 tensor peak of each GPU model (A100 19.5, H100 66.9 TFLOPS, none on the V100); pick ranks the
+    DMMA implementations in float64 on the A100 and H100 only, and predicts cuBLAS's DGEMM there as the DMMA
+    GEMM (cuBLAS runs DGEMM on the FP64 tensor cores), labelled as the model's."""
+    from strassenbench.device import hardware_figures
+    from strassenbench.model.gpus import SPECS
+    from strassenbench.model.pick import candidates, rank
+
+    assert SPECS["A100"].tau_tensor(DMMA_MODE) == 19.5e12 and SPECS["H100"].tau_tensor(DMMA_MODE) == 66.9e12
+    assert SPECS["V100"].tau_tensor(DMMA_MODE) == 0
+    a100 = hardware_figures({"name": "A100", "cc_major": 8, "cc_minor": 0, "sm_count": 108, "bus_width_bits": 5120,
+                             "max_sm_clock_mhz": 1410, "max_mem_clock_mhz": 1593})
+    assert abs(a100["fp64_tensor_flops"] / 19.5e12 - 1) < 0.01
+    assert not any(c.endswith("-dmma") for c in candidates("float64", "sm_70"))
+    assert not any(c.endswith("-dmma") for c in candidates("float32", "sm_90"))
+    for key in ("A100", "H100"):
+        ranked = rank(SPECS[key], 8192, 8192, 8192, "float64")
+        times = {c.impl: c for c in ranked}
+        assert {"gemm-dmma", "strassen1-dmma", "strassen2-dmma"} <= set(times)
+        assert times["cublas"].seconds == times["gemm-dmma"].seconds
+        assert times["cublas"].seconds < times["gemm"].seconds / 1.9  # the tensor cores' 2x over FP64 SIMT
+        assert {c.source for c in ranked} == {"model"}

@@ -26,7 +26,7 @@ def test_registry_names_and_labels() -> None:
     assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-ref",
                            "strassen2-ref", "strassen2-hybrid", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
                            "strassen1-tf32", "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32",
-                           "auto", "auto-3xtf32"]
+                           "gemm-dmma", "strassen1-dmma", "strassen2-dmma", "auto", "auto-3xtf32"]
     assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "CUTLASS", "GEMM (ours)", "1-level (ours)", "1-level reference",
                                                  "2-level hybrid (ours)", "2-level reference", "2-level direct (ours)"}
     assert all("cuda" in i.engines for i in IMPLS.values())
@@ -39,8 +39,8 @@ def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
         if engine not in impl.engines:
             continue
         A, B, C = operands(m, k, n, dtype)
-        if dtype not in impl.dtypes:  # the tensor-core implementations: float32 only, and they say so
-            with pytest.raises(ImplError, match=f"computes float32, not {dtype}"):
+        if dtype not in impl.dtypes:  # the tensor-core implementations: one dtype only, and they say so
+            with pytest.raises(ImplError, match=f"computes {impl.dtypes[0]}, not {dtype}"):
                 impl(A, B, C, 0.5, -1.5, engine=engine)
             continue
         expected = 0.5 * (A.astype(np.float64) @ B) - 1.5 * C  # small integers: exact in TF32 too
@@ -49,12 +49,12 @@ def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["strassen1", "strassen2-direct", "strassen2-hybrid", "strassen1-tf32",
-                                  "strassen2-3xtf32"])
+                                  "strassen2-3xtf32", "strassen2-dmma"])
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> None:
-    A, B, C = operands(33, 40, 18, "float32")
+    A, B, C = operands(33, 40, 18, IMPLS[name].dtypes[0])
     expected = A @ B + C
-    strategy = "TcSmall" if IMPLS[name].tensor else "Small"
+    strategy = "TcSmall" if IMPLS[name].tensor else "DmmaSmall" if IMPLS[name].dmma else "Small"
     IMPLS[name](A, B, C, 1.0, 1.0, engine="emu", strategy=strategy, scheme=scheme)
     np.testing.assert_array_equal(C, expected)
 
@@ -67,6 +67,8 @@ def test_tensor_core_names_and_strategies() -> None:
     assert get_impl("grey322-11-50+strassen-3xtf32").algorithm == "grey322-11-50+strassen"
     assert get_impl("strassen1-3xtf32").label == "1-level 3xTF32 (ours)"
     assert get_impl("cublas-tf32").kind == "blas" and get_impl("cublas").mode == "simt"
+    dmma = get_impl("grey322-11-50x1-dmma")
+    assert (dmma.mode, dmma.dtypes, dmma.label) == ("dmma", ("float64",), "grey322-11-50 1-level DMMA (ours)")
     A, B, C = operands(8, 8, 8, "float32")
     with pytest.raises(ImplError, match="unknown tensor-core strategy 'Huge'"):
         IMPLS["gemm-3xtf32"](A, B, C, engine="emu", strategy="Huge")

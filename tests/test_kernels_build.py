@@ -588,24 +588,24 @@ def test_the_widest_catalogue_kernels_build_without_spills_on_sm90(tmp_path) -> 
 
 @pytest.fixture(scope="module")
 def dmma_build(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """The FP64 tensor-core kernels of the GEMM, a 1-level variant and the widest 2-level one, both strategies,
+    """The FP64 tensor-core kernels of the GEMM, a 1-level variant and the widest 2-level one, every strategy,
     for sm_80 and sm_90, and CUTLASS's DMMA GEMM beside them (sm_80: its default configuration's target)."""
     out = tmp_path_factory.mktemp("build-dmma")
-    ours = build(["sm_80", "sm_90"], out, dtypes=("float64",), strategies=("DmmaSmall", "DmmaLarge"),
+    ours = build(["sm_80", "sm_90"], out, dtypes=("float64",), strategies=("DmmaSmall", "DmmaLarge", "DmmaHuge"),
                  counts=((1, 1, 1), (2, 2, 1), (4, 4, 4)), cutlass=False)
-    theirs = build(["sm_80"], out, dtypes=("float64",), strategies=("DmmaLarge",), counts=((1, 1, 1),))
+    theirs = build(["sm_80"], out, dtypes=("float64",), strategies=("DmmaHuge",), counts=((1, 1, 1),))
     return pd.concat([ours, theirs[theirs["source"] != "strassenbench"]], ignore_index=True)
 
 
 def test_dmma_kernels_fit_beside_cutlass_dmma(dmma_build: pd.DataFrame) -> None:
     """No spill and no stack in any DMMA kernel; each main loop has the DMMA of its tile (a warp's 8 x 8 tiles
-    times k_S / 4 per slice: 16 for DmmaSmall, 64 for DmmaLarge) and its global loads as LDG. DmmaLarge's GEMM
-    issues fewer instructions per DMMA than CUTLASS's DMMA GEMM (which stages its loads through cp.async)
-    and keeps at least as many warps per SM."""
+    times k_S / 4 per slice: 16 for DmmaSmall, 64 for DmmaLarge and DmmaHuge) and its global loads as LDG. The
+    GEMM of DmmaLarge and of DmmaHuge (CUTLASS's tile) issues fewer instructions per DMMA than CUTLASS's DMMA
+    GEMM (which stages its loads through cp.async) and keeps at least as many warps per SM."""
     from strassenbench.strategies import DMMA_STRATEGIES
 
     ours = dmma_build[dmma_build["source"] == "strassenbench"]
-    assert len(ours) == 2 * 2 * 3 * 4  # archs, strategies, counts, write modes x loads
+    assert len(ours) == 2 * 3 * 3 * 4  # archs, strategies, counts, write modes x loads
     assert (ours[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
     assert set(ours["mode"]) == {"dmma"} and set(ours["dtype"]) == {"float64"}
     per_slice = ours["strategy"].map({name: s.m_W // 8 * (s.n_W // 8) * (s.k_S // 4)
@@ -614,18 +614,19 @@ def test_dmma_kernels_fit_beside_cutlass_dmma(dmma_build: pd.DataFrame) -> None:
     assert (ours["loop_generic_loads"] == 0).all()
     ref = dmma_build[(dmma_build["source"] == "cutlass-dmma")].iloc[0]
     assert ref["arch"] == "sm_80" and ref["loop_hmma"] > 0 and ref["spill_stores"] == 0
-    gemm = ours[(ours["arch"] == "sm_80") & (ours["strategy"] == "DmmaLarge") & (ours["W_A"] == 1)
-                & (ours["loads"] == "vector")]
-    assert len(gemm) == 2
-    assert (gemm["loop_instructions"] / gemm["loop_hmma"] < ref["loop_instructions"] / ref["loop_hmma"]).all()
-    warps = gemm["blocks_per_sm"] * DMMA_STRATEGIES["DmmaLarge"].threads // 32
-    assert (warps >= ref["blocks_per_sm"] * cutlass.BASELINES["dmma"].threads // 32).all()
+    for strategy in ("DmmaLarge", "DmmaHuge"):
+        gemm = ours[(ours["arch"] == "sm_80") & (ours["strategy"] == strategy) & (ours["W_A"] == 1)
+                    & (ours["loads"] == "vector")]
+        assert len(gemm) == 2
+        assert (gemm["loop_instructions"] / gemm["loop_hmma"] < ref["loop_instructions"] / ref["loop_hmma"]).all()
+        warps = gemm["blocks_per_sm"] * DMMA_STRATEGIES[strategy].threads // 32
+        assert (warps >= ref["blocks_per_sm"] * cutlass.BASELINES["dmma"].threads // 32).all()
 
 
 @pytest.mark.slow
 def test_every_dmma_kernel_builds_without_spills(tmp_path) -> None:  # noqa: ANN001
-    """Every default DMMA kernel (both strategies, every variant of 1 and 2 levels, plain and atomic, vector
-    and scalar) for sm_80 and sm_90: 240 kernels, none spills."""
-    table = build(["sm_80", "sm_90"], tmp_path, dtypes=("float64",), strategies=("DmmaSmall", "DmmaLarge"),
+    """Every default DMMA kernel (every strategy, every variant of 1 and 2 levels, plain and atomic, vector
+    and scalar) for sm_80 and sm_90: 360 kernels, none spills."""
+    table = build(["sm_80", "sm_90"], tmp_path, dtypes=("float64",), strategies=("DmmaSmall", "DmmaLarge", "DmmaHuge"),
                   cutlass=False)
-    assert len(table) == 240 and (table[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
+    assert len(table) == 360 and (table[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()

@@ -86,21 +86,19 @@ def call_ops(impl_name: str, m: int, n: int, k: int, dtype: str = "float32", str
              scheme: str | None = None) -> int:
     """Operations one timed call of ``impl_name`` on m x k x n enqueues on a GPU (the cuda engine; ``strategy``
     and ``scheme`` as bench passes them, None for the defaults)."""
-    from ..engines.fused_engine import DEFAULT_STRATEGY, DEFAULT_TENSOR_STRATEGY
+    from ..options import RunOptions
     from ..fused.cuda import program_ops
     from ..fused.launch import plan_launches
     from ..impls import get_impl
     from ..plan import make_plan
     from ..reference.strassen_ref import Workspace, multiply
-    from ..strategies import get_strategy
 
     impl = get_impl(impl_name)
     if impl.kind in ("blas", "cutlass"):
         return 1
     item = np.dtype(dtype)
     A, B, C = (_standin(s, item) for s in ((m, k), (k, n), (m, n)))
-    chosen = get_strategy(strategy or (DEFAULT_TENSOR_STRATEGY if impl.tensor else DEFAULT_STRATEGY)["cuda"],
-                          impl.tensor)
+    chosen = RunOptions(strategy, mode=impl.mode).kernel_strategy("cuda")
 
     def fused(plan, A, B, C, alpha: float, beta: float) -> int:  # noqa: ANN001
         return program_ops(plan_launches(plan, A, B, C, alpha, beta, strategy=chosen,

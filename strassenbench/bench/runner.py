@@ -34,7 +34,7 @@ from ..options import RunOptions
 from ..io import OutputError, check_replace, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
-from ..strategies import STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
+from ..strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
 from .backends import Backend, is_oom, sticky_error
 from .isolate import WorkerConfig, Workers
 from .telemetry import git_commit, host_description
@@ -121,9 +121,10 @@ def _strategies(point: Point, engine: str) -> list[str | None]:
     if not impl.takes("strategy", engine):
         return [None]
     strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy or "Huge"]
-    if impl.tensor:
-        strategies = list(TENSOR_STRATEGIES) if point.strategy == "best" else \
-            [tensor_counterpart(s) for s in strategies]
+    if impl.mode != "simt":
+        family = DMMA_STRATEGIES if impl.dmma else TENSOR_STRATEGIES
+        strategies = list(family) if point.strategy == "best" else \
+            [tensor_counterpart(s, impl.dmma) for s in strategies]
     return strategies
 
 

@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     what = ("model predictions" if sources == {"model"} else
             f"model predictions, and {len(sources - {'model'})} measured file(s) where they have the point")
     footer = (f"{spec.name}, {args.m} x {args.k} x {args.n} (m x k x n), {args.dtype}: {len(ranked)} candidates, "
-              f"{what}. cuBLAS and CUTLASS are predicted as the model's GEMM; error bounds for inputs uniform on "
-              "[0, 1) (docs/pick.md).")
+              f"{what}. cuBLAS and CUTLASS are predicted as the model's GEMM"
+              f"{' (cuBLAS DGEMM as the DMMA GEMM: FP64 tensor cores)' if args.dtype == 'float64' and spec.fp64_tensor_flops > 0 else ''}"
+              "; error bounds for inputs uniform on [0, 1) (docs/pick.md).")
     write_table(frame, args.format, args.out, footer)
     if args.format == "csv" or args.out:  # a markdown table on the terminal has it as its footer
         print(footer, file=sys.stderr)

@@ -208,10 +208,15 @@ def _points(args: argparse.Namespace) -> list:
         for x in args.sizes:
             m, k, n = shape(args.sweep, x, args.fixed)
             shapes.append((m, n, k, x))
+    dtypes = args.dtype or ["float32"]
+    for impl in args.impl:  # a dtype an implementation does not compute is no point of it (refused if it is every one)
+        if not set(dtypes) & set(get_impl(impl).dtypes):
+            raise UsageError(f"{impl} computes {', '.join(get_impl(impl).dtypes)} only, not {', '.join(dtypes)}")
     for m, n, k, x in shapes:
         for impl in args.impl:
-            for dtype in args.dtype or ["float32"]:
-                points.append(Point(impl, m, n, k, dtype, args.strategy, args.scheme, args.sweep, x))
+            for dtype in dtypes:
+                if dtype in get_impl(impl).dtypes:
+                    points.append(Point(impl, m, n, k, dtype, args.strategy, args.scheme, args.sweep, x))
     return points
 
 

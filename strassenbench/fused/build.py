@@ -307,7 +307,7 @@ def build(
     strassenbench.fused.cuda loads from it. ``counts`` limits the build to those operand counts (default: the
     GEMM and every variant). ``driver`` is the CUDA version the GPU's driver runs (default: this machine's);
     it and the architecture choose the toolchain (toolchain_for). ``cutlass`` (default: when float32 Huge,
-    TcHuge or DmmaLarge is built) also builds the CUTLASS baselines of those tiles (strassenbench.fused.cutlass: SIMT, 3xTF32, DMMA
+    TcHuge or DmmaHuge is built) also builds the CUTLASS baselines of those tiles (strassenbench.fused.cutlass: SIMT, 3xTF32, DMMA
     on sm_80 and later), which need an nvcc front end."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
@@ -325,11 +325,11 @@ def build(
     selected = instances(**kwargs)
     jobs = _jobs(archs, selected, progress)
     out.mkdir(parents=True, exist_ok=True)
-    # The SIMT baseline beside Huge, the 3xTF32 one beside TcHuge and the DMMA one beside DmmaLarge (sm_80 and
-    # later): each beside our tile of its kind. Compiled while the units are (one nvcc each, one after another), so that no core waits for them.
+    # The SIMT baseline beside Huge, the 3xTF32 one beside TcHuge and the DMMA one beside DmmaHuge (sm_80 and
+    # later): each beside our tile of its size. Compiled while the units are (one nvcc each, one after another), so that no core waits for them.
     wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
               "3xtf32": any(inst.tensor and inst.strategy.name == "TcHuge" for inst in selected),
-              "dmma": any(inst.strategy.name == "DmmaLarge" for inst in selected)}
+              "dmma": any(inst.strategy.name == "DmmaHuge" for inst in selected)}
     with ThreadPoolExecutor(max_workers=1) as side:
         baselines = side.submit(_baselines, archs, out, chosen, force, wanted, bool(cutlass), progress) \
             if (cutlass if cutlass is not None else any(wanted.values())) else None

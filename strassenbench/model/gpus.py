@@ -4,8 +4,8 @@ tau_flop = 2 flop/FMA x cores/SM x SMs x boost clock              (Sec. s:volta,
 tau_gmop = DRAM bandwidth x (1 + read-only cache factor 0.2)       (Sec. s:blocking_choose, footnote)
 tau_smop = SMs x 32 banks x 4 B x boost clock                      (Sec. s:blocking_choose, footnote)
 
-and, beyond the paper, the dense TF32 tensor-core peak (NVIDIA's published figure for the built-in GPUs; for
-a queried one, TF32 flops per SM and clock of its compute capability x SMs x boost clock).
+and, beyond the paper, the dense TF32 and FP64 tensor-core peaks (NVIDIA's published figures for the built-in
+GPUs; for a queried one, flops per SM and clock of its compute capability x SMs x boost clock).
 
 All three are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
 """
@@ -36,6 +36,7 @@ class GPUSpec:
     source: str
     tau_smop_published: float | None = None  # a value the paper printed, used instead of the formula
     tf32_flops: float = 0.0  # dense TF32 tensor-core peak, flop/s (0: no TF32 tensor cores)
+    fp64_tensor_flops: float = 0.0  # dense FP64 tensor-core (DMMA) peak, flop/s (0: none)
 
     @property
     def limits(self) -> ArchLimits:
@@ -47,7 +48,9 @@ class GPUSpec:
 
     def tau_tensor(self, mode: str) -> float:
         """The tensor cores' rate of the mode's useful flops: the TF32 peak, a third of it for 3xTF32 (three
-        products per product); 0 without TF32 tensor cores."""
+        products per product), the FP64 tensor peak for dmma; 0 without such tensor cores."""
+        if mode == "dmma":
+            return self.fp64_tensor_flops
         return self.tf32_flops / (3.0 if mode == "3xtf32" else 1.0)
 
     @property
@@ -70,19 +73,21 @@ SPECS: dict[str, GPUSpec] = {
         "paper Sec. s:volta; NVIDIA Tesla V100 GPU Architecture whitepaper (2017)",
         tau_smop_published=15.30e12,
     ),
-    # A100 SXM4 80 GB: 108 SMs x 64 FP32 / 32 FP64 cores, 1410 MHz boost (19.5 TFLOPS FP32, 9.7 FP64 non-tensor),
+    # A100 SXM4 80 GB: 108 SMs x 64 FP32 / 32 FP64 cores, 1410 MHz boost (19.5 TFLOPS FP32, 9.7 FP64 non-tensor,
+    # 19.5 FP64 tensor),
     # HBM2e 2,039 GB/s. NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020) and A100 datasheet (2021).
     "A100": GPUSpec(
         "A100 SXM4 80GB", "sm_80", 108, 64, 32, 1.41e9, 2039e9,
         "NVIDIA A100 architecture whitepaper (2020); A100 80GB datasheet",
-        tf32_flops=156e12,
+        tf32_flops=156e12, fp64_tensor_flops=19.5e12,
     ),
-    # H100 SXM5 80 GB: 132 SMs x 128 FP32 / 64 FP64 cores, 1980 MHz boost (67 TFLOPS FP32, 34 FP64 non-tensor),
+    # H100 SXM5 80 GB: 132 SMs x 128 FP32 / 64 FP64 cores, 1980 MHz boost (67 TFLOPS FP32, 34 FP64 non-tensor,
+    # 67 FP64 tensor),
     # HBM3 3.35 TB/s. NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022) and H100 datasheet.
     "H100": GPUSpec(
         "H100 SXM5 80GB", "sm_90", 132, 128, 64, 1.98e9, 3350e9,
         "NVIDIA H100 architecture whitepaper (2022); H100 SXM5 datasheet",
-        tf32_flops=494.7e12,
+        tf32_flops=494.7e12, fp64_tensor_flops=66.9e12,
     ),
 }
 

@@ -33,7 +33,7 @@ from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives, variant_counts
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
-from ..strategies import STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
+from ..strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
 from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
@@ -202,7 +202,8 @@ def impl_time(
     for w, count in variant_counts(algorithm, fused_levels).items():
         kernel = kernel_counts(w)
         if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
-            t = tensor_kernel_time(spec, TENSOR_STRATEGIES[tensor_counterpart(s.name)], kernel, sm, sk, sn, mode,
+            family = DMMA_STRATEGIES if mode == DMMA_MODE else TENSOR_STRATEGIES
+            t = tensor_kernel_time(spec, family[tensor_counterpart(s.name, mode == DMMA_MODE)], kernel, sm, sk, sn, mode,
                                    resources)
             total = total + t * count
             continue

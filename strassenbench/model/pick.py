@@ -7,12 +7,13 @@ The candidates: cuBLAS and CUTLASS; the paper's implementations; every catalogue
 and on top of one level of Strassen (``<name>+strassen``), where its fused kernels exist (each product's terms
 within a launch's parameters, strassenbench.fused.build.check_counts); and, in float32 on sm_80 and later, the
 tensor-core modes of the GEMM, of the paper's Strassen and of every algorithm at one level, with cuBLAS TF32 and
-CUTLASS 3xTF32. Each fused one at its best strategy (Small to Huge, or the tensor-core family). The model knows
+CUTLASS 3xTF32; in float64 on sm_80 and later, the same on the FP64 tensor cores (``-dmma``). Each fused one at its best strategy (Small to Huge, or the tensor-core family). The model knows
 the sequential scheme only (one kernel after another): the streams and atomic schemes are not ranked.
 
 Assumptions, stated where the numbers are printed:
 - cuBLAS and CUTLASS have no formula of their own: they are predicted as the model's GEMM (the paper's premise,
-  Sec. s:gemm: CUTLASS's SIMT SGEMM runs at cuBLAS's speed), on the tensor cores as our 1xTF32 and 3xTF32 GEMM.
+  Sec. s:gemm: CUTLASS's SIMT SGEMM runs at cuBLAS's speed), on the tensor cores as our 1xTF32 and 3xTF32 GEMM;
+  cuBLAS's DGEMM on a GPU with FP64 tensor cores (A100, H100) as our DMMA GEMM.
 - The error bound is strassenbench.accuracy's, for inputs uniform on [0, 1) (max norms 1, ||C||_F = sqrt(mn) k/4).
 
 `auto` runs what pick ranks first among the candidates the engine runs whose error bound is at most that of
@@ -86,6 +87,9 @@ def candidates(dtype: str, arch: str) -> list[str]:
     if dtype == "float32" and int(arch.removeprefix("sm_")) >= 80:
         names += list(TENSOR_IMPLS)
         names += [f"{alg}x1-{mode}" for mode in ("tf32", "3xtf32") for alg in catalogue if plan_fits(alg, 1)]
+    if dtype == "float64" and int(arch.removeprefix("sm_")) >= 80:  # the FP64 tensor cores
+        names += [name for name, impl in IMPLS.items() if impl.dmma]
+        names += [f"{alg}x1-dmma" for alg in catalogue if plan_fits(alg, 1)]
     return [n for n in dict.fromkeys(names) if dtype in get_impl(n).dtypes]
 
 
@@ -96,13 +100,21 @@ def error_bound(impl: str, m: int, k: int, n: int, dtype: str) -> float:
                             1.0, 0.0, math.sqrt(m * n) * k / 4, 0.0, chosen.mode)
 
 
+def _as_modeled(spec: GPUSpec, impl: str, dtype: str) -> str:
+    """The implementation the model predicts ``impl`` as: itself, or for a baseline without a formula our GEMM of
+    its math; cuBLAS's DGEMM runs on the FP64 tensor cores where the GPU has them (sm_80 and later)."""
+    if impl == "cublas" and dtype == "float64" and spec.fp64_tensor_flops > 0:
+        return "gemm-dmma"
+    return _AS_MODELED.get(impl, impl)
+
+
 def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
                resources: pd.DataFrame | None) -> tuple[str, float, str]:
-    strategy, timing = best_strategy(spec, _AS_MODELED.get(impl, impl), m, k, n, dtype, resources)
+    strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources)
     if impl in _AS_MODELED:
         strategy = ""
-    elif get_impl(impl).tensor:  # the tensor-core kernels take the family's strategy in that one's role
-        strategy = tensor_counterpart(strategy)
+    elif get_impl(impl).mode != "simt":  # the tensor-core kernels take the family's strategy in that one's role
+        strategy = tensor_counterpart(strategy, get_impl(impl).dmma)
     return strategy, timing.seconds, timing.limiter
 
 

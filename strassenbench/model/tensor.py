@@ -10,7 +10,9 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
     T_issue = waves #blocks warps slices I / (4 #SM clock rate)
 
 where I is the main loop's instructions per warp and k_S slice: the build's (resources.csv, its machine code)
-where it read them, else counted from what the loop does. Every number is a prediction.
+where it read them, else counted from what the loop does. The DMMA kernels (float64 on the FP64 tensor cores,
+a DmmaStrategy) take the same terms with P = 1, 8-byte elements and tau_tensor the dense FP64 tensor peak.
+Every number is a prediction.
 """
 
 from __future__ import annotations
@@ -20,15 +22,33 @@ import math
 import pandas as pd
 
 from ..occupancy import blocks_per_sm
-from ..strategies import TensorStrategy
+from ..strategies import DMMA_MODE, DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS, per_table
 from .timing import INFINITE, Timing
 
-__all__ = ["PARTS", "tensor_slice_instructions", "tensor_active_blocks", "tensor_kernel_time"]
+__all__ = ["PARTS", "tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
+           "tensor_kernel_time"]
 
-PARTS = {"1xtf32": 1, "3xtf32": 2}
+PARTS = {"1xtf32": 1, "3xtf32": 2, DMMA_MODE: 1}
 _HMMA = {"1xtf32": 1, "3xtf32": 3}  # mma.m16n8k8 per 16 x 8 x 8 tile and k-step
+
+
+def _itemsize(mode: str) -> int:
+    return 8 if mode == DMMA_MODE else 4
+
+
+def dmma_slice_instructions(s: DmmaStrategy, w: tuple[int, int, int]) -> float:
+    """Instructions per warp and k_S slice of a DMMA kernel, counted: a DMMA per 8 x 8 tile and k-step of 4, a
+    64-bit fragment load per tile side and k-step, and per thread the loader's work (a global load and an
+    address add per term and 2-double chunk, a DFMA per element and extra term, a store per chunk); the barrier
+    and the loop's count, compare and branch."""
+    k_steps, m_tiles, n_tiles = s.k_S // 4, s.m_W // 8, s.n_W // 8
+    a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
+    chunks = math.ceil(a_elems / 2) + math.ceil(b_elems / 2)
+    loads = 2 * (w[0] * math.ceil(a_elems / 2) + w[1] * math.ceil(b_elems / 2))
+    sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
+    return m_tiles * n_tiles * k_steps + k_steps * (m_tiles + n_tiles) + loads + sums + chunks + 4
 
 
 def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple[int, int, int],
@@ -63,7 +83,9 @@ def _slice_instructions(arch: str, s: TensorStrategy, w: tuple[int, int, int], m
     """Instructions per warp and slice: the build's machine code (resources.csv) where it was read, else counted."""
     rows = _rows(resources, arch, s, w, mode)
     measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
-    return float(rows["loop_instructions"].iloc[0]) if measured else tensor_slice_instructions(s, w, mode)
+    if measured:
+        return float(rows["loop_instructions"].iloc[0])
+    return dmma_slice_instructions(s, w) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
 
 
 @per_table
@@ -74,18 +96,22 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
     rows = _rows(resources, spec.arch, s, w, mode)
     if len(rows):
         return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
+    if mode == DMMA_MODE:  # two registers a double: the accumulator and a fragment per tile side
+        registers = 2 * (s.m_W * s.n_W // 32 + s.m_W // 8 + s.n_W // 8) + 32
+        return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes()), "register count"
     parts = PARTS[mode]
     registers = s.m_W * s.n_W // 32 + parts * (4 * s.m_W // 16 + 2 * s.n_W // 8) + 32
     return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes(4, parts)), "register count"
 
 
-def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
-                       mode: str, resources: pd.DataFrame | None = None) -> Timing:
-    """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem."""
+def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
+                       n: int, mode: str, resources: pd.DataFrame | None = None) -> Timing:
+    """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem: TF32 (a
+    TensorStrategy) or DMMA (a DmmaStrategy, float64: 8-byte elements)."""
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
-    if active < 1 or spec.tf32_flops <= 0:
+    if active < 1 or spec.tau_tensor(mode) <= 0:
         return INFINITE
-    parts, kk = PARTS[mode], math.ceil(k / s.k_S) * s.k_S
+    parts, kk, itemsize = PARTS[mode], math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
     blocks = spec.sm_count * active
     waves = math.ceil(tiles / blocks)
@@ -93,8 +119,8 @@ def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int]
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
     t_flop = waves * blocks * n_flop / spec.tau_tensor(mode)
-    t_gmop = tiles * 4 * n_gmop / spec.tau_gmop
-    t_smop = waves * blocks * 4 * n_smop / spec.tau_smop
+    t_gmop = tiles * itemsize * n_gmop / spec.tau_gmop
+    t_smop = waves * blocks * itemsize * n_smop / spec.tau_smop
     per_slice = _slice_instructions(spec.arch, s, w, mode, resources)
     warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
     t_issue = waves * blocks * warp_clocks / (SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
