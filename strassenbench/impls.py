@@ -285,7 +285,8 @@ IMPLS: dict[str, Impl] = {
         Impl("cutlass-3xtf32", "CUTLASS 3xTF32", ("cuda",), 0, "cutlass", dtypes=("float32",), mode="3xtf32"),
         *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
           for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
-        # Beyond the paper: float64 on the FP64 tensor cores (sm_80 and later).
+        # Beyond the paper: float64 on the FP64 tensor cores (sm_80 and later), and CUTLASS's DMMA DGEMM there.
+        Impl("cutlass-dmma", "CUTLASS DMMA", ("cuda",), 0, "cutlass", dtypes=("float64",), mode=DMMA_MODE),
         *(_tensor_impl(name, label, levels, DMMA_MODE)
           for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
         # What `strassenbench pick` ranks first for each shape (strassenbench.model.pick): bench and verify

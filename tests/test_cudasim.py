@@ -351,17 +351,19 @@ def test_memlimit_on_the_cuda_path_confirms_the_declared_memory(cpu_device, sim_
     assert ref.loc["strassen1-ref", "predicted_n"] < ref.loc["strassen1", "predicted_n"]
 
 
-@pytest.mark.parametrize(("impl", "mode"), [("cutlass", "simt"), ("cutlass-3xtf32", "3xtf32")])
+@pytest.mark.parametrize(("impl", "mode"), [("cutlass", "simt"), ("cutlass-3xtf32", "3xtf32"), ("cutlass-dmma", "dmma")])
 def test_memlimit_gives_the_build_folder_to_cutlass_too(cpu_device, sim_build, tmp_path, impl, mode,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    """`memlimit --impl cutlass --build-dir X` loads CUTLASS from X, the SIMT baseline or the 3xTF32 one (a
-    stand-in entry computing on the host records where it was loaded from and which baseline)."""
+    """`memlimit --impl cutlass --build-dir X` loads CUTLASS from X, the SIMT baseline, the 3xTF32 one or the
+    DMMA one, in its dtype (a stand-in entry computing on the host records where it was loaded from and which
+    baseline)."""
     from strassenbench.fused import cutlass
 
     loaded = []
+    dtype = np.dtype(cutlass.BASELINES[mode].dtype)
 
     def sgemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream):  # noqa: ANN001, ANN202
-        op = cudasim._gemm_op(np.dtype(np.float32), 0, 0, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
+        op = cudasim._gemm_op(dtype, 0, 0, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
         device = cudasim.device()
         device.enqueue(device.streams[stream], op)
         return 0
@@ -374,7 +376,7 @@ def test_memlimit_gives_the_build_folder_to_cutlass_too(cpu_device, sim_build, t
     cpu_device.install(memory_bytes=128 << 20)
     out = tmp_path / "mem.csv"
     assert main(["memlimit", "--engine", "cuda", "--impl", impl, "--memory-budget", "16MiB", "--step", "64",
-                 "--out", str(out), "--build-dir", sim_build]) == 0
+                 "--out", str(out), "--build-dir", sim_build, "--dtype", str(dtype)]) == 0
     assert loaded and set(loaded) == {(sim_build, mode)} and pd.read_csv(out)["confirmed"].all()
 
 

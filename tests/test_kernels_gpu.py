@@ -145,3 +145,64 @@ def test_gemm_3xtf32_beats_cublas_fp32_at_8192(tc_build_dir: str, tmp_path) -> N
     speedup = frame.loc["gemm-3xtf32", "tflops"] / frame.loc["cublas", "tflops"]
     assert speedup >= 1.5, frame[["tflops", "time_median_s"]]
     assert frame.loc["gemm-3xtf32", "rel_error"] <= 4 * frame.loc["cublas", "rel_error"], frame[["rel_error"]]
+
+
+# ------------------------------------------------------------------ the FP64 tensor-core family (sm_80 and later)
+@pytest.fixture(scope="module")
+def dmma_build_dir(gpu_build: str) -> str:
+    """The DMMA kernels (DmmaSmall for the exactness checks, DmmaHuge for the speed goal) and CUTLASS's DMMA
+    GEMM, added to the session's build (conftest.py)."""
+    from pathlib import Path
+
+    from strassenbench.fused.build import build
+    from strassenbench.fused.cuda import device_arch
+
+    arch = device_arch()
+    if int(arch.removeprefix("sm_")) < 80:
+        pytest.skip(f"{arch} has no FP64 tensor cores (sm_80 and later)")
+    build([arch], Path(gpu_build), dtypes=("float64",), strategies=("DmmaSmall", "DmmaHuge"), cutlass=True)
+    return gpu_build
+
+
+@pytest.mark.parametrize("name", ["gemm-dmma", "strassen1-dmma", "strassen2-dmma", "cutlass-dmma"])
+def test_dmma_impls_exact_on_integers(name: str, dmma_build_dir: str) -> None:
+    """Small integers are exact in any order of summation: every DMMA implementation, both strategies, fringe
+    shapes and shapes with interior tiles (the pipelined loop), matches the float64 product exactly."""
+    from strassenbench.impls import IMPLS
+
+    impl = IMPLS[name]
+    rng = np.random.default_rng(4)
+    strategies = ["DmmaSmall", "DmmaHuge"] if "strategy" in impl.options else [None]
+    shapes = [(1000, 1024, 776), (1024, 512, 1024)] + ([] if impl.kind == "cutlass" else FRINGE[:5])
+    for strategy, (m, k, n) in itertools.product(strategies, shapes):
+        A, B, C = (rng.integers(-8, 9, s).astype(np.float64) for s in ((m, k), (k, n), (m, n)))
+        expected = A @ B + C
+        options = {"build_dir": dmma_build_dir}
+        if strategy:
+            options["strategy"] = strategy
+        impl(A, B, C, 1.0, 1.0, engine="cuda", **options)
+        np.testing.assert_array_equal(C, expected, err_msg=f"{name} {strategy} {(m, k, n)}")
+
+
+def test_strassen1_dmma_beats_cublas_dgemm_at_8192(dmma_build_dir: str, tmp_path) -> None:  # noqa: ANN001
+    """The issue's bar, on an A100 or an H100 (cuBLAS's DGEMM runs on their FP64 tensor cores): strassen1-dmma at
+    n = 8,192 at least 1.05x cuBLAS float64, timed alike (one sweep, one method), with a relative error within
+    4x of cuBLAS's on the same inputs."""
+    import pandas as pd
+
+    from strassenbench.cli import main
+    from strassenbench.device import current_device
+
+    name, _ = current_device()
+    if not any(key in name for key in ("A100", "H100", "H200")):
+        pytest.skip(f"{name}: the goal is set for the A100 and H100's FP64 tensor cores")
+    out = tmp_path / "square.csv"
+    assert main(["bench", "--engine", "cuda", "--impl", "cublas,strassen1-dmma", "--dtype", "float64", "--sizes",
+                 "8192", "--out", str(out), "--build-dir", dmma_build_dir, "--strategy", "Huge", "--max-time", "5",
+                 "--no-progress"]) == 0
+    frame = pd.read_csv(out, keep_default_na=False).set_index("impl")
+    assert (frame["status"] == "ok").all() and len(set(frame["timing"])) == 1
+    assert frame.loc["strassen1-dmma", "strategy"] == "DmmaHuge"
+    speedup = frame.loc["strassen1-dmma", "tflops"] / frame.loc["cublas", "tflops"]
+    assert speedup >= 1.05, frame[["tflops", "time_median_s"]]
+    assert frame.loc["strassen1-dmma", "rel_error"] <= 4 * frame.loc["cublas", "rel_error"], frame[["rel_error"]]

@@ -6,7 +6,7 @@ toolkit). They need nvcc: with the NVRTC toolchain (the cu12 extra) there is no 
 
 ``build_arch`` writes ``<prefix>_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
 kernels' are) and ``libsb_<prefix>_<arch>.so``, a shared library with one ``extern "C"`` entry that the
-``cutlass`` (``cutlass-3xtf32``) implementation calls through ctypes on the GPU; its device code carries SASS
+``cutlass`` (``cutlass-3xtf32``, ``cutlass-dmma``) implementation calls through ctypes on the GPU; its device code carries SASS
 and PTX.
 """
 
@@ -157,7 +157,7 @@ def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes fun
     baseline = BASELINES[mode]
     path = Path(build_dir) / f"libsb_{baseline.prefix}_{arch}.so"
     if not path.is_file():
-        strategy = " --strategy TcHuge" if mode != "simt" else ""
+        strategy = {"simt": "", "dmma": " --strategy DmmaHuge --dtype float64"}.get(mode, " --strategy TcHuge")
         raise FileNotFoundError(f"{path} not found: run `strassenbench build --arch {arch}{strategy} --out {build_dir}`")
     entry = getattr(ctypes.CDLL(str(path)), baseline.entry)
     entry.restype = ctypes.c_int
@@ -168,19 +168,22 @@ def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes fun
 
 
 def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build", mode: str = "simt") -> None:  # noqa: ANN001
-    """C <- alpha A B + beta C by the CUTLASS baseline of ``mode`` (simt, 3xtf32) on CuPy's current stream
-    (float32, row-major CuPy arrays)."""
+    """C <- alpha A B + beta C by the CUTLASS baseline of ``mode`` (simt, 3xtf32: float32; dmma: float64) on
+    CuPy's current stream (row-major CuPy arrays of the baseline's dtype)."""
     import cupy
 
     from .cuda import device_arch
 
-    if any(x.dtype != cupy.float32 for x in (A, B, C)):
-        raise ValueError("the CUTLASS baseline is CUTLASS's SGEMM: float32 only")
+    dtype = BASELINES[mode].dtype
+    if any(x.dtype != cupy.dtype(dtype) for x in (A, B, C)):
+        raise ValueError(f"the CUTLASS baseline of {mode} is CUTLASS's {'D' if dtype == 'float64' else 'S'}GEMM: "
+                         f"{dtype} only")
+    itemsize = cupy.dtype(dtype).itemsize
     lds = []
     for name, x in (("A", A), ("B", B), ("C", C)):
-        if x.strides[1] != 4 or x.strides[0] % 4:
+        if x.strides[1] != itemsize or x.strides[0] % itemsize:
             raise ValueError(f"{name} must be row-major with unit column stride")
-        lds.append(x.strides[0] // 4)
+        lds.append(x.strides[0] // itemsize)
     (m, k), n = A.shape, B.shape[1]
     status = _entry(build_dir, device_arch(), mode)(
         m, n, k, alpha, A.data.ptr, lds[0], B.data.ptr, lds[1], beta, C.data.ptr, lds[2],

@@ -49,7 +49,8 @@ __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound",
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
 AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
 # Baselines with no formula of their own, and the model's implementation each is predicted as.
-_AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32"}
+_AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32",
+               "cutlass-dmma": "gemm-dmma"}
 _PAPER = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
 
 
