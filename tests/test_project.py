@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES
-from support.workflow_helpers import ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, verify_cases
+from support.workflow_helpers import (ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, swept,
+                                      verify_cases)
 
 
 def _fenced_command(marker: str) -> str:
@@ -232,7 +233,9 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
         assert (workdir / f"report/tables/{table}.md").is_file(), table
     for sweep in ("square", "rankk", "panel"):
         frame = pd.read_csv(workdir / f"data/cpu/{sweep}.csv")
-        assert len(frame) == len(set(frame["x"])) * len(cpu_impls()) and (frame["status"] == "ok").all()
+        assert len(frame) == len(set(frame["x"])) * swept(sweep) and (frame["status"] == "ok").all()
+    square = pd.read_csv(workdir / "data/cpu/square.csv")  # the DMMA implementation beside cuBLAS in float64
+    assert set(square[square["dtype"] == "float64"]["impl"]) == {"cublas", "gemm", "strassen1-dmma"}
     assert (workdir / "data/cpu/system.json").is_file() and (workdir / "data/cpu/memlimit.csv").is_file()
     assert (workdir / "build/resources.csv").is_file()
     from strassenbench.model.files import MODEL_FILES

@@ -217,3 +217,34 @@ def test_issue_bounds_beside_the_papers_model(report) -> None:  # noqa: ANN001
     assert "1-level (ours): paper's model" in legend and "1-level (ours): issue slots" in legend
     bars = [p for p in fig.axes[0].patches]
     assert len(bars) == 3 * 3 * 2  # GPUs x implementations x (model, issue slots)
+
+
+def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) -> None:
+    """fig_dmma_square: the square sweep's float64 rows only (cuBLAS, our GEMM and the DMMA implementations),
+    each its own colour, with the FP64 and FP64 tensor peaks; a run without DMMA rows says so instead."""
+    square = pd.read_csv(FIXTURES / "gpu_a" / "square.csv")
+    base = square[square["impl"].isin(["cublas", "gemm"])]
+    doubles = base.assign(dtype="float64", tflops=base["tflops"] / 2)
+    dmma = base[base["impl"] == "gemm"].assign(impl="strassen1-dmma", dtype="float64", tflops=base["tflops"].max())
+    kept: dict = {}
+    real = figures.save
+
+    def keep(fig, out, stem):  # noqa: ANN001, ANN202
+        kept[stem] = fig
+        return real(fig, out, stem)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(figures, "save", keep)
+        drawn = figures.fig_dmma_square(pd.concat([square, doubles, dmma]), tmp_path, {"FP64 peak": 9.7,
+                                        "FP64 tensor peak": 19.5}, "gpu_a")
+        fig = kept["fig_dmma_square"]
+        curves = _curves(fig.axes[0])
+        assert set(curves) == {get_impl(i).label for i in ("cublas", "gemm", "strassen1-dmma")}
+        cublas = curves["cuBLAS"]
+        assert list(cublas.get_ydata()) == pytest.approx(list(doubles[doubles["impl"] == "cublas"].sort_values("x")["tflops"]))
+        assert to_hex(curves["1-level DMMA (ours)"].get_color()) == style("strassen1-dmma")["color"]
+        assert len([line for line in fig.axes[0].lines if line.get_gid() == figures.PEAK]) == 2
+        assert "float64" in caption(drawn, {"device": "gpu_a", "model": "", "data": "", "sources": [], "missing": ""})
+        figures.fig_dmma_square(square, tmp_path, {}, "gpu_a")
+        texts = [t.get_text() for t in kept["fig_dmma_square"].axes[0].texts]
+        assert any("no DMMA results" in t for t in texts)

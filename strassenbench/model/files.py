@@ -70,8 +70,8 @@ OCCUPANCY = Kind(  # `model occupancy`: active blocks per SM of the paper's foot
     ("W_A", "W_B", "W_C", "blocks_per_sm"), (), ("strategy", "kernel", "paper_v100", "arch", "occupancy"))
 SPEC = Kind(  # `model spec`: the GPU parameters of the model (the paper's tab:notation values)
     "model spec", ("key", "gpu", "arch", "tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops",
-                   "source"),
-    (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops"),
+                   "fp64_tensor_flops", "source"),
+    (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops", "fp64_tensor_flops"),
     ("key", "gpu", "arch", "source"))
 WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, per GPU model
     "model winners", ("gpu", "key", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "precision", "impl",

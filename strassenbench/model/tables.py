@@ -24,7 +24,8 @@ def spec_rows(keys: list[str]) -> pd.DataFrame:
         spec = get_gpu(key)
         rows.append({"key": key, "gpu": spec.name, "arch": spec.arch, "tau_flop_float32": spec.tau_flop("float32"),
                      "tau_flop_float64": spec.tau_flop("float64"), "tau_gmop": spec.tau_gmop,
-                     "tau_smop": spec.tau_smop, "tf32_flops": spec.tf32_flops, "source": spec.source})
+                     "tau_smop": spec.tau_smop, "tf32_flops": spec.tf32_flops,
+                     "fp64_tensor_flops": spec.fp64_tensor_flops, "source": spec.source})
     return pd.DataFrame(rows)
 
 

@@ -19,7 +19,7 @@ from .analysis import ok_rows, speedups
 from .captions import SOURCES, checked_caption
 from .contents import REPORT_FIGURES, REPORT_TABLES
 from .figures import (Drawn, fig_intro_comparison, fig_memlimit, fig_stra_square, fig_stra_square_more,
-                      fig_tensorcore_square, label_of)
+                      fig_tensorcore_square, fig_dmma_square, label_of)
 from .figures_model import fig_algorithms, fig_issue_bounds, fig_model_square, fig_model_sweeps
 from .inputs import ModelGPU, device_of, load_report_inputs, load_run, model_frame, model_gpu
 from .palette import PAPER_LINES
@@ -84,8 +84,14 @@ def _figures(run: dict, model: ModelGPU, figures: Path, device: str, cpu_run: bo
         fig_algorithms(algorithms, measured, figures, gpu, device),
         fig_winners(run["models"].get("model_winners.csv"), sweeps, figures, gpu, device, cpu_run),
         fig_memlimit(run["memlimit"], figures, device),
-        fig_tensorcore_square(sweeps, figures, model.peaks, device, cpu=cpu_run),
+        fig_tensorcore_square(sweeps, figures, _peaks(model, "FP32 peak", "TF32 peak"), device, cpu=cpu_run),
+        fig_dmma_square(sweeps, figures, _peaks(model, "FP64 peak", "FP64 tensor peak"), device, cpu=cpu_run),
     ]
+
+
+def _peaks(model: ModelGPU, *names: str) -> dict[str, float]:
+    """The model GPU's peaks of those names it has (TFLOPS; none unless the model is the measured GPU's)."""
+    return {name: model.peaks[name] for name in names if name in model.peaks}
 
 
 def _captioned(drawn: list[Drawn], run: dict, data: Path, device: str, model: ModelGPU) -> list[dict]:

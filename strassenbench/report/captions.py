@@ -16,7 +16,7 @@ SOURCES = {  # the files of the run's folder each figure's measured lines come f
     "fig_memlimit": ["memlimit.csv"],
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
     "fig_winners": ["square.csv", "rankk.csv", "panel.csv"],
-    "fig_tensorcore_square": ["square.csv"],
+    "fig_tensorcore_square": ["square.csv"], "fig_dmma_square": ["square.csv"],
 }
 
 
@@ -118,6 +118,14 @@ def _tensorcore_square(drawn: Drawn, context: dict) -> str:
                  " Dotted: the GPU's FP32 and dense TF32 peaks.")
 
 
+def _dmma_square(drawn: Drawn, context: dict) -> str:
+    return _peak("Beyond the paper: effective TFLOPS (float64, median time per point) of the square sweep in double "
+                 "precision: cuBLAS's DGEMM (on an A100 or H100 it runs on the FP64 tensor cores), our SIMT GEMM, "
+                 "and on the FP64 tensor cores (mma.m8n8k4.f64) CUTLASS's DGEMM and our fused GEMM and 1- and "
+                 "2-level Strassen, the operand sums formed in the tile loads as in single precision.", drawn,
+                 " Dotted: the GPU's FP64 and FP64 tensor peaks.")
+
+
 def _memlimit(drawn: Drawn, context: dict) -> str:
     text = ("The largest square problem each implementation can run in the free memory (the paper: 36,000 for "
             "our 1-level Strassen, 22,500 for the 1-level reference, on a 16 GB V100).")
@@ -132,7 +140,7 @@ CAPTIONS = {"fig_stra_square": _stra_square, "fig_stra_square_more": _stra_squar
             "fig_intro_comparison": _intro_comparison, "fig_model_square": _model_square,
             "fig_model_sweeps": _model_sweeps, "fig_issue_bounds": _issue_bounds, "fig_algorithms": _algorithms,
             "fig_winners": _winners,
-            "fig_tensorcore_square": _tensorcore_square, "fig_memlimit": _memlimit}
+            "fig_tensorcore_square": _tensorcore_square, "fig_dmma_square": _dmma_square, "fig_memlimit": _memlimit}
 
 
 def caption(drawn: Drawn, context: dict[str, str]) -> str:

@@ -23,10 +23,11 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
-from .palette import INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
+from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
 __all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
-           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "panel_labels",
+           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square",
+           "panel_labels",
            "label_of", "draw_line", "size_axis", "legend_below", "empty_note", "Y_TFLOPS"]
 
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
@@ -244,13 +245,14 @@ def fig_stra_square_more(frame: pd.DataFrame, out: Path, peak_tflops: float | No
     return save(fig, out, "fig_stra_square_more")
 
 
-def _square_lines(frame: pd.DataFrame, impls, cpu: bool, size: tuple[float, float]):  # noqa: ANN001, ANN202
-    """A one-panel figure with the square sweep's float32 curve of each of ``impls`` the run timed: (figure,
+def _square_lines(frame: pd.DataFrame, impls, cpu: bool, size: tuple[float, float],  # noqa: ANN001, ANN202
+                  dtype: str = "float32"):
+    """A one-panel figure with the square sweep's curve in ``dtype`` of each of ``impls`` the run timed: (figure,
     axes, the implementations drawn)."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=size)
     good = ok_rows(frame)
-    part = good[(good["sweep"] == "square") & (good["dtype"] == "float32")] if not good.empty else good
+    part = good[(good["sweep"] == "square") & (good["dtype"] == dtype)] if not good.empty else good
     present = _present(part, impls)
     for impl in present:
         draw_line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
@@ -280,6 +282,21 @@ def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float
     _square_axes(fig, ax)
     fig.suptitle(f"SIMT FP32 and TF32 tensor cores, single precision: {device}")
     return save(fig, out, "fig_tensorcore_square")
+
+
+def fig_dmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str, cpu: bool = False) -> Drawn:
+    """Beyond the paper: the square sweep in float64: cuBLAS's DGEMM (on the FP64 tensor cores of an A100 or
+    H100), our SIMT GEMM, and CUTLASS's and our DMMA GEMM and 1- and 2-level Strassen on the FP64 tensor cores,
+    with the FP64 and FP64 tensor peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
+    fig, ax, present = _square_lines(frame, DMMA_LINES, cpu, (7.5, 4.6), dtype="float64")
+    if not any(get_impl(i).dmma for i in present):
+        empty_note(ax, "no DMMA results in this run (the tensorcore profile times them in float64)")
+    for name, tflops in peaks.items():
+        _peak(ax, tflops, name)
+    ax.set_title("square: m = k = n")
+    _square_axes(fig, ax)
+    fig.suptitle(f"SIMT and FP64 tensor cores, double precision: {device}")
+    return save(fig, out, "fig_dmma_square")
 
 
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:

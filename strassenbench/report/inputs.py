@@ -105,5 +105,7 @@ def model_gpu(run: dict, cpu_run: bool) -> ModelGPU:
     measured = gpu_name(run["system"], run["sweeps"]).lower()
     key = str(row["key"])
     this_gpu = not cpu_run and bool(measured) and (key == "device" or key.lower() in measured)
-    peaks = {"FP32 peak": row["tau_flop_float32"] / 1e12, "TF32 peak": row["tf32_flops"] / 1e12} if this_gpu else {}
+    peaks = {"FP32 peak": row["tau_flop_float32"] / 1e12, "TF32 peak": row["tf32_flops"] / 1e12,
+             "FP64 peak": row["tau_flop_float64"] / 1e12,
+             "FP64 tensor peak": row.get("fp64_tensor_flops", float("nan")) / 1e12} if this_gpu else {}
     return ModelGPU(str(row["gpu"]), this_gpu, {k: float(v) for k, v in peaks.items() if v and v == v})

@@ -30,10 +30,17 @@ _FIXED = {
     "strassen1-3xtf32": ("#8b0000", "^"),
     "strassen2-tf32": ("#dede00", "*"),
     "strassen2-3xtf32": ("#6b6b00", "*"),
+    # and on the FP64 tensor cores (float64).
+    "cutlass-dmma": ("#4d4d4d", "s"),
+    "gemm-dmma": ("#2c7fb8", "X"),
+    "strassen1-dmma": ("#d95f0e", "^"),
+    "strassen2-dmma": ("#31a354", "*"),
 }
 # Figure fig_tensorcore_square: the SIMT FP32 lines and their tensor-core counterparts.
 TENSORCORE_LINES = ("cublas", "gemm", "strassen1", "strassen2-direct", "cublas-tf32", "gemm-tf32", "gemm-3xtf32",
                     "strassen1-tf32", "strassen1-3xtf32", "strassen2-tf32", "strassen2-3xtf32")
+# Figure fig_dmma_square: float64, the SIMT lines and the FP64 tensor-core ones.
+DMMA_LINES = ("cublas", "gemm", "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma")
 # Implementations of other algorithms (grey322-11-50x1, mixed specs): a colour and marker chosen from their
 # name, so that a name keeps them from run to run and figure to figure.
 _MORE_COLOURS = ("#e377c2", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")

@@ -87,6 +87,21 @@ def cpu_impls(profile: str = "smoke") -> list[str]:
     return [i for i in dict.fromkeys(listed) if set(get_impl(i).engines) - {"cuda"}]
 
 
+def swept(sweep: str, profile: str = "smoke") -> int:
+    """Rows of a sweep per size: one per implementation and dtype it is timed in (the workflow's sweep_dtypes:
+    the DMMA ones in float64, and cuBLAS and our GEMM in both on the square sweep beside them)."""
+    from strassenbench.impls import get_impl
+
+    impls = cpu_impls(profile)
+    dmma = any(get_impl(i).dmma for i in impls)
+    rows = 0
+    for impl in impls:
+        dtypes = get_impl(impl).dtypes
+        rows += len(dtypes) if "float32" not in dtypes else \
+            2 if sweep == "square" and dmma and impl in ("cublas", "gemm") else 1
+    return rows
+
+
 def impl_checks(impls: list[str]) -> int:
     """Rows of verify_impls.csv: one per implementation and dtype it computes."""
     from strassenbench.impls import get_impl

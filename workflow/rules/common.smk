@@ -277,6 +277,20 @@ def timing_args():
             str(t["max_time"]), *warmup, *method]
 
 
+def sweep_dtypes(wc):
+    """--dtype words of a sweep job: the dtypes of an implementation that does not compute float32 (the DMMA
+    ones: float64); cuBLAS and our GEMM in both on the square sweep when the run times a DMMA implementation
+    (the report's float64 figure sets them beside it); none otherwise (bench's float32)."""
+    from strassenbench.impls import get_impl
+
+    dtypes = get_impl(wc.impl).dtypes
+    if "float32" not in dtypes:
+        return [word for dtype in dtypes for word in ("--dtype", dtype)]
+    if wc.sweep == "square" and wc.impl in ("cublas", "gemm") and any(get_impl(i).dmma for i in run_impls()):
+        return ["--dtype", "float32", "--dtype", "float64"]
+    return []
+
+
 def fused_args(impl):
     """--strategy/--scheme where the implementation takes them, on the GPU (the numpy stand-ins take none)."""
     from strassenbench.impls import get_impl

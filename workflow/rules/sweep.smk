@@ -24,12 +24,13 @@ rule sweep:
         fixed=lambda wc: sweep_fixed(wc.sweep),
         timing=timing_args(),
         fused=lambda wc: fused_args(wc.impl),
+        dtypes=sweep_dtypes,
         partial="results/{device}/sweep/{sweep}/{impl}.csv",
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
         "strassenbench bench --engine {params.engine:q} --impl {wildcards.impl:q} --sweep {wildcards.sweep:q} "
-        "--sizes {params.sizes:q} {params.fixed:q} {params.fused:q} {params.timing:q} {params.expect:q} "
+        "--sizes {params.sizes:q} {params.fixed:q} {params.fused:q} {params.dtypes:q} {params.timing:q} {params.expect:q} "
         "--no-progress --out {params.partial:q} > {log:q} 2>&1 "
         "&& strassenbench collect {params.partial:q} --out {output:q} >> {log:q} 2>&1"
 
