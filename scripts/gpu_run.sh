@@ -14,7 +14,9 @@
 # only what is not fresh there is compiled), writes the system description, times a square sweep of every
 # implementation, runs the gpu tests on the same build, and writes the memory limits, all into data/<gpu>/ ready
 # to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge for the sweeps, TcSmall for the
-# gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv).
+# gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv);
+# it builds the FP64 tensor-core kernels (DmmaSmall, DmmaHuge, CUTLASS's DMMA DGEMM) too, which the gpu tests run
+# (the float64 sweep of the DMMA implementations is the workflow's tensorcore profile).
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds), and a failed step does not stop the ones
 # after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
@@ -53,8 +55,12 @@ step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, ca
   return 0
 }
 
-TENSOR=()  # TF32 tensor cores, sm_80 and later: TcHuge for the sweeps, TcSmall for the gpu tests
-if [ "${ARCH#sm_}" -ge 80 ]; then TENSOR=(--strategy TcSmall --strategy TcHuge); fi
+# Tensor cores, sm_80 and later: TcHuge for the sweeps, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and
+# DmmaHuge (float64) for the gpu tests and resources.csv
+TENSOR=()
+if [ "${ARCH#sm_}" -ge 80 ]; then
+  TENSOR=(--strategy TcSmall --strategy TcHuge --strategy DmmaSmall --strategy DmmaHuge)
+fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
   --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" --out "$BUILD"
 [ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"
