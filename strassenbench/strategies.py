@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Strategy", "STRATEGIES", "TensorStrategy", "TENSOR_STRATEGIES", "ALL_STRATEGIES", "get_strategy",
-           "tensor_counterpart"]
+__all__ = ["Strategy", "STRATEGIES", "WarpGrid", "TensorStrategy", "TENSOR_STRATEGIES", "DmmaStrategy",
+           "DMMA_STRATEGIES", "DMMA_MODE", "ALL_STRATEGIES", "get_strategy", "tensor_counterpart"]
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ STRATEGIES: dict[str, Strategy] = {
 
 
 @dataclass(frozen=True)
-class TensorStrategy:
-    """A tile shape of the tensor-core kernels (kernels/tensorcore_primitive.cuh): thread block m_S x n_S x k_S
-    of warps_m x warps_n warps, each warp's m_W x n_W tile a grid of 16 x 8 tiles of mma.m16n8k8."""
+class WarpGrid:
+    """A tile shape of the tensor-core kernels: thread block m_S x n_S x k_S of warps_m x warps_n warps, each
+    warp's m_W x n_W tile a grid of mma tiles (TensorStrategy, DmmaStrategy)."""
 
     name: str
     m_S: int
@@ -74,10 +74,6 @@ class TensorStrategy:
     k_S: int
     warps_m: int
     warps_n: int
-
-    def __post_init__(self) -> None:
-        if self.m_S % (16 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8:
-            raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 16 x 8 x 8 mma tiles")
 
     @property
     def m_W(self) -> int:
@@ -90,6 +86,16 @@ class TensorStrategy:
     @property
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
+
+
+@dataclass(frozen=True)
+class TensorStrategy(WarpGrid):
+    """A tile shape of the TF32 tensor-core kernels (kernels/tensorcore_primitive.cuh): each warp's tile a grid of
+    16 x 8 tiles of mma.m16n8k8."""
+
+    def __post_init__(self) -> None:
+        if self.m_S % (16 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8:
+            raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 16 x 8 x 8 mma tiles")
 
     def smem_bytes(self, itemsize: int = 4, parts: int = 2) -> int:
         """Both stages of the A and B tiles, ``parts`` TF32 parts each (2 for 3xTF32), B padded by 8 columns
@@ -113,32 +119,13 @@ TENSOR_STRATEGIES: dict[str, TensorStrategy] = {
 
 
 @dataclass(frozen=True)
-class DmmaStrategy:
-    """A tile shape of the FP64 tensor-core kernels (kernels/dmma_primitive.cuh): thread block m_S x n_S x k_S
-    of warps_m x warps_n warps, each warp's m_W x n_W tile a grid of 8 x 8 tiles of mma.m8n8k4.f64."""
-
-    name: str
-    m_S: int
-    n_S: int
-    k_S: int
-    warps_m: int
-    warps_n: int
+class DmmaStrategy(WarpGrid):
+    """A tile shape of the FP64 tensor-core kernels (kernels/dmma_primitive.cuh): each warp's tile a grid of 8 x 8
+    tiles of mma.m8n8k4.f64."""
 
     def __post_init__(self) -> None:
         if self.m_S % (8 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8 or self.n_S % 8:
             raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 8 x 8 mma tiles, k_S a multiple of 8")
-
-    @property
-    def m_W(self) -> int:
-        return self.m_S // self.warps_m
-
-    @property
-    def n_W(self) -> int:
-        return self.n_S // self.warps_n
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
 
     def smem_bytes(self, itemsize: int = 8) -> int:
         """Both stages of the A and B tiles, rows padded by 4 doubles (DmmaTiles)."""

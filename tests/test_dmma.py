@@ -106,34 +106,17 @@ def test_dmma_large_shared_memory_at_the_ideal(counts: tuple[int, int, int]) -> 
     """DmmaLarge's steady-state main loop, counted on the emulator: its shared-memory wavefronts per warp and
     slice are the ideal (every access at 128 bytes per wavefront: each 8 x 8 tile side's 64-bit fragment load of
     a warp in 2, the sums' 128-bit stores in 4 per warp-wide store) and no access has a bank conflict."""
-    from strassenbench.fused import emu as emu_module
-    from strassenbench.fused.instances import Instance, products_dtype
-    from strassenbench.fused.launch import Launch, Program
-    from strassenbench.fused.smem import count, trace
+    from support.smem_steady import steady_totals
+
+    from strassenbench.fused.instances import Instance
 
     s = DMMA_STRATEGIES["DmmaLarge"]
-    inst = Instance(s, "float64", counts, "plain", "vector", mode=DMMA_MODE)
-    rng = np.random.default_rng(0)
-    totals = {}
-    for slices in (2, 4):
-        depth = s.k_S * slices
-        A = rng.integers(-2, 3, (s.m_S, depth)).astype(np.float64)
-        B = rng.integers(-2, 3, (depth, s.n_S)).astype(np.float64)
-        C = np.zeros((s.m_S, s.n_S), dtype=np.float64)
-        buf = np.zeros((), dtype=products_dtype("float64", sum(counts), inst.batch))
-        terms = [(A, s.m_S, depth)] * counts[0] + [(B, depth, s.n_S)] * counts[1] + [(C, s.m_S, s.n_S)] * counts[2]
-        for t, (x, rows, cols) in enumerate(terms):
-            buf["address"][0, t], buf["rows"][0, t], buf["cols"][0, t], buf["coeff"][0, t] = x.ctypes.data, rows, cols, 1
-        args = (np.int32(depth), np.int32(s.n_S), np.int32(s.n_S), np.int32(depth), np.float64(1), np.float64(1), buf)
-        program = Program((((Launch(inst.name, (1, 1, 1), (s.threads, 1, 1), args, (), inst),),),))
-        totals[slices] = count(trace(lambda: emu_module.run(program)))
-        np.testing.assert_array_equal(C, counts[2] * (counts[0] * A) @ (counts[1] * B))
-    steady = totals[4] - totals[2]
+    steady, deeper = steady_totals(Instance(s, "float64", counts, "plain", "vector", mode=DMMA_MODE), "float64")
     warps, k_steps = s.threads // 32, s.k_S // 4
     fragments = k_steps * (s.m_W // 8 + s.n_W // 8) * 2  # a warp's 32 x 8 bytes in two 128-byte wavefronts
     stores = (s.m_S + s.n_S) * s.k_S * 8 // warps // 128  # the sums' bytes per warp, 128 a wavefront
     assert steady.wavefronts / (warps * 2) == fragments + stores, (steady, fragments + stores)
-    assert totals[4].load_conflicts == 0 and totals[4].store_conflicts == 0, totals[4]
+    assert deeper.load_conflicts == 0 and deeper.store_conflicts == 0, deeper
 
 
 def test_dmma_instances_are_float64_and_named_back() -> None:

@@ -3,6 +3,7 @@ figures show; tables as the paper has them (tests/fixtures: synthetic GPU-shaped
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 from pathlib import Path
@@ -27,10 +28,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PAPER_LABELS = [get_impl(i).label for i in PAPER_LINES]
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory, modeled) -> tuple[dict, Path]:  # noqa: ANN001
-    """The fixture run's report (its model's files written by `strassenbench model`), with every figure object as
-    it was saved."""
+@contextlib.contextmanager
+def kept_figures():  # noqa: ANN201
+    """Every figure object as figures.save saves it, by stem, while the block runs."""
     figs: dict = {}
     real = figures.save
 
@@ -40,6 +40,14 @@ def report(tmp_path_factory: pytest.TempPathFactory, modeled) -> tuple[dict, Pat
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(figures, "save", keep)
+        yield figs
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory, modeled) -> tuple[dict, Path]:  # noqa: ANN001
+    """The fixture run's report (its model's files written by `strassenbench model`), with every figure object as
+    it was saved."""
+    with kept_figures() as figs:
         out = tmp_path_factory.mktemp("report")
         build_report(modeled("gpu_a"), out)
     return figs, out
@@ -226,15 +234,7 @@ def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) 
     base = square[square["impl"].isin(["cublas", "gemm"])]
     doubles = base.assign(dtype="float64", tflops=base["tflops"] / 2)
     dmma = base[base["impl"] == "gemm"].assign(impl="strassen1-dmma", dtype="float64", tflops=base["tflops"].max())
-    kept: dict = {}
-    real = figures.save
-
-    def keep(fig, out, stem):  # noqa: ANN001, ANN202
-        kept[stem] = fig
-        return real(fig, out, stem)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(figures, "save", keep)
+    with kept_figures() as kept:
         drawn = figures.fig_dmma_square(pd.concat([square, doubles, dmma]), tmp_path, {"FP64 peak": 9.7,
                                         "FP64 tensor peak": 19.5}, "gpu_a")
         fig = kept["fig_dmma_square"]

@@ -465,31 +465,15 @@ def test_tchuge_shared_memory_at_the_ideal(mode: str, counts: tuple[int, int, in
     """TcHuge's steady-state main loop, counted on the emulator: its shared-memory wavefronts per warp and slice
     are the ideal (every access at 128 bytes per wavefront: A's fragments by ldmatrix, 4 per 16 x 8 tile and
     part; B's, 1 per LDS; the sums' 128-bit stores) and no access has a bank conflict."""
-    from strassenbench.fused import emu
-    from strassenbench.fused.instances import Instance, products_dtype
-    from strassenbench.fused.launch import Launch, Program
-    from strassenbench.fused.smem import count, trace
+    from support.smem_steady import steady_totals
+
+    from strassenbench.fused.instances import Instance
 
     s = TENSOR_STRATEGIES["TcHuge"]
     inst = Instance(s, "float32", counts, "plain", "vector", mode=mode)
-    rng = np.random.default_rng(0)
-    totals = {}
-    for slices in (2, 4):
-        depth = s.k_S * slices
-        A = rng.integers(-2, 3, (s.m_S, depth)).astype(np.float32)
-        B = rng.integers(-2, 3, (depth, s.n_S)).astype(np.float32)
-        C = np.zeros((s.m_S, s.n_S), dtype=np.float32)
-        buf = np.zeros((), dtype=products_dtype("float32", sum(counts), inst.batch))
-        terms = [(A, s.m_S, depth)] * counts[0] + [(B, depth, s.n_S)] * counts[1] + [(C, s.m_S, s.n_S)] * counts[2]
-        for t, (x, rows, cols) in enumerate(terms):
-            buf["address"][0, t], buf["rows"][0, t], buf["cols"][0, t], buf["coeff"][0, t] = x.ctypes.data, rows, cols, 1
-        args = (np.int32(depth), np.int32(s.n_S), np.int32(s.n_S), np.int32(depth), np.float32(1), np.float32(1), buf)
-        program = Program((((Launch(inst.name, (1, 1, 1), (s.threads, 1, 1), args, (), inst),),),))
-        totals[slices] = count(trace(lambda: emu.run(program)))
-        np.testing.assert_array_equal(C, counts[2] * (counts[0] * A) @ (counts[1] * B))
-    steady = totals[4] - totals[2]
+    steady, deeper = steady_totals(inst, "float32")
     parts, k_steps = (1 if mode == "1xtf32" else 2), s.k_S // 8
     per_warp_stores = 32 * (s.m_S + s.n_S) * s.k_S // s.threads * 4 // 128  # the sums' bytes per warp / 128
     ideal = parts * (k_steps * (4 * s.m_W // 16 + 2 * s.n_W // 8) + per_warp_stores)
     assert steady.wavefronts / (s.threads // 32 * 2) == ideal, (steady, ideal)
-    assert totals[4].load_conflicts == 0 and totals[4].store_conflicts == 0, totals[4]
+    assert deeper.load_conflicts == 0 and deeper.store_conflicts == 0, deeper

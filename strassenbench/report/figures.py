@@ -268,35 +268,37 @@ def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
     legend_below(fig, [ax], ncol=3)
 
 
+def _family_square(frame: pd.DataFrame, out: Path, lines: tuple[str, ...], peaks: dict[str, float], cpu: bool,
+                   dtype: str, family: str, title: str, stem: str) -> Drawn:
+    """The square sweep's ``lines`` in ``dtype`` with ``peaks``; a note where no implementation of ``family``
+    (tensor: TF32, dmma: FP64 tensor cores) was timed."""
+    fig, ax, present = _square_lines(frame, lines, cpu, (7.5, 4.6), dtype)
+    if not any(getattr(get_impl(i), family) for i in present):
+        empty_note(ax, f"no {'tensor-core' if family == 'tensor' else 'DMMA'} results in this run (the tensorcore "
+                       f"profile times them{' in float64' if dtype == 'float64' else ''})")
+    for name, tflops in peaks.items():
+        _peak(ax, tflops, name)
+    ax.set_title("square: m = k = n")
+    _square_axes(fig, ax)
+    fig.suptitle(title)
+    return save(fig, out, stem)
+
+
 def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
                           cpu: bool = False) -> Drawn:
     """Beyond the paper: the square sweep's SIMT FP32 lines (cuBLAS, our GEMM, 1- and 2-level Strassen) beside
     their tensor-core counterparts (cuBLAS TF32, ours in 1xTF32 and 3xTF32), with the FP32 and dense TF32 peaks
     (``peaks``: label -> TFLOPS, measured GPU only)."""
-    fig, ax, present = _square_lines(frame, TENSORCORE_LINES, cpu, (7.5, 4.6))
-    if not any(get_impl(i).tensor for i in present):
-        empty_note(ax, "no tensor-core results in this run (the tensorcore profile times them)")
-    for name, tflops in peaks.items():
-        _peak(ax, tflops, name)
-    ax.set_title("square: m = k = n")
-    _square_axes(fig, ax)
-    fig.suptitle(f"SIMT FP32 and TF32 tensor cores, single precision: {device}")
-    return save(fig, out, "fig_tensorcore_square")
+    return _family_square(frame, out, TENSORCORE_LINES, peaks, cpu, "float32", "tensor",
+                          f"SIMT FP32 and TF32 tensor cores, single precision: {device}", "fig_tensorcore_square")
 
 
 def fig_dmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str, cpu: bool = False) -> Drawn:
     """Beyond the paper: the square sweep in float64: cuBLAS's DGEMM (on the FP64 tensor cores of an A100 or
     H100), our SIMT GEMM, and CUTLASS's and our DMMA GEMM and 1- and 2-level Strassen on the FP64 tensor cores,
     with the FP64 and FP64 tensor peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
-    fig, ax, present = _square_lines(frame, DMMA_LINES, cpu, (7.5, 4.6), dtype="float64")
-    if not any(get_impl(i).dmma for i in present):
-        empty_note(ax, "no DMMA results in this run (the tensorcore profile times them in float64)")
-    for name, tflops in peaks.items():
-        _peak(ax, tflops, name)
-    ax.set_title("square: m = k = n")
-    _square_axes(fig, ax)
-    fig.suptitle(f"SIMT and FP64 tensor cores, double precision: {device}")
-    return save(fig, out, "fig_dmma_square")
+    return _family_square(frame, out, DMMA_LINES, peaks, cpu, "float64", "dmma",
+                          f"SIMT and FP64 tensor cores, double precision: {device}", "fig_dmma_square")
 
 
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:
