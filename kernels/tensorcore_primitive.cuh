@@ -9,12 +9,11 @@
 // + a_big b_big with mma.m16n8k8 (tensorcore.cuh).
 //
 // Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
-// a grid of 16 x 8 mma tiles. Interior tiles of the vector kernels keep the next slice's global loads in flight
-// over the current slice's mma (double-buffered shared memory, one barrier per slice); edge tiles, the last
-// slices and the scalar kernels fill the next slice after the mma on the predicated path.
+// a grid of 16 x 8 mma tiles; the main loop is mma_mainloop.cuh's, shared with the DMMA family.
 #pragma once
 
 #include "epilogue.cuh"
+#include "mma_mainloop.cuh"
 #include "tensorcore.cuh"
 #include "tile_loader.cuh"
 
@@ -181,34 +180,8 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
     }
   };
 
-  fill(0, 0);
-  __syncthreads();
-  const int slices = cdiv(bk, K_S);
-  int s = 0, stage = 0;
-  if constexpr (VECTOR) {
-    // Interior tiles, double-buffered in the manner of CUTLASS's MmaPipelined: while the slice in flight lies
-    // inside every term (the block's rows of every A term, its columns of every B term, k below every term's
-    // extent), slice s + 1's global loads are issued unpredicated before slice s's mma and summed, split and
-    // stored to the other stage after it, so their latency hides behind the tensor cores' work.
-    InteriorCursor<float, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB> at(terms_a, terms_b, lda, ldb, row0, col0, bk);
-    for (; s < at.fast; ++s) {
-      load_a.template issue_at<0, W_A>(terms_a, at.off_a, at.step_a);
-      load_b.template issue_at<0, W_B>(terms_b, at.off_b, at.step_b);
-      mma_slice(stage);
-      load_a.template accumulate<0, W_A>(terms_a);
-      load_b.template accumulate<0, W_B>(terms_b);
-      store(stage ^ 1);  // the stage read in slice s - 1, free since its barrier
-      __syncthreads();
-      stage ^= 1;
-      at.advance();
-    }
-  }
-  for (; s < slices; ++s) {  // edge tiles, the last slices and the scalar kernels: the predicated path
-    mma_slice(stage);
-    if (s + 1 < slices) fill(stage ^ 1, (s + 1) * K_S);
-    __syncthreads();
-    stage ^= 1;
-  }
+  mma_mainloop<float, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
+                                                       mma_slice, store, fill);
 
   const float scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
   const Terms<float*, float, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
