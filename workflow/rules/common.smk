@@ -236,6 +236,20 @@ def sweep_fixed(sweep):
     return ["--fixed", str(fixed)] if fixed else []
 
 
+def swept_dtypes(sweep, impl):
+    """The dtypes a sweep times an implementation in: float32, or those it computes when float32 is not one
+    (the DMMA ones: float64); cuBLAS and our GEMM in both on the square sweep when the run times a DMMA
+    implementation (the report's float64 figure sets them beside it)."""
+    from strassenbench.impls import get_impl
+
+    dtypes = get_impl(impl).dtypes
+    if "float32" not in dtypes:
+        return list(dtypes)
+    if sweep == "square" and impl in ("cublas", "gemm") and any(get_impl(i).dmma for i in run_impls()):
+        return ["float32", "float64"]
+    return ["float32"]
+
+
 def run_timing():
     """The GPU timing method of the whole run, said once when auto chose graph; None on the CPU backend. It is
     strassenbench.bench.queue.choose_timing over every call that the sweeps and the strategies job time (auto
@@ -251,7 +265,8 @@ def run_timing():
     for sweep, grid in GRID["sweeps"].items():
         for x in parse_sizes(grid["sizes"]):
             m, k, n = shape(sweep, x, grid.get("fixed"))
-            points += [Point(impl, m, n, k, "float32", config["strategy"], config["scheme"]) for impl in run_impls()]
+            points += [Point(impl, m, n, k, dtype, config["strategy"], config["scheme"]) for impl in run_impls()
+                       for dtype in swept_dtypes(sweep, impl)]
     for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # the strategies rule
         points += [Point(impl, x, x, x, "float32", s, "sequential")
                    for s in ("Huge", "Small") for impl in ("gemm", "strassen1", "strassen2-direct")]
@@ -278,17 +293,9 @@ def timing_args():
 
 
 def sweep_dtypes(wc):
-    """--dtype words of a sweep job: the dtypes of an implementation that does not compute float32 (the DMMA
-    ones: float64); cuBLAS and our GEMM in both on the square sweep when the run times a DMMA implementation
-    (the report's float64 figure sets them beside it); none otherwise (bench's float32)."""
-    from strassenbench.impls import get_impl
-
-    dtypes = get_impl(wc.impl).dtypes
-    if "float32" not in dtypes:
-        return [word for dtype in dtypes for word in ("--dtype", dtype)]
-    if wc.sweep == "square" and wc.impl in ("cublas", "gemm") and any(get_impl(i).dmma for i in run_impls()):
-        return ["--dtype", "float32", "--dtype", "float64"]
-    return []
+    """--dtype words of a sweep job (swept_dtypes; none for bench's default, float32 alone)."""
+    dtypes = swept_dtypes(wc.sweep, wc.impl)
+    return [] if dtypes == ["float32"] else [word for dtype in dtypes for word in ("--dtype", dtype)]
 
 
 def fused_args(impl):
