@@ -180,8 +180,8 @@ def _reread_spilling(arch: str, unit: str, rows: list[dict], by_name: dict[str, 
     retry = tuple(replace(by_name[r["kernel"]], reread=True) for r in rows
                   if _spills(r) and by_name[r["kernel"]].loads == "vector" and not by_name[r["kernel"]].tensor)
     again = {r["kernel"]: r for r in (_compile(arch, name, retry, out, toolchain) if retry else [])}
-    better = {k: r for k, r in again.items() if _score(by_name[k], r) < _score(by_name[k], next(
-        row for row in rows if row["kernel"] == k))}
+    current = {r["kernel"]: r for r in rows}
+    better = {k: r for k, r in again.items() if _score(by_name[k], r) < _score(by_name[k], current[k])}
     index.update({k: f"{name}.fatbin" for k in better})
     if not better:
         _drop_module(out, name)
