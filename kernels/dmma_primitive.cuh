@@ -5,7 +5,7 @@
 // as strassen.cuh's and tensorcore_primitive.cuh's, with the same terms (Products, Terms), loader (the operand
 // sums formed in registers between the global load and the shared store, the paper's idea) and write-back
 // (epilogue.cuh), in float64 throughout: each k-step of 4 takes mma.m8n8k4.f64 (dmma.cuh) on every 8 x 8 tile of
-// the warp's tile.
+// the warp's tile on sm_80, and sm_90 takes its m16n8k16 (or k8 where k_S is 8) on every 16 x 8 tile.
 //
 // Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
 // a grid of 8 x 8 mma tiles; the main loop is mma_mainloop.cuh's, shared with the TF32 family.
@@ -64,12 +64,15 @@ template <int M_S, int N_S, int K_S, int WARPS_M, int WARPS_N, int W_A, int W_B,
 __device__ __forceinline__ void dmma_primitive(int lda, int ldb, int ldc, int bk, double alpha, double beta,
                                                const Products<double, W_A + W_B + W_C, Z>& products) {
   static_assert(K_S % 4 == 0, "k_S is a multiple of the mma's k = 4");
+  using Tile = DmmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
+  // sm_90's m16n8kK where a warp's tile has 16-row pairs of mma tiles: the widest k of 16, 8, 4 that divides k_S.
+  constexpr bool kWide = SB_DMMA_M16N8 && Tile::kMt % 2 == 0;
+  constexpr int kK = !kWide ? 4 : K_S % 16 == 0 ? 16 : K_S % 8 == 0 ? 8 : 4;
   constexpr int kThreads = WARPS_M * WARPS_N * 32;
   constexpr int kW = W_A + W_B + W_C;
   constexpr int kVa = VECTOR ? vec_width<double>(cmin(M_S * K_S / kThreads, K_S)) : 1;
   constexpr int kVb = VECTOR ? vec_width<double>(cmin(K_S * N_S / kThreads, N_S)) : 1;
   using Tiles = DmmaTiles<M_S, N_S, K_S>;
-  using Tile = DmmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
   using LoaderA = TileLoader<double, M_S, K_S, kThreads, W_A, kVa, false>;  // stored as is: k contiguous
   using LoaderB = TileLoader<double, K_S, N_S, kThreads, W_B, kVb, false>;
   __shared__ Tiles smem;
@@ -98,27 +101,53 @@ __device__ __forceinline__ void dmma_primitive(int lda, int ldb, int ldc, int bk
     load_b.load_sum(terms_b, ldb, k, col0);
     store(stage);
   };
-  // One k_S slice of mma on a stage: per k-step of 4, the warp's fragments from shared memory (one 64-bit load
-  // per lane and 8 x 8 tile side, PTX ISA fragment layout), then the mma of every 8 x 8 tile of its tile.
+  // One k_S slice of mma on a stage: per instruction's k (kK, a multiple of 4), the warp's fragments of each
+  // k-step of 4 from shared memory (one 64-bit load per lane and 8 x 8 tile side, PTX ISA fragment layout),
+  // then the mma of every tile of its tile: every 8 x 8 tile's m8n8k4 (sm_80), or on sm_90 every 16 x 8 tile's
+  // m16n8kK, whose fragments are the two 8-row halves' m8n8k4 fragments interleaved (dmma.cuh).
   auto mma_slice = [&](int stage) {
     const auto& ta = smem.a[stage];
     const auto& tb = smem.b[stage];
 #pragma unroll
-    for (int kk = 0; kk < K_S; kk += 4) {
-      double a[Tile::kMt], b[Tile::kNt];
+    for (int kk = 0; kk < K_S; kk += kK) {
+      double a[kK / 4][Tile::kMt], b[kK / 4][Tile::kNt];
 #pragma unroll
-      for (int mt = 0; mt < Tile::kMt; ++mt) a[mt] = lds(&ta[tile.wrow + 8 * mt + tile.g][kk + tile.t]);
+      for (int s = 0; s < kK / 4; ++s) {
 #pragma unroll
-      for (int nt = 0; nt < Tile::kNt; ++nt) b[nt] = lds(&tb[kk + tile.t][tile.wcol + 8 * nt + tile.g]);
+        for (int mt = 0; mt < Tile::kMt; ++mt) a[s][mt] = lds(&ta[tile.wrow + 8 * mt + tile.g][kk + 4 * s + tile.t]);
 #pragma unroll
-      for (int mt = 0; mt < Tile::kMt; ++mt)
+        for (int nt = 0; nt < Tile::kNt; ++nt) b[s][nt] = lds(&tb[kk + 4 * s + tile.t][tile.wcol + 8 * nt + tile.g]);
+      }
+      if constexpr (kWide) {
 #pragma unroll
-        for (int nt = 0; nt < Tile::kNt; ++nt) {
-          double c[2] = {acc[mt][2 * nt], acc[mt][2 * nt + 1]};
-          mma_m8n8k4_f64(c, a[mt], b[nt], c);
-          acc[mt][2 * nt] = c[0];
-          acc[mt][2 * nt + 1] = c[1];
-        }
+        for (int mp = 0; mp < Tile::kMt; mp += 2)
+#pragma unroll
+          for (int nt = 0; nt < Tile::kNt; ++nt) {
+            double fa[kK / 2], fb[kK / 4];
+#pragma unroll
+            for (int s = 0; s < kK / 4; ++s) {
+              fa[2 * s] = a[s][mp];
+              fa[2 * s + 1] = a[s][mp + 1];
+              fb[s] = b[s][nt];
+            }
+            double c[4] = {acc[mp][2 * nt], acc[mp][2 * nt + 1], acc[mp + 1][2 * nt], acc[mp + 1][2 * nt + 1]};
+            mma_m16n8k_f64<kK>(c, fa, fb, c);
+            acc[mp][2 * nt] = c[0];
+            acc[mp][2 * nt + 1] = c[1];
+            acc[mp + 1][2 * nt] = c[2];
+            acc[mp + 1][2 * nt + 1] = c[3];
+          }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < Tile::kMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < Tile::kNt; ++nt) {
+            double c[2] = {acc[mt][2 * nt], acc[mt][2 * nt + 1]};
+            mma_m8n8k4_f64(c, a[0][mt], b[0][nt], c);
+            acc[mt][2 * nt] = c[0];
+            acc[mt][2 * nt + 1] = c[1];
+          }
+      }
     }
   };
 

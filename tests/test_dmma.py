@@ -68,6 +68,33 @@ def test_dmma_large_and_another_algorithm_exact() -> None:
         np.testing.assert_array_equal(got, A @ B + C, err_msg=f"{strategy} {algorithm} {(m, k, n)}")
 
 
+@pytest.mark.parametrize("strategy", ["DmmaSmall", "DmmaHuge"])
+def test_sm90_shapes_exact_and_the_same_as_sm80s(strategy: str) -> None:
+    """The sm_90 code path (mma.m16n8k16, and m16n8k8 where k_S is 8: DmmaHuge), run on the emulator built with
+    -DSB_EMU_SM90: every 1- and 2-level variant exact on small integers with interior tiles and fringes, and on
+    uniform inputs bit for bit what the sm_80 path (mma.m8n8k4) gives, since the emulator sums both in k order.
+    A fragment put in the wrong place of the PTX ISA's layout changes the product."""
+    from strassenbench.fused import emu as emu_library
+
+    s = DMMA_STRATEGIES[strategy]
+    for levels, (m, k, n) in [(1, (2 * s.m_S + 3, 4 * s.k_S + 2, 2 * s.n_S + 1)), (2, (4 * s.m_S, 8 * s.k_S, 4 * s.n_S))]:
+        if strategy == "DmmaHuge" and levels == 2:
+            continue  # 2 levels of 128 x 128 tiles: shapes the emulator takes minutes over
+        plan = make_plan("strassen", levels, m, k, n)
+        A, B, C = _operands(m, k, n, seed=levels)
+        got = C.copy()
+        emu_library.run(plan_launches(plan, A, B, got, 1.0, 1.0, strategy=s, scheme="atomic", mode=DMMA_MODE),
+                        extra_flags=("-DSB_EMU_SM90",))
+        np.testing.assert_array_equal(got, A @ B + C, err_msg=f"{strategy} {levels} {(m, k, n)}")
+        rng = np.random.default_rng(levels)
+        A, B = rng.random((m, k)), rng.random((k, n))
+        wide, narrow = np.zeros((m, n)), np.zeros((m, n))
+        emu_library.run(plan_launches(plan, A, B, wide, 1.0, 0.0, strategy=s, scheme="atomic", mode=DMMA_MODE),
+                        extra_flags=("-DSB_EMU_SM90",))
+        emu_library.run(plan_launches(plan, A, B, narrow, 1.0, 0.0, strategy=s, scheme="atomic", mode=DMMA_MODE))
+        np.testing.assert_array_equal(wide, narrow, err_msg=f"{strategy} {levels} {(m, k, n)}")
+
+
 @pytest.mark.parametrize("levels", [1, 2])
 def test_dmma_strassen_within_4x_of_the_simt_strassen_error(levels: int) -> None:
     """Uniform [0, 1) inputs: the DMMA kernels' relative error against an exact product is within 4x of the

@@ -4,7 +4,7 @@ for which load, and the main loop's per-slice figures."""
 from __future__ import annotations
 
 from strassenbench.fused.build import sass_counts
-from strassenbench.fused.sass import mainloop_metrics, parse_sass
+from strassenbench.fused.sass import mainloop_metrics, mma_macs, parse_sass
 
 
 def control(wbar: int = 7, wait: int = 0, stall: int = 1) -> int:
@@ -50,6 +50,22 @@ def test_mainloop_metrics_per_slice() -> None:
     assert metrics["loop_ffma_share"] == round(250 / body, 4)
     assert metrics["loop_global_loads"] == 2 and metrics["loop_generic_loads"] == 1
     assert metrics["load_use_distance"] == 0  # the generic load's use follows it at once
+
+
+def test_mma_of_every_shape_counted_by_its_multiply_adds() -> None:
+    """sm_80's DMMA.884 and TF32 HMMA, and sm_90's DMMA.16x8x16 (a lower-case x in the opcode): each mma's
+    multiply-adds are m n k of its shape, so kernels issuing mma of different shapes compare by work; an unknown
+    shape gives no figure rather than a wrong one."""
+    assert [mma_macs(op) for op in ("DMMA.884", "HMMA.1684.F32.TF32", "HMMA.1688.F32.TF32", "DMMA.16x8x8",
+                                    "DMMA.16x8x16")] == [256, 512, 1024, 1024, 2048]
+    assert mma_macs("HMMA.F32") is None and mma_macs("DMMA") is None
+    for opcode, macs in (("DMMA.884", 256), ("DMMA.16x8x16", 2048)):
+        program = loop_program(0)
+        program[2:2] = [(f"{opcode} R8, R12, R16, R8", control())] * 8
+        code = parse_sass(listing("k", program))["k"]
+        assert any(ins.opcode == opcode for ins in code)
+        metrics = mainloop_metrics(code)
+        assert metrics["loop_hmma"] == 8 and metrics["loop_mma_macs"] == 8 * macs
 
 
 def test_the_main_loop_is_the_one_with_a_barrier() -> None:

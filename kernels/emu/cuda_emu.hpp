@@ -43,7 +43,7 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 
 // One warp of the running block: its barrier and a slot of kSlotBytes per lane for warp_gather.
 struct Warp {
-  static constexpr unsigned kSlotBytes = 64;
+  static constexpr unsigned kSlotBytes = 96;  // the largest: an f64 m16n8k16 lane's 8 + 4 doubles
   explicit Warp(unsigned lanes) : barrier(static_cast<std::ptrdiff_t>(lanes)) {}
   std::barrier<> barrier;
   alignas(16) unsigned char slots[32][kSlotBytes];

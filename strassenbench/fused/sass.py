@@ -20,6 +20,7 @@ figures.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 __all__ = ["Instruction", "parse_sass", "opcode_counts", "mainloop_metrics", "MAINLOOP_COLUMNS"]
 
 _LINE = re.compile(
-    r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
+    r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)"
     r"(?P<rest>[^;]*);\s*/\*\s*0x(?P<lo>[0-9a-f]{16})\s*\*/"
 )
 _HI = re.compile(r"^\s*/\*\s*0x(?P<hi>[0-9a-f]{16})\s*\*/\s*$")
@@ -35,12 +36,15 @@ _BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 
 MAINLOOP_COLUMNS = [
     "loop_instructions", "loop_ffma_share", "loop_fp32", "loop_global_loads", "loop_generic_loads",
-    "load_use_distance", "loop_barriers", "loop_hmma", "loop_hmma_share",
+    "load_use_distance", "loop_barriers", "loop_hmma", "loop_hmma_share", "loop_mma_macs",
 ]
 # The math instructions a main loop is found by: the SIMT kernels' FFMA and DFMA, the tensor-core kernels' HMMA
 # (mma.sync with TF32 inputs is HMMA.1684.F32.TF32 or HMMA.1688.F32.TF32) and DMMA (mma.sync.m8n8k4 with f64 is
-# DMMA.884). loop_hmma counts both kinds of tensor-core mma.
+# DMMA.884; sm_90's m16n8k16 is DMMA.16x8x16). loop_hmma counts both kinds of tensor-core mma, and
+# loop_mma_macs their multiply-adds (m n k of each instruction's shape), which instructions of different shapes
+# compare by.
 MMA = ("HMMA", "DMMA")
+_MMA_SHAPES = {"884": (8, 8, 4), "1684": (16, 8, 4), "1688": (16, 8, 8), "16816": (16, 8, 16)}
 MATH = ("FFMA", "DFMA", *MMA)
 # Instructions that use the floating-point pipe of their dtype (the products' FFMA, the operand sums'); the
 # issue-slot model (strassenbench.model.issue) charges each r = 32 / lanes clocks of that pipe.
@@ -148,6 +152,14 @@ def _load_use_distance(body: list[Instruction]) -> int | None:
     return min(distances) if distances else None
 
 
+def mma_macs(opcode: str) -> int | None:
+    """The multiply-adds of one warp's tensor-core mma of this opcode: m n k of its shape (HMMA.1688.F32.TF32:
+    16 x 8 x 8; DMMA.884; DMMA.16x8x16); None for a shape this module does not know."""
+    shape = opcode.split(".")[1] if "." in opcode else ""
+    parts = shape.split("x") if "x" in shape else [str(d) for d in _MMA_SHAPES.get(shape, ())]
+    return math.prod(map(int, parts)) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+
+
 def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int | None]:
     """Per-slice figures of the main loop (see the module docstring); None when there is no loop."""
     loops = _loops(instructions)
@@ -169,6 +181,7 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     if ffma + hmma == 0:
         return empty
     loads = [ins for ins in body if ins.is_global_load]
+    macs = [mma_macs(ins.opcode) for ins in body if ins.base in MMA]
     return {
         "loop_instructions": round(len(body) / slices, 1),
         "loop_ffma_share": round(ffma / len(body), 4),
@@ -179,4 +192,5 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
         "loop_barriers": barriers,
         "loop_hmma": round(hmma / slices, 1),
         "loop_hmma_share": round(hmma / len(body), 4),
+        "loop_mma_macs": None if None in macs else round(sum(macs) / slices, 1),
     }

@@ -38,17 +38,21 @@ def _itemsize(mode: str) -> int:
     return 8 if mode == DMMA_MODE else 4
 
 
-def dmma_slice_instructions(s: DmmaStrategy, w: tuple[int, int, int]) -> float:
-    """Instructions per warp and k_S slice of a DMMA kernel, counted: a DMMA per 8 x 8 tile and k-step of 4, a
-    64-bit fragment load per tile side and k-step, and per thread the loader's work (a global load and an
-    address add per term and 2-double chunk, a DFMA per element and extra term, a store per chunk); the barrier
-    and the loop's count, compare and branch."""
+def dmma_slice_instructions(s: DmmaStrategy, w: tuple[int, int, int], arch: str = "sm_80") -> float:
+    """Instructions per warp and k_S slice of a DMMA kernel, counted: a DMMA per 8 x 8 tile and k-step of 4
+    (sm_80; on sm_90 one per 16 x 8 tile and 16, or 8, of k: kernels/dmma_primitive.cuh), a 64-bit fragment load
+    per 8 x 8 tile side and k-step, and per thread the loader's work (a global load and an address add per term
+    and 2-double chunk, a DFMA per element and extra term, a store per chunk); the barrier and the loop's count,
+    compare and branch."""
     k_steps, m_tiles, n_tiles = s.k_S // 4, s.m_W // 8, s.n_W // 8
+    wide = int(arch.removeprefix("sm_").rstrip("a")) >= 90 and m_tiles % 2 == 0
+    k_per_dmma = (16 if s.k_S % 16 == 0 else 8) if wide else 4
+    dmma = (m_tiles // (2 if wide else 1)) * n_tiles * (s.k_S // k_per_dmma)
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
     chunks = math.ceil(a_elems / 2) + math.ceil(b_elems / 2)
     loads = 2 * (w[0] * math.ceil(a_elems / 2) + w[1] * math.ceil(b_elems / 2))
     sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
-    return m_tiles * n_tiles * k_steps + k_steps * (m_tiles + n_tiles) + loads + sums + chunks + 4
+    return dmma + k_steps * (m_tiles + n_tiles) + loads + sums + chunks + 4
 
 
 def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple[int, int, int],
@@ -85,7 +89,7 @@ def _slice_instructions(arch: str, s: TensorStrategy, w: tuple[int, int, int], m
     measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
     if measured:
         return float(rows["loop_instructions"].iloc[0])
-    return dmma_slice_instructions(s, w) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
+    return dmma_slice_instructions(s, w, arch) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
 
 
 @per_table

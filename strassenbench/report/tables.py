@@ -181,20 +181,24 @@ def tensorcore_accuracy(accuracy: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def tensorcore_kernels(resources: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The tensor-core kernels' machine code (vector loads, plain write-back) beside CUTLASS's 3xTF32 SGEMM:
-    main-loop instructions per k_S slice and per HMMA, the HMMA share, how far ahead of its use each global
-    load is issued, registers, spills and blocks per SM."""
+    """The tensor-core kernels' machine code (vector loads, plain write-back) beside CUTLASS's 3xTF32 SGEMM and
+    DMMA DGEMM: main-loop instructions per k_S slice, per mma and per 1,024 multiply-adds of mma, the mma share,
+    how far ahead of its use each global load is issued, registers, spills and blocks per SM."""
     if resources is None or resources.empty or "mode" not in resources:
         return None
     r = resources
     keep = r[((r["mode"] != "simt") & (r["loads"] == "vector") & (r["write_mode"] == "plain"))
-             | (r["source"] == "cutlass-3xtf32")].copy()
+             | r["source"].isin(["cutlass-3xtf32", "cutlass-dmma"])].copy()
     if keep.empty:
         return None
     keep["instructions_per_hmma"] = (keep["loop_instructions"] / keep["loop_hmma"]).round(2)
+    # Per 1,024 multiply-adds of mma (one m16n8k8): what mma of different shapes compare by (sm_90's DMMA.16x8x16
+    # does eight DMMA.884's work); absent from a resources table written before the column was.
+    macs = keep["loop_mma_macs"] if "loop_mma_macs" in keep else float("nan")
+    keep["instructions_per_kmac"] = (keep["loop_instructions"] / (macs / 1024)).round(2)
     columns = ["arch", "source", "strategy", "mode", "W_A", "W_B", "W_C", "registers", "spill_stores", "smem_bytes",
-               "blocks_per_sm", "loop_instructions", "loop_hmma", "instructions_per_hmma", "loop_hmma_share",
-               "load_use_distance", "loop_global_loads"]
+               "blocks_per_sm", "loop_instructions", "loop_hmma", "instructions_per_hmma", "instructions_per_kmac",
+               "loop_hmma_share", "load_use_distance", "loop_global_loads"]
     return keep[columns].sort_values(["arch", "mode", "strategy", "W_A", "W_B", "W_C"])
 
 
