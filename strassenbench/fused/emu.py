@@ -1,7 +1,8 @@
 """Run launches on the CPU: the kernel sources compiled by g++ against kernels/emu/cuda_emu.hpp.
 
-Libraries are compiled on first use, one per (dtype, strategy) with the default kernels (the GEMM's and
-Strassen's) so a test pays only for what it runs, plus one per other plan's kernels, and cached under
+Libraries are compiled on first use, one per (dtype, strategy, levels) with the default kernels of that many
+levels of Strassen (the GEMM's at 0; instances.default_level) so a test pays only for what it runs, plus one per
+other plan's kernels, and cached under
 $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
 process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how). A library built
@@ -30,8 +31,8 @@ import numpy as np
 
 from .. import env
 from ..strategies import DMMA_STRATEGIES, TENSOR_STRATEGIES
-from .instances import (BLOCK_KERNEL, Instance, instances, kernels_dir, operand_counts, parse_instance, render,
-                        sources_digest)
+from .instances import (BLOCK_KERNEL, Instance, default_level, instances, kernels_dir, operand_counts, parse_instance,
+                        render, sources_digest)
 from .launch import Program
 from .toolchain import ToolchainError, first_error, run_tool
 
@@ -104,25 +105,27 @@ def _compiler() -> str:
 
 @lru_cache(maxsize=None)
 def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
-            selected: tuple[Instance, ...] | None = None) -> ctypes.CDLL:
-    """The emulator library with every default instantiation of (precision, strategy) (the GEMM's and
-    Strassen's kernels; precision is a dtype, or a tensor-core mode with a tensor-core strategy), or with exactly
-    ``selected`` (the kernels of another algorithm's plan)."""
+            selected: tuple[Instance, ...] | None = None, level: int | None = None) -> ctypes.CDLL:
+    """The emulator library with the default instantiations of (precision, strategy) (precision is a dtype, or a
+    tensor-core mode with a tensor-core strategy) that ``level`` levels of Strassen run (0: the GEMM's; None:
+    every level's), or with exactly ``selected`` (the kernels of another algorithm's plan)."""
+    counts = operand_counts() if level is None else tuple(c for c in operand_counts() if default_level(c) == level)
     if selected is not None:
         chosen = selected
     elif strategy in TENSOR_STRATEGIES:
-        chosen = instances(dtypes=("float32",), strategies=(strategy,), modes=(precision,))
+        chosen = instances(dtypes=("float32",), strategies=(strategy,), counts=counts, modes=(precision,))
     elif strategy in DMMA_STRATEGIES:
-        chosen = instances(dtypes=("float64",), strategies=(strategy,))
+        chosen = instances(dtypes=("float64",), strategies=(strategy,), counts=counts)
     else:
-        chosen = instances(dtypes=(precision,), strategies=(strategy,))
+        chosen = instances(dtypes=(precision,), strategies=(strategy,), counts=counts)
     source = render(chosen)
     # A plan's own kernels are compiled for one use at small shapes: -O0 compiles them in two thirds of the time.
     base = CXX_FLAGS if selected is None else [flag if flag != "-O1" else "-O0" for flag in CXX_FLAGS]
     flags = [*base, *env.flags("STRASSENBENCH_EMU_FLAGS"), *extra_flags]
     compiler = _compiler_command()
     digest = sources_digest(source, " ".join(compiler), " ".join(flags))[:16]
-    target = cache_dir() / f"{precision}_{strategy.lower()}{'' if selected is None else '_plan'}_{digest}.so"
+    kind = "_plan" if selected is not None else "" if level is None else f"_L{level}"
+    target = cache_dir() / f"{precision}_{strategy.lower()}{kind}_{digest}.so"
     with _LOCK:
         if not target.is_file():
             _compile(source, [*compiler, *flags], target)
@@ -174,29 +177,29 @@ def _compile(source: str, command: list[str], target: Path) -> None:
 
 
 def _libraries(program: Program, extra_flags: tuple[str, ...]) -> dict[str, ctypes.CDLL]:
-    """Kernel name -> the library that has it: the default library of its (precision, strategy) when its
+    """Kernel name -> the library that has it: the default library of its (precision, strategy, level) when its
     counts are a default kernel's, else one library with the program's other kernels of that (precision,
-    strategy); with compiler flags of one's own, that library has all the program's kernels."""
+    strategy); with compiler flags of one's own, that library has all the program's kernels. Scale and
+    blocking, in every library, come from one the program already loads where one has them."""
     own_flags = bool(extra_flags or env.flags("STRASSENBENCH_EMU_FLAGS"))
     default = set() if own_flags else set(operand_counts())
     others: dict[tuple[str, str], set[Instance]] = {}
     found: dict[str, ctypes.CDLL] = {}
-    helpers = []  # scale and blocking: in every library; with flags of one's own, taken from the program's
+    helpers = []
     for launch in program.launches:
         inst = launch.instance
-        if inst is None and own_flags:
+        if inst is None:
             helpers.append(launch.kernel)
-        elif inst is None or inst.counts in default:
-            found[launch.kernel] = library(*_strategy_of(launch.kernel), extra_flags)
+        elif inst.counts in default:
+            found[launch.kernel] = _default_library(launch.kernel, extra_flags)
         else:
             others.setdefault((inst.precision, inst.strategy.name), set()).add(replace(inst, capped=True))
-    libraries = []
     for (precision, strategy), selected in others.items():
-        libraries.append(library(precision, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name))))
-        found.update((inst.name, libraries[-1]) for inst in selected)
+        lib = library(precision, strategy, extra_flags, tuple(sorted(selected, key=lambda i: i.name)))
+        found.update((inst.name, lib) for inst in selected)
     for kernel in helpers:
-        found[kernel] = next((lib for lib in libraries if hasattr(lib, f"emu_{kernel}")), None) \
-            or library(*_strategy_of(kernel), extra_flags)
+        found[kernel] = next((lib for lib in found.values() if hasattr(lib, f"emu_{kernel}")), None) \
+            or _default_library(kernel, extra_flags)
     return found
 
 
@@ -219,17 +222,17 @@ def _ctype(arg):  # noqa: ANN001, ANN202
     raise TypeError(f"unsupported kernel argument {arg!r}")
 
 
-def _strategy_of(kernel: str) -> tuple[str, str]:
-    """(precision, strategy) of a kernel name such as strassen_f32_small_w2x2x2_plain or scale_f64 (the
-    blocking kernel is in every library: float32 Small's)."""
+def _default_library(kernel: str, extra_flags: tuple[str, ...]) -> ctypes.CDLL:
+    """The default library that has ``kernel``: a default kernel's (precision, strategy, level), or for scale
+    and blocking (in every library) float32 or its dtype's Small GEMM library."""
     if kernel == BLOCK_KERNEL:
-        return "float32", "Small"
+        return library("float32", "Small", extra_flags, level=0)
     if kernel.startswith("scale_"):
-        return {"f32": "float32", "f64": "float64"}[kernel.split("_")[1]], "Small"
+        return library({"f32": "float32", "f64": "float64"}[kernel.split("_")[1]], "Small", extra_flags, level=0)
     inst = parse_instance(kernel)
     if inst is None:
         raise EmuError(f"no kernel named {kernel}")
-    return inst.precision, inst.strategy.name
+    return library(inst.precision, inst.strategy.name, extra_flags, level=default_level(inst.counts))
 
 
 def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
@@ -256,7 +259,7 @@ def entry(kernel: str, extra_flags: tuple[str, ...] = ()):  # noqa: ANN201 - a c
     launch through it, take_fault(kernel) says whether the launch made a misaligned access."""
     inst = parse_instance(kernel)
     if inst is None or inst.counts in set(operand_counts()):
-        lib = library(*_strategy_of(kernel), extra_flags)
+        lib = _default_library(kernel, extra_flags)
     else:
         lib = library(inst.precision, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
     lib.emu_trace_enable(int(_TRACING))

@@ -121,6 +121,15 @@ def operand_counts() -> tuple[tuple[int, int, int], ...]:
     return tuple(sorted(counts))
 
 
+@lru_cache(maxsize=None)
+def default_level(counts: tuple[int, int, int]) -> int:
+    """The levels of Strassen whose plan first runs this default kernel: 0 (the GEMM), 1 or 2."""
+    for levels in (0, *FUSED_LEVELS):
+        if counts in plan_counts(FUSED_ALGORITHM, levels):
+            return levels
+    raise ValueError(f"no default kernel has W_A x W_B x W_C = {counts}")
+
+
 @dataclass(frozen=True)
 class Instance:
     strategy: Strategy | TensorStrategy | DmmaStrategy

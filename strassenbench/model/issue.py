@@ -110,21 +110,28 @@ def _table_cache(resources: pd.DataFrame) -> dict[tuple, object]:
 
 
 def per_table(fn):  # noqa: ANN001, ANN201 - a decorator
-    """``fn`` (whose parameter ``resources`` is a read-only table or None) remembered per table and arguments."""
+    """``fn`` (whose last parameter ``resources`` is a read-only table or None) remembered per table and
+    arguments. A call with every argument by position (the model's calls, millions per `pick` table) skips
+    binding the signature."""
     signature = inspect.signature(fn)
+    if list(signature.parameters)[-1] != "resources":
+        raise TypeError(f"{fn.__qualname__}: per_table needs `resources` as the last parameter")
+    arity = len(signature.parameters)
     without = functools.lru_cache(maxsize=65536)(fn)
 
     @functools.wraps(fn)
     def remembered(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        resources = bound.arguments.pop("resources")
+        if kwargs or len(args) != arity:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = tuple(bound.arguments.values())
+        resources = args[-1]
         if resources is None:
-            return without(*bound.arguments.values(), None)
+            return without(*args)
         cache = _table_cache(resources)
-        key = (fn.__qualname__, *bound.arguments.values())
+        key = (fn.__qualname__, *args[:-1])
         if key not in cache:
-            cache[key] = fn(*bound.arguments.values(), resources)
+            cache[key] = fn(*args)
         return cache[key]
 
     return remembered
