@@ -44,8 +44,8 @@ MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "st
                     "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
 VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
                   "bound", "status"]
-ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed", "rel_error", "bound",
-                    "status"]  # strassenbench accuracy
+ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "dtype", "m", "n", "k", "seed", "rel_error",
+                    "bound", "status"]  # strassenbench accuracy (dtype: blank in a file that predates it, float32)
 
 
 class ResultsError(ValueError):
@@ -83,7 +83,7 @@ KINDS = {
     "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
                    ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme")),
     "accuracy": Kind("accuracy", tuple(ACCURACY_COLUMNS), ("levels", "m", "n", "k", "seed"), ("rel_error", "bound"),
-                     ("impl", "label", "mode", "engine", "inputs", "status")),
+                     ("impl", "label", "mode", "engine", "inputs", "dtype", "status"), ("dtype",)),
 }
 
 

@@ -121,7 +121,7 @@ TENSOR_STRATEGIES: dict[str, TensorStrategy] = {
 @dataclass(frozen=True)
 class DmmaStrategy(WarpGrid):
     """A tile shape of the FP64 tensor-core kernels (kernels/dmma_primitive.cuh): each warp's tile a grid of 8 x 8
-    tiles of mma.m8n8k4.f64."""
+    tiles of mma.m8n8k4.f64 (sm_80), paired into 16 x 8 tiles of mma.m16n8k16.f64 on sm_90."""
 
     def __post_init__(self) -> None:
         if self.m_S % (8 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8 or self.n_S % 8:

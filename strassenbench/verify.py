@@ -1,5 +1,6 @@
 """Multiplications on random inputs, checked against a float64 reference within the error bound
-(strassenbench.accuracy): one (``verify``), or the accuracy table (``accuracy_rows``)."""
+(strassenbench.accuracy): one (``verify``), or the accuracy table (``accuracy_rows``), whose float64 rows are
+measured against an exact reference (accuracy.exact_reference)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .accuracy import error_bound, reference_gemm, relative_error
+from .accuracy import error_bound, exact_reference, reference_gemm, relative_error
 from .engines import ENGINES, FUSED_ENGINES
 from .engines.fused_engine import run as run_fused
 from .gemm import parse_dtype
@@ -41,6 +42,20 @@ def random_operands(m: int, n: int, k: int, dtype: np.dtype, seed: int, inputs: 
     return tuple(out)
 
 
+_EXACT: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _exact(A: np.ndarray, B: np.ndarray, C0: np.ndarray, alpha: float, beta: float,
+           operands: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """exact_reference of the last operands asked for (``operands``: what random_operands made them from): the
+    accuracy table runs every implementation on the same inputs one after another."""
+    key = (*operands, alpha, beta)
+    if key not in _EXACT:
+        _EXACT.clear()
+        _EXACT[key] = exact_reference(A, B, C0, alpha, beta)
+    return _EXACT[key]
+
+
 def verify(
     *,
     engine: str,
@@ -56,12 +71,15 @@ def verify(
     seed: int = 0,
     options: RunOptions | Mapping[str, object] | None = None,
     inputs: str = "uniform",
+    exact: bool = False,
 ) -> dict[str, object]:
     """Run one plan on ``engine``; status is ``ok`` when the relative error is within the bound.
 
     Either a plan (``algorithm``, ``levels``) on ``engine``, or an implementation of the registry (``impl``)
     on ``engine``. ``options`` go to the engine or implementation (strassenbench.options.RunOptions, or its
-    fields by name: strategy, scheme, streams, build_dir, mode)."""
+    fields by name: strategy, scheme, streams, build_dir, mode). ``exact``: the error against an exact reference
+    (accuracy.exact_reference, several float64 GEMMs) instead of a float64 product, whose own error is float64's
+    (as large as a float64 implementation's)."""
     np_dtype = parse_dtype(dtype)
     A, B, C0 = random_operands(m, n, k, np_dtype, seed, inputs)
     C = C0.copy()
@@ -83,9 +101,11 @@ def verify(
         run = options if isinstance(options, RunOptions) else chosen.run_options(engine, **(options or {}))
         chosen.run(A, B, C, alpha, beta, engine, run)
         algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode
-    reference = reference_gemm(A, B, C0, alpha, beta)
+    reference = _exact(A, B, C0, alpha, beta, (m, n, k, dtype, seed, inputs)) if exact \
+        else reference_gemm(A, B, C0, alpha, beta)
     err = relative_error(C, reference)
-    bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta, reference, mode)
+    bound = error_bound(np_dtype, algorithm, levels, A, B, C0, alpha, beta,
+                        reference[0] if exact else reference, mode)
     return {
         **({"impl": impl} if impl else {}),
         **({"chose": chosen.name} if impl and chosen.name != impl else {}),
@@ -108,21 +128,25 @@ def verify(
 
 
 def accuracy_rows(impls: list[str], sizes: list[int], inputs: tuple[str, ...], engine: str, seed: int = 0,
-                  build_dir: str = "build", progress=None) -> list[dict]:  # noqa: ANN001
-    """The accuracy table beyond the paper: the relative error against float64 of each implementation (SIMT
-    FP32, 1xTF32, 3xTF32; GEMM and Strassen at any level) on square float32 problems of ``sizes``, for each
-    input distribution (INPUTS), every implementation on the same inputs; the columns are ACCURACY_COLUMNS.
+                  build_dir: str = "build", progress=None,  # noqa: ANN001
+                  dtypes: tuple[str, ...] = ("float32",)) -> list[dict]:
+    """The accuracy table beyond the paper: the relative error of each implementation (SIMT FP32, 1xTF32, 3xTF32;
+    SIMT FP64 and DMMA; GEMM and Strassen at any level) on square problems of ``sizes`` in each of ``dtypes`` it
+    computes, for each input distribution (INPUTS), every implementation on the same inputs; float32 against a
+    float64 product, float64 against an exact one (accuracy.exact_reference). The columns are ACCURACY_COLUMNS.
     Each runs on ``engine`` where it has it, else on numpy (cuBLAS's CPU stand-ins on the emulator);
     ``build_dir``: where the cuda engine finds the kernels."""
     rows = []
-    for name, n, dist in ((i, n, d) for n in sizes for d in inputs for i in impls):
+    for n, dtype, dist, name in ((n, t, d, i) for n in sizes for t in dtypes for d in inputs for i in impls):
         impl = get_impl(name)
+        if dtype not in impl.dtypes:
+            continue
         run_on = engine if engine in impl.engines else "numpy"
         options = impl.run_options(run_on, build_dir=build_dir)
-        result = verify(impl=name, engine=run_on, m=n, n=n, k=n, dtype="float32", seed=seed, options=options,
-                        inputs=dist)
+        result = verify(impl=name, engine=run_on, m=n, n=n, k=n, dtype=dtype, seed=seed, options=options,
+                        inputs=dist, exact=dtype == "float64")
         rows.append({"impl": name, "label": impl.label, "mode": impl.mode, "levels": result["levels"],
-                     "engine": run_on, "inputs": dist, "m": n, "n": n, "k": n, "seed": seed,
+                     "engine": run_on, "inputs": dist, "dtype": dtype, "m": n, "n": n, "k": n, "seed": seed,
                      "rel_error": float(result["rel_error"]), "bound": float(result["bound"]),
                      "status": result["status"]})
         if progress:

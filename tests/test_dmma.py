@@ -113,6 +113,57 @@ def test_dmma_strassen_within_4x_of_the_simt_strassen_error(levels: int) -> None
     assert errors[DMMA_MODE] < 1e-14, errors
 
 
+def test_accuracy_table_in_float64_against_an_exact_product(tmp_path, capsys) -> None:  # noqa: ANN001
+    """`strassenbench accuracy --dtype float64`: SIMT FP64 and DMMA at 0, 1 and 2 levels, on both input
+    distributions, measured against an exact product (a float64 reference's own error would be as large as what
+    is measured); each DMMA row within 4x of the SIMT FP64 row of its levels and inputs, the report's table gives
+    that ratio. A DMMA implementation alone in float32 (the default) is refused in one line, no file written."""
+    import pandas as pd
+
+    from strassenbench.cli import main
+    from strassenbench.report.tables import tensorcore_accuracy
+
+    out = tmp_path / "accuracy.csv"
+    impls = "gemm,strassen1,strassen2-direct,gemm-dmma,strassen1-dmma,strassen2-dmma"
+    assert main(["accuracy", "--engine", "emu", "--impl", impls, "--sizes", "48", "--dtype", "float64",
+                 "--no-progress", "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert set(table["dtype"]) == {"float64"} and len(table) == 12 and (table["status"] == "ok").all()
+    assert (table["rel_error"] > 0).all() and (table["rel_error"] < 1e-14).all()
+    ratios = tensorcore_accuracy(table).set_index(["inputs", "impl"])["vs_simt"]
+    for inputs in ("uniform", "wide"):
+        for impl in ("gemm-dmma", "strassen1-dmma", "strassen2-dmma"):
+            assert 0 < ratios[inputs, impl] <= 4, (inputs, impl, ratios[inputs, impl])
+    capsys.readouterr()
+    assert main(["accuracy", "--impl", "strassen1-dmma", "--sizes", "8", "--out", str(tmp_path / "no.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "strassen1-dmma computes float64 only, not float32" in err
+    assert not (tmp_path / "no.csv").exists()
+
+
+def test_the_exact_reference_is_exact_to_far_below_float64() -> None:
+    """accuracy.exact_reference (the float64 accuracy table's reference): hi + lo is alpha A B + beta C0 to a
+    relative 1e-30 per entry, checked in rational arithmetic, on uniform and wide-range inputs; a float64 product
+    is off by about 1e-16."""
+    from fractions import Fraction
+
+    from strassenbench.accuracy import exact_reference
+
+    rng = np.random.default_rng(3)
+    for wide in (False, True):
+        A, B, C0 = rng.uniform(-1, 1, (6, 40)), rng.uniform(-1, 1, (40, 5)), rng.uniform(-1, 1, (6, 5))
+        if wide:
+            A, B = np.ldexp(A, rng.integers(-12, 13, A.shape)), np.ldexp(B, rng.integers(-12, 13, B.shape))
+        for alpha, beta in ((1.0, 0.0), (0.3, -1.7)):
+            hi, lo = exact_reference(A, B, C0, alpha, beta)
+            for i, j in np.ndindex(hi.shape):
+                exact = Fraction(alpha) * sum(Fraction(A[i, t]) * Fraction(B[t, j]) for t in range(40)) \
+                    + Fraction(beta) * Fraction(C0[i, j])
+                assert abs((Fraction(hi[i, j]) + Fraction(lo[i, j]) - exact) / exact) < 1e-30, (wide, alpha, i, j)
+            plain = alpha * (A @ B) + beta * C0
+            assert np.abs(plain - hi).max() > 0  # float64's own error, which the exact reference is free of
+
+
 def test_dmma_kernels_refuse_what_they_cannot_run() -> None:
     """float32 operands, or a strategy of another family with the DMMA mode, or a DMMA strategy with a SIMT or
     TF32 mode: a clear error, no launch."""

@@ -4,6 +4,7 @@ spills, occupancy, SASS instruction classes)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -598,29 +599,35 @@ def dmma_build(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
 
 
 def test_dmma_kernels_fit_beside_cutlass_dmma(dmma_build: pd.DataFrame) -> None:
-    """No spill and no stack in any DMMA kernel; each main loop has the DMMA of its tile (a warp's 8 x 8 tiles
-    times k_S / 4 per slice: 16 for DmmaSmall, 64 for DmmaLarge and DmmaHuge) and its global loads as LDG. The
-    GEMM of DmmaLarge and of DmmaHuge (CUTLASS's tile) issues fewer instructions per DMMA than CUTLASS's DMMA
-    GEMM (which stages its loads through cp.async) and keeps at least as many warps per SM."""
+    """No spill and no stack in any DMMA kernel; each main loop does its tile's multiply-adds per slice (m_W n_W
+    k_S a warp) in the mma of its arch: one m8n8k4 per 8 x 8 tile and k-step of 4 on sm_80, one m16n8k16 per
+    16 x 8 tile and 16 of k on sm_90 (m16n8k8 for DmmaHuge, whose k_S is 8); its global loads are LDG. The GEMM
+    of DmmaLarge and of DmmaHuge (CUTLASS's tile) issues fewer instructions per multiply-add of mma than
+    CUTLASS's DMMA GEMM on sm_80 (which stages its loads through cp.async), on sm_80 and on sm_90, and keeps at
+    least as many warps per SM."""
     from strassenbench.strategies import DMMA_STRATEGIES
 
     ours = dmma_build[dmma_build["source"] == "strassenbench"]
     assert len(ours) == 2 * 3 * 3 * 4  # archs, strategies, counts, write modes x loads
     assert (ours[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
     assert set(ours["mode"]) == {"dmma"} and set(ours["dtype"]) == {"float64"}
-    per_slice = ours["strategy"].map({name: s.m_W // 8 * (s.n_W // 8) * (s.k_S // 4)
-                                      for name, s in DMMA_STRATEGIES.items()})
+    s = ours["strategy"].map(DMMA_STRATEGIES)
+    assert (ours["loop_mma_macs"] == s.map(lambda s: s.m_W * s.n_W * s.k_S)).all()
+    k_per_mma = s.map(lambda s: 16 if s.k_S % 16 == 0 else 8).where(ours["arch"] == "sm_90", 4)
+    rows_per_mma = (ours["arch"] == "sm_90").map({True: 16, False: 8})
+    per_slice = s.map(lambda s: s.m_W) // rows_per_mma * s.map(lambda s: s.n_W // 8) * s.map(lambda s: s.k_S) // k_per_mma
     assert (ours["loop_hmma"] == per_slice).all()
     assert (ours["loop_generic_loads"] == 0).all()
     ref = dmma_build[(dmma_build["source"] == "cutlass-dmma")].iloc[0]
     assert ref["arch"] == "sm_80" and ref["loop_hmma"] > 0 and ref["spill_stores"] == 0
-    for strategy in ("DmmaLarge", "DmmaHuge"):
-        gemm = ours[(ours["arch"] == "sm_80") & (ours["strategy"] == strategy) & (ours["W_A"] == 1)
+    for arch, strategy in itertools.product(("sm_80", "sm_90"), ("DmmaLarge", "DmmaHuge")):
+        gemm = ours[(ours["arch"] == arch) & (ours["strategy"] == strategy) & (ours["W_A"] == 1)
                     & (ours["loads"] == "vector")]
         assert len(gemm) == 2
-        assert (gemm["loop_instructions"] / gemm["loop_hmma"] < ref["loop_instructions"] / ref["loop_hmma"]).all()
+        assert (gemm["loop_instructions"] / gemm["loop_mma_macs"]
+                < ref["loop_instructions"] / ref["loop_mma_macs"]).all(), (arch, strategy)
         warps = gemm["blocks_per_sm"] * DMMA_STRATEGIES[strategy].threads // 32
-        assert (warps >= ref["blocks_per_sm"] * cutlass.BASELINES["dmma"].threads // 32).all()
+        assert (warps >= ref["blocks_per_sm"] * cutlass.BASELINES["dmma"].threads // 32).all(), (arch, strategy)
 
 
 @pytest.mark.slow

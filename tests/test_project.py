@@ -246,6 +246,8 @@ def test_smoke_run_end_to_end_on_cpu(local_smoke):
     accuracy = pd.read_csv(workdir / "data/cpu/accuracy.csv")  # the smoke profile has the tensor cores on
     assert set(accuracy["impl"]) == set(config()["accuracy_impls"]) and (accuracy["status"] == "ok").all()
     assert set(accuracy["inputs"]) == {"uniform", "wide"} and "3xtf32" in set(accuracy["mode"])
+    assert set(accuracy[accuracy["mode"] == "dmma"]["dtype"]) == {"float64"}  # DMMA's rows beside SIMT FP64's
+    assert {"float32", "float64"} <= set(accuracy[accuracy["impl"] == "strassen1"]["dtype"])
     assert set(checked[checked["impl"].isin(["gemm", "strassen1", "strassen2-hybrid", "grey322-11-50x1"])]["engine"]) \
         == {"emu"}
     checks = (workdir / "report/tables/numerical_error_checks.md").read_text()

@@ -416,8 +416,10 @@ def test_accuracy_table_report_figure_and_kernel_table(tmp_path: Path, sim_build
                  "--out", str(data / "square.csv")]) == 0
     build_report(data, tmp_path / "report", Path(sim_build) / "resources.csv")
     accuracy = (tmp_path / "report" / "tables" / "tensorcore_accuracy.md").read_text()
-    rows = [line.split("|")[1:-1] for line in accuracy.splitlines()[2:]]
-    ratio = {(r[0].strip(), r[2].strip()): float(r[7].replace(",", "")) for r in rows}
+    header = [cell.strip() for cell in accuracy.splitlines()[0].split("|")[1:-1]]
+    rows = [dict(zip(header, (cell.strip() for cell in line.split("|")[1:-1]))) for line in accuracy.splitlines()[2:]]
+    assert {r["dtype"] for r in rows} == {"float32"}
+    ratio = {(r["inputs"], r["impl"]): float(r["vs_simt"].replace(",", "")) for r in rows}
     assert {inputs for inputs, _ in ratio} == {"uniform", "wide"}
     for inputs in ("uniform", "wide"):
         for impl in ("gemm-3xtf32", "strassen1-3xtf32"):

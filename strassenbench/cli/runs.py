@@ -52,13 +52,16 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=run)
 
-    p = sub.add_parser("accuracy", help="relative error against float64 of implementations (SIMT FP32, 1xTF32, "
-                                        "3xTF32) on uniform and wide-range float32 inputs")
+    p = sub.add_parser("accuracy", help="relative error of implementations (SIMT FP32, 1xTF32, 3xTF32 against "
+                                        "float64; SIMT FP64 and DMMA against an exact product) on uniform and "
+                                        "wide-range inputs")
     p.add_argument("--impl", required=True, type=types.impl_list,
                    help="comma-separated implementations (`strassenbench impls`)")
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy",
                    help="engine of the implementations that have it (the others run on numpy)")
     p.add_argument("--sizes", type=types.sizes, default=[256], help="square sizes, e.g. 256 or 1024,4096")
+    p.add_argument("--dtype", choices=DTYPES, action="append",
+                   help="repeat; default float32. Each implementation runs in those it computes")
     p.add_argument("--inputs", type=types.inputs, default="uniform,wide", help="input distributions: uniform, wide")
     p.add_argument("--seed", type=types.integer(0), default=0)
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
@@ -173,23 +176,23 @@ def _accuracy(args: argparse.Namespace) -> int:
 
     for n in args.sizes:
         check_memory(n, n, n)
-    impls = args.impl
+    impls, dtypes = args.impl, tuple(dict.fromkeys(args.dtype or ["float32"]))
     for name in impls:  # every implementation checked before any runs: where it runs, what it computes
         impl = get_impl(name)
         if args.engine not in impl.engines and "numpy" not in impl.engines:
             raise UsageError(f"{name} runs on {', '.join(impl.engines)} only, not {args.engine} (nor numpy)")
-        if "float32" not in impl.dtypes:
-            raise UsageError(f"{name} does not compute float32, which the accuracy table compares")
+        if not set(dtypes) & set(impl.dtypes):
+            raise UsageError(f"{name} computes {', '.join(impl.dtypes)} only, not {', '.join(dtypes)} (--dtype)")
     say = None if args.no_progress else \
         (lambda row: print(" ".join(f"{key}={row[key]}" for key in ACCURACY_COLUMNS), file=sys.stderr))
     rows = accuracy_rows(impls, args.sizes, tuple(args.inputs.split(",")), args.engine, args.seed, args.build_dir,
-                         say)
+                         say, dtypes)
     frame = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
     write_atomic(args.out, frame.to_csv(index=False))
     failed = frame[frame["status"] != "ok"]
     for row in failed.itertuples():
-        print(f"strassenbench: {row.impl} {row.inputs} n={row.m}: relative error {row.rel_error:.3e} above the "
-              f"bound {row.bound:.3e}", file=sys.stderr)
+        print(f"strassenbench: {row.impl} {row.dtype} {row.inputs} n={row.m}: relative error {row.rel_error:.3e} "
+              f"above the bound {row.bound:.3e}", file=sys.stderr)
     return EXIT_FAIL if len(failed) else 0
 
 

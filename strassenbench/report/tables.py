@@ -167,17 +167,21 @@ def _model_crossover(run: dict) -> pd.DataFrame | None:
 
 
 def tensorcore_accuracy(accuracy: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The accuracy table (strassenbench accuracy): each implementation's relative error against float64 per
-    input distribution and size, and its ratio to the SIMT FP32 fused implementation of the same levels on the
-    same inputs (3xTF32 should stay within a small factor of it; 1xTF32 is some 1000x off)."""
+    """The accuracy table (strassenbench accuracy): each implementation's relative error (float32 against a
+    float64 product, float64 against an exact one) per dtype, input distribution and size, and its ratio to the
+    SIMT fused implementation of the same dtype and levels on the same inputs (3xTF32 should stay within a small
+    factor of SIMT FP32, 1xTF32 is some 1000x off; DMMA within a small factor of SIMT FP64). A file that predates
+    the dtype column is float32's."""
     if accuracy is None or accuracy.empty:
         return None
     a = accuracy.copy()
+    a["dtype"] = a["dtype"].fillna("float32").replace("", "float32") if "dtype" in a else "float32"
     simt = a[(a["mode"] == "simt") & ~a["impl"].astype(str).str.startswith("cublas")]
-    base = simt.groupby(["inputs", "m", "levels"])["rel_error"].first().rename("simt_error")
-    a = a.join(base, on=["inputs", "m", "levels"])
-    a["vs_simt_fp32"] = (a["rel_error"] / a.pop("simt_error")).round(3)
-    return a[["inputs", "n", "impl", "mode", "levels", "engine", "rel_error", "vs_simt_fp32", "bound", "status"]]
+    keys = ["dtype", "inputs", "m", "levels"]
+    base = simt.groupby(keys)["rel_error"].first().rename("simt_error")
+    a = a.join(base, on=keys)
+    a["vs_simt"] = (a["rel_error"] / a.pop("simt_error")).round(3)
+    return a[["dtype", "inputs", "n", "impl", "mode", "levels", "engine", "rel_error", "vs_simt", "bound", "status"]]
 
 
 def tensorcore_kernels(resources: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -75,8 +75,9 @@ rule collect_verify_impls:
 
 
 rule accuracy:
-    """Beyond the paper: the relative error against float64 of SIMT FP32, 1xTF32 and 3xTF32 (GEMM, 1- and 2-level
-    Strassen) on uniform and wide-range float32 inputs; on a CPU run the fused ones run on the emulator."""
+    """Beyond the paper: the relative error of SIMT FP32, 1xTF32 and 3xTF32 against float64, and of SIMT FP64 and
+    DMMA against an exact product (GEMM, 1- and 2-level Strassen), on uniform and wide-range inputs, each
+    implementation in the dtypes it computes; on a CPU run the fused ones run on the emulator."""
     input:
         lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
     output:
@@ -94,4 +95,4 @@ rule accuracy:
         sizes=lambda wc: GRID.get("accuracy", {"sizes": "1024"})["sizes"],
     shell:
         "strassenbench accuracy --engine {params.engine:q} --impl {params.impls:q} --sizes {params.sizes:q} "
-        "--inputs uniform,wide --no-progress --out {output:q} > {log:q} 2>&1"
+        "--dtype float32 --dtype float64 --inputs uniform,wide --no-progress --out {output:q} > {log:q} 2>&1"
