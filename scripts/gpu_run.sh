@@ -14,9 +14,10 @@
 # only what is not fresh there is compiled), writes the system description, times a square sweep of every
 # implementation, runs the gpu tests on the same build, and writes the memory limits, all into data/<gpu>/ ready
 # to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge for the sweeps, TcSmall for the
-# gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv);
-# it builds the FP64 tensor-core kernels (DmmaSmall, DmmaHuge, CUTLASS's DMMA DGEMM) too, which the gpu tests run
-# (the float64 sweep of the DMMA implementations is the workflow's tensorcore profile).
+# gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv,
+# float32 and float64); it builds the FP64 tensor-core kernels (DmmaSmall, DmmaLarge, DmmaHuge, CUTLASS's DMMA
+# DGEMM) too, which the gpu tests and the accuracy table run (the float64 sweep of the DMMA implementations is the
+# workflow's tensorcore profile).
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds), and a failed step does not stop the ones
 # after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
@@ -56,10 +57,10 @@ step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, ca
 }
 
 # Tensor cores, sm_80 and later: TcHuge for the sweeps, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and
-# DmmaHuge (float64) for the gpu tests and resources.csv
+# DmmaHuge (float64) for the gpu tests and resources.csv, DmmaLarge (their default on a GPU) for the accuracy table
 TENSOR=()
 if [ "${ARCH#sm_}" -ge 80 ]; then
-  TENSOR=(--strategy TcSmall --strategy TcHuge --strategy DmmaSmall --strategy DmmaHuge)
+  TENSOR=(--strategy TcSmall --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge --strategy DmmaHuge)
 fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
   --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" --out "$BUILD"
@@ -84,8 +85,8 @@ step memlimit $PY -m strassenbench memlimit --engine cuda --build-dir "$BUILD" -
   --impl cublas,strassen1,strassen1-ref,strassen2-ref --out "$DATA/memlimit.csv"
 if [ ${#TENSOR[@]} -gt 0 ]; then
   step accuracy $PY -m strassenbench accuracy --engine cuda --build-dir "$BUILD" --sizes 1024,4096 --no-progress \
-    --impl cublas,gemm,strassen1,strassen2-direct,cublas-tf32,gemm-tf32,strassen1-tf32,strassen2-tf32,gemm-3xtf32,strassen1-3xtf32,strassen2-3xtf32 \
-    --out "$DATA/accuracy.csv"
+    --impl cublas,gemm,strassen1,strassen2-direct,cublas-tf32,gemm-tf32,strassen1-tf32,strassen2-tf32,gemm-3xtf32,strassen1-3xtf32,strassen2-3xtf32,gemm-dmma,strassen1-dmma,strassen2-dmma \
+    --dtype float32 --dtype float64 --out "$DATA/accuracy.csv"
 fi
 if [ -f "$DATA/square.csv" ]; then
   $PY - "$DATA" <<'EOF'
