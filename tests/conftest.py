@@ -63,13 +63,16 @@ def local_smoke(tmp_path_factory: pytest.TempPathFactory, sim_build: str, float3
 
 
 @pytest.fixture(scope="session")
-def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory, sim_build: str):  # noqa: ANN201
     """The full float32 set for sm_90 (every strategy, variant, write mode and load width) and the CUTLASS
     baseline, once per session: (its folder, its resources table). About eight minutes of nvcc on one core:
-    test_kernels_build checks it, and the smoke workflow starts from its units."""
+    test_kernels_build checks it, and the smoke workflow starts from its units. It starts from sim_build's
+    units (seed_build), so that its Small and TcSmall units are compiled once in the session."""
     from strassenbench.fused.build import build
+    from support.workflow_helpers import seed_build
 
     with shared_folder(tmp_path_factory, "build90") as out:
+        seed_build(out, sim_build)
         return str(out), build(["sm_90"], out, dtypes=("float32",))
 
 

@@ -22,6 +22,7 @@ from strassenbench.fused.toolchain import Toolchain, ToolchainError, choose, fin
 from strassenbench.model.issue import issue_fractions
 from strassenbench.occupancy import ARCHS, blocks_per_sm
 from strassenbench.strategies import STRATEGIES
+from support.workflow_helpers import seed_build
 
 ONE_LEVEL = {(1, 1, 1)} | {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", 1)}
 # The builds a test reads by name (request.getfixturevalue): each test with the tests of its build's group
@@ -504,11 +505,12 @@ def test_main_loops_at_the_issue_limit(fixture: str, request: pytest.FixtureRequ
 
 
 @pytest.fixture(scope="module")
-def tensor_huge(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+def tensor_huge(tmp_path_factory: pytest.TempPathFactory, float32_sm90_build) -> pd.DataFrame:  # noqa: ANN001
     """TcHuge's GEMM and 1-level M0 kernels in both modes for sm_90 and sm_80, and CUTLASS's 3xTF32 SGEMM beside
-    them."""
-    return build(["sm_90", "sm_80"], tmp_path_factory.mktemp("build-tc"), dtypes=("float32",),
-                 strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2)))
+    them. The sm_90 ones are the full float32 set's (seed_build): only sm_80's are compiled here."""
+    out = tmp_path_factory.mktemp("build-tc")
+    seed_build(out, float32_sm90_build[0])
+    return build(["sm_90", "sm_80"], out, dtypes=("float32",), strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2)))
 
 
 def test_tensor_core_kernels_fit_beside_cutlass_3xtf32(tensor_huge: pd.DataFrame) -> None:

@@ -43,21 +43,27 @@ def slurm() -> None:
 @pytest.fixture(scope="module")
 def cluster_run(slurm, local_smoke, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     """The smoke workflow through SLURM. To keep CI within its time, what does not depend on where it runs
-    is taken from the local run: the kernel build, the verification results and the sweeps of all but the
-    SWEPT implementations (dozens of short jobs, each a SLURM job's start-up for a second of work). The sweeps
-    of SWEPT, memory limits, system description, model and report run as SLURM jobs."""
+    is taken from the local run: the kernel build, the verification results, the sweeps of all but the
+    SWEPT implementations (dozens of short jobs, each a SLURM job's start-up for a second of work) and the
+    model's winners table (REUSED_MODEL: half a minute of the model, from build/resources.csv alone). The
+    sweeps of SWEPT, memory limits, system description, the other model tables and the report run as SLURM
+    jobs."""
     workdir = copy_workflow(tmp_path_factory.mktemp("slurm-run"))
     local = local_smoke[0]
     parts = [str(path.relative_to(local)) for path in sorted((local / "results" / "cpu" / "parts").glob("*/*"))
              if path.name.split(".")[0] not in SWEPT]
     for reused in ("build", "results/cpu/verify", "results/cpu/verify_impls", "data/cpu/verify.csv",
-                   "data/cpu/verify_impls.csv", *parts):
+                   "data/cpu/verify_impls.csv", *(f"data/cpu/{rule}.csv" for rule in REUSED_MODEL), *parts):
         (workdir / reused).parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if (local / reused).is_dir() else shutil.copy)(local / reused, workdir / reused)
+        if reused == "build":  # read only here (its rule does not run): hard links, not a gigabyte's copy
+            shutil.copytree(local / reused, workdir / reused, copy_function=os.link)
+        else:
+            (shutil.copytree if (local / reused).is_dir() else shutil.copy)(local / reused, workdir / reused)
     return workdir, snakemake(PROFILE, workdir, cluster=True)
 
 
 SWEPT = ("cublas", "strassen1")  # the implementations whose sweeps run as SLURM jobs
+REUSED_MODEL = ("model_winners",)  # the model rules whose tables are the local run's (by rule = file name)
 
 
 def _jobs(output: str) -> dict[str, list[str]]:
@@ -86,7 +92,8 @@ def test_smoke_workflow_runs_as_slurm_jobs(cluster_run) -> None:  # noqa: ANN001
     assert set(local) <= {"all", "collect_sweep", "collect_verify", "collect_verify_impls", "collect_memlimit",
                           "schedule_table", "model_crossover"}  # the Snakefile's localrules
     assert sum(map(len, jobs.values())) == steps - len(local)
-    assert not {"build", "verify", "verify_impl"} & set(jobs) and {"memlimit", "sysinfo", "report"} <= set(jobs)
+    assert not {"build", "verify", "verify_impl", *REUSED_MODEL} & set(jobs)
+    assert {"memlimit", "sysinfo", "report", "model_predict", "model_strategies", "model_build_tables"} <= set(jobs)
     assert len(jobs.get("sweep", [])) == 3 * len(SWEPT)  # one job per (sweep, implementation) not reused
     assert set(SWEPT) < set(cpu_impls())
     states = _accounting([j for ids in jobs.values() for j in ids])

@@ -49,15 +49,20 @@ def copy_workflow(target: Path) -> Path:
 
 
 def seed_build(target: Path, *builds: str) -> None:
-    """Copy the compiled units of ``builds`` (strassenbench build folders) into ``target``: their stamps make
-    them fresh there, so `strassenbench build` compiles only what they lack. The folders' resources.csv and
-    kernel index are left behind: the build writes its own."""
+    """Link the compiled units of ``builds`` (strassenbench build folders) into ``target`` (hard links, else
+    copies: a build replaces a file, never writes into it): their stamps make them fresh there, so
+    `strassenbench build` compiles only what they lack. The folders' resources.csv and kernel index are left
+    behind, the build writes its own; a file ``target`` has already is kept."""
     target.mkdir(parents=True, exist_ok=True)
     for folder in map(Path, builds):
         for path in folder.iterdir():
             if path.is_file() and path.name != "resources.csv" and not path.name.startswith(".") \
-                    and not (path.name.startswith("strassen_sm_") and path.name.count("_") == 2):
-                shutil.copy2(path, target / path.name)
+                    and not (path.name.startswith("strassen_sm_") and path.name.count("_") == 2) \
+                    and not (target / path.name).exists():
+                try:
+                    os.link(path, target / path.name)
+                except OSError:  # another file system
+                    shutil.copy2(path, target / path.name)
 
 
 def config() -> dict:
