@@ -8,11 +8,11 @@
 // the warp's tile on sm_80, and sm_90 takes its m16n8k16 (or k8 where k_S is 8) on every 16 x 8 tile.
 //
 // Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
-// a grid of 8 x 8 mma tiles; the main loop is mma_mainloop.cuh's, shared with the TF32 family.
+// a grid of 8 x 8 mma tiles. The rest (mma_primitive: terms, loaders, main loop, write-back) is
+// mma_mainloop.cuh's, shared with the TF32 family.
 #pragma once
 
 #include "dmma.cuh"
-#include "epilogue.cuh"
 #include "mma_mainloop.cuh"
 #include "tile_loader.cuh"
 
@@ -36,27 +36,17 @@ struct alignas(128) DmmaTiles {
 // holds the fragment's c[0], c[1] (dmma.cuh) at acc[mt][2 nt], acc[mt][2 nt + 1], so that row(i) and col(j)
 // follow the PTX layout and columns 2 nt and 2 nt + 1 are side by side (kVb = 2) for the write-back.
 template <int M_S, int N_S, int WARPS_M, int WARPS_N>
-struct DmmaWarpTile {
+struct DmmaWarpTile : MmaLane<WARPS_M, M_S / WARPS_M, N_S / WARPS_N> {
   static constexpr int kWm = M_S / WARPS_M, kWn = N_S / WARPS_N;  // the warp's tile
   static constexpr int kMt = kWm / 8, kNt = kWn / 8;              // its mma tiles
   static constexpr int kRows = kMt, kCols = 2 * kNt, kVb = 2;
+  static constexpr int kThreads = WARPS_M * WARPS_N * 32;
   static_assert(kWm % 8 == 0 && kWn % 8 == 0, "a warp's tile is a grid of 8 x 8 mma tiles");
+  using Lane = MmaLane<WARPS_M, kWm, kWn>;
+  using Lane::row0;
 
-  int row0, col0;  // the thread's first row and column in the block tile
-  int wrow, wcol;  // the warp's first row and column
-  int g, t;        // lane / 4 and lane % 4
-
-  __device__ __forceinline__ explicit DmmaWarpTile(int tid) {
-    const int warp = tid / 32, lane = tid % 32;
-    g = lane / 4;
-    t = lane % 4;
-    wrow = (warp % WARPS_M) * kWm;
-    wcol = (warp / WARPS_M) * kWn;
-    row0 = wrow + g;
-    col0 = wcol + 2 * t;
-  }
+  __device__ __forceinline__ explicit DmmaWarpTile(int tid) : Lane(tid) {}
   __device__ __forceinline__ int row(int i) const { return row0 + 8 * i; }
-  __device__ __forceinline__ int col(int j) const { return col0 + (j / 2) * 8 + j % 2; }
 };
 
 template <int M_S, int N_S, int K_S, int WARPS_M, int WARPS_N, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
@@ -68,44 +58,16 @@ __device__ __forceinline__ void dmma_primitive(int lda, int ldb, int ldc, int bk
   // sm_90's m16n8kK where a warp's tile has 16-row pairs of mma tiles: the widest k of 16, 8, 4 that divides k_S.
   constexpr bool kWide = SB_DMMA_M16N8 && Tile::kMt % 2 == 0;
   constexpr int kK = !kWide ? 4 : K_S % 16 == 0 ? 16 : K_S % 8 == 0 ? 8 : 4;
-  constexpr int kThreads = WARPS_M * WARPS_N * 32;
-  constexpr int kW = W_A + W_B + W_C;
-  constexpr int kVa = VECTOR ? vec_width<double>(cmin(M_S * K_S / kThreads, K_S)) : 1;
-  constexpr int kVb = VECTOR ? vec_width<double>(cmin(K_S * N_S / kThreads, N_S)) : 1;
-  using Tiles = DmmaTiles<M_S, N_S, K_S>;
-  using LoaderA = TileLoader<double, M_S, K_S, kThreads, W_A, kVa, false>;  // stored as is: k contiguous
-  using LoaderB = TileLoader<double, K_S, N_S, kThreads, W_B, kVb, false>;
-  __shared__ Tiles smem;
-
-  const int z = blockIdx.z;
-  const auto terms = OperandTerms<double, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
-  const auto& terms_a = terms.a;
-  const auto& terms_b = terms.b;
-  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
-  const Tile tile(static_cast<int>(threadIdx.x));
-
-  double acc[Tile::kRows][Tile::kCols];
-#pragma unroll
-  for (int i = 0; i < Tile::kRows; ++i)
-#pragma unroll
-    for (int j = 0; j < Tile::kCols; ++j) acc[i][j] = 0.0;
-
-  LoaderA load_a;
-  LoaderB load_b;
-  auto store = [&](int stage) {  // the loaders' sums into a stage
+  // The loaders' sums into a stage, as they are.
+  auto store = [](auto& load_a, auto& load_b, auto& smem, int stage) {
     load_a.store(smem.a[stage]);
     load_b.store(smem.b[stage]);
-  };
-  auto fill = [&](int stage, int k) {  // the predicated path: loads, sums and stores of one slice
-    load_a.load_sum(terms_a, lda, row0, k);
-    load_b.load_sum(terms_b, ldb, k, col0);
-    store(stage);
   };
   // One k_S slice of mma on a stage: per instruction's k (kK, a multiple of 4), the warp's fragments of each
   // k-step of 4 from shared memory (one 64-bit load per lane and 8 x 8 tile side, PTX ISA fragment layout),
   // then the mma of every tile of its tile: every 8 x 8 tile's m8n8k4 (sm_80), or on sm_90 every 16 x 8 tile's
   // m16n8kK, whose fragments are the two 8-row halves' m8n8k4 fragments interleaved (dmma.cuh).
-  auto mma_slice = [&](int stage) {
+  auto mma_slice = [](const auto& smem, const Tile& tile, auto& acc, int stage) {
     const auto& ta = smem.a[stage];
     const auto& tb = smem.b[stage];
 #pragma unroll
@@ -151,12 +113,8 @@ __device__ __forceinline__ void dmma_primitive(int lda, int ldb, int ldc, int bk
     }
   };
 
-  mma_mainloop<double, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
-                                                        mma_slice, store, fill);
-
-  const double scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
-  const Terms<double*, double, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
-  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
+  mma_primitive<double, DmmaTiles<M_S, N_S, K_S>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(
+      lda, ldb, ldc, bk, alpha, beta, products, store, mma_slice);
 }
 
 }  // namespace sb

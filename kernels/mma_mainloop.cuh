@@ -1,4 +1,5 @@
-// The main loop both tensor-core primitives share (tensorcore_primitive.cuh, dmma_primitive.cuh), in the phases
+// The body both tensor-core primitives share (tensorcore_primitive.cuh, dmma_primitive.cuh): mma_primitive, around
+// mma_mainloop. The main loop is in the phases
 // of CUTLASS's MmaPipelined: the prologue (slice 0 into stage 0), the main iterations over interior tiles of the
 // vector kernels (slice s + 1's global loads issued unpredicated before slice s's mma, summed and stored to the
 // other stage after it, so that their latency hides behind the tensor cores' work; double-buffered shared memory,
@@ -6,6 +7,7 @@
 // kernels: the next slice filled after the mma).
 #pragma once
 
+#include "epilogue.cuh"
 #include "tile_loader.cuh"
 
 namespace sb {
@@ -41,6 +43,78 @@ __device__ __forceinline__ void mma_mainloop(LoaderA& load_a, LoaderB& load_b, c
     __syncthreads();
     stage ^= 1;
   }
+}
+
+// A thread's place in its warp's kWm x kWn tile of the block tile, warps column-major over WARPS_M rows, in the
+// PTX ISA's mma fragment layout (lane: group g = lane / 4, thread t = lane % 4): the warp tiles of both families
+// (tensorcore_primitive.cuh, dmma_primitive.cuh) derive from it and add their mma tiles.
+template <int WARPS_M, int kWm, int kWn>
+struct MmaLane {
+  int row0, col0;  // the thread's first row and column in the block tile
+  int wrow, wcol;  // the warp's first row and column
+  int lane, g, t;  // the lane, lane / 4 and lane % 4
+
+  __device__ __forceinline__ explicit MmaLane(int tid) {
+    const int warp = tid / 32;
+    lane = tid % 32;
+    g = lane / 4;
+    t = lane % 4;
+    wrow = (warp % WARPS_M) * kWm;
+    wcol = (warp / WARPS_M) * kWn;
+    row0 = wrow + g;
+    col0 = wcol + 2 * t;
+  }
+  // The column of the accumulator's column j: the n-tile j / 2, whose two columns 2t and 2t + 1 the thread holds.
+  __device__ __forceinline__ int col(int j) const { return col0 + (j / 2) * 8 + j % 2; }
+};
+
+// The fused primitive M = (sum_i u_i X_i)(sum_j v_j V_j), C_l += alpha gamma_l M of a tensor-core family: the
+// block's terms (checked) and origin, its loaders (the operand sums formed between the global load and the
+// shared store, stored as is: k contiguous), the warp tile's accumulator, mma_mainloop, then the write-back
+// (epilogue.cuh) of alpha times the loaders' folded scales. The family gives its shared tiles (Tiles), its warp
+// tile (Tile: the accumulator's layout, Tile::kThreads threads), how the loaders' sums go into a stage
+// (store(load_a, load_b, smem, stage)) and its slice of mma on a stage (slice(smem, tile, acc, stage)).
+template <class T, class Tiles, class Tile, int M_S, int N_S, int K_S, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
+          bool VECTOR, class Store, class Slice>
+__device__ __forceinline__ void mma_primitive(int lda, int ldb, int ldc, int bk, T alpha, T beta,
+                                              const Products<T, W_A + W_B + W_C, Z>& products,
+                                              const Store& store_stage, const Slice& slice) {
+  constexpr int kThreads = Tile::kThreads;
+  constexpr int kW = W_A + W_B + W_C;
+  constexpr int kVa = VECTOR ? vec_width<T>(cmin(M_S * K_S / kThreads, K_S)) : 1;
+  constexpr int kVb = VECTOR ? vec_width<T>(cmin(K_S * N_S / kThreads, N_S)) : 1;
+  using LoaderA = TileLoader<T, M_S, K_S, kThreads, W_A, kVa, false>;
+  using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, kVb, false>;
+  __shared__ Tiles smem;
+
+  const int z = blockIdx.z;
+  const auto terms = OperandTerms<T, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
+  const auto& terms_a = terms.a;
+  const auto& terms_b = terms.b;
+  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
+  const Tile tile(static_cast<int>(threadIdx.x));
+
+  T acc[Tile::kRows][Tile::kCols];
+#pragma unroll
+  for (int i = 0; i < Tile::kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < Tile::kCols; ++j) acc[i][j] = T(0);
+
+  LoaderA load_a;
+  LoaderB load_b;
+  auto store = [&](int stage) { store_stage(load_a, load_b, smem, stage); };
+  auto fill = [&](int stage, int k) {  // the predicated path: loads, sums and stores of one slice
+    load_a.load_sum(terms_a, lda, row0, k);
+    load_b.load_sum(terms_b, ldb, k, col0);
+    store(stage);
+  };
+  auto mma_slice = [&](int stage) { slice(smem, tile, acc, stage); };
+  mma_mainloop<T, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
+                                                   mma_slice, store, fill);
+
+  const T scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
+  const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
+  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
 }
 
 }  // namespace sb

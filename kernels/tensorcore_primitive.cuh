@@ -9,10 +9,10 @@
 // + a_big b_big with mma.m16n8k8 (tensorcore.cuh).
 //
 // Thread block m_S x n_S x k_S of WARPS_M x WARPS_N warps; a warp's tile is (m_S / WARPS_M) x (n_S / WARPS_N),
-// a grid of 16 x 8 mma tiles; the main loop is mma_mainloop.cuh's, shared with the DMMA family.
+// a grid of 16 x 8 mma tiles. The rest (mma_primitive: terms, loaders, main loop, write-back) is
+// mma_mainloop.cuh's, shared with the DMMA family.
 #pragma once
 
-#include "epilogue.cuh"
 #include "mma_mainloop.cuh"
 #include "tensorcore.cuh"
 #include "tile_loader.cuh"
@@ -44,28 +44,17 @@ __device__ __forceinline__ int swizzle_a(int m, int k) {
 // acc[2 mt + 1][2 nt], acc[2 mt + 1][2 nt + 1], so that row(i) and col(j) follow the PTX layout and columns
 // 2 nt and 2 nt + 1 are side by side (kVb = 2) for the write-back.
 template <int M_S, int N_S, int WARPS_M, int WARPS_N>
-struct MmaWarpTile {
+struct MmaWarpTile : MmaLane<WARPS_M, M_S / WARPS_M, N_S / WARPS_N> {
   static constexpr int kWm = M_S / WARPS_M, kWn = N_S / WARPS_N;  // the warp's tile
   static constexpr int kMt = kWm / 16, kNt = kWn / 8;              // its mma tiles
   static constexpr int kRows = 2 * kMt, kCols = 2 * kNt, kVb = 2;
+  static constexpr int kThreads = WARPS_M * WARPS_N * 32;
   static_assert(kWm % 16 == 0 && kWn % 8 == 0, "a warp's tile is a grid of 16 x 8 mma tiles");
+  using Lane = MmaLane<WARPS_M, kWm, kWn>;
+  using Lane::row0;
 
-  int row0, col0;   // the thread's first row and column in the block tile
-  int wrow, wcol;   // the warp's first row and column
-  int lane, g, t;   // the lane, lane / 4 and lane % 4
-
-  __device__ __forceinline__ explicit MmaWarpTile(int tid) {
-    const int warp = tid / 32;
-    lane = tid % 32;
-    g = lane / 4;
-    t = lane % 4;
-    wrow = (warp % WARPS_M) * kWm;
-    wcol = (warp / WARPS_M) * kWn;
-    row0 = wrow + g;
-    col0 = wcol + 2 * t;
-  }
+  __device__ __forceinline__ explicit MmaWarpTile(int tid) : Lane(tid) {}
   __device__ __forceinline__ int row(int i) const { return row0 + (i / 2) * 16 + (i % 2) * 8; }
-  __device__ __forceinline__ int col(int j) const { return col0 + (j / 2) * 8 + j % 2; }
 };
 
 // Store a loader's sums to the PARTS parts of a tile, part p `part_stride` rows after part p - 1: tf32(x),
@@ -96,43 +85,15 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
                                                      const Products<float, W_A + W_B + W_C, Z>& products) {
   static_assert(PARTS == 1 || PARTS == 2, "1xTF32 or 3xTF32");
   static_assert(K_S % 8 == 0, "k_S is a multiple of the mma's k = 8");
-  constexpr int kThreads = WARPS_M * WARPS_N * 32;
-  constexpr int kW = W_A + W_B + W_C;
-  constexpr int kVa = VECTOR ? vec_width<float>(cmin(M_S * K_S / kThreads, K_S)) : 1;
-  constexpr int kVb = VECTOR ? vec_width<float>(cmin(K_S * N_S / kThreads, N_S)) : 1;
-  using Tiles = MmaTiles<M_S, N_S, K_S, PARTS>;
   using Tile = MmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
-  using LoaderA = TileLoader<float, M_S, K_S, kThreads, W_A, kVa, false>;  // stored as is: k contiguous
-  using LoaderB = TileLoader<float, K_S, N_S, kThreads, W_B, kVb, false>;
-  __shared__ Tiles smem;
-
-  const int z = blockIdx.z;
-  const auto terms = OperandTerms<float, W_A, W_B, kW, Z>::template checked<VECTOR, kVa, kVb>(products, z, lda, ldb);
-  const auto& terms_a = terms.a;
-  const auto& terms_b = terms.b;
-  const int row0 = blockIdx.y * M_S, col0 = blockIdx.x * N_S;
-  const Tile tile(static_cast<int>(threadIdx.x));
-
-  float acc[Tile::kRows][Tile::kCols];
-#pragma unroll
-  for (int i = 0; i < Tile::kRows; ++i)
-#pragma unroll
-    for (int j = 0; j < Tile::kCols; ++j) acc[i][j] = 0.0f;
-
-  LoaderA load_a;
-  LoaderB load_b;
-  auto store = [&](int stage) {  // the loaders' sums, rounded and split, into a stage
+  // The loaders' sums, rounded and split, into a stage.
+  auto store = [](auto& load_a, auto& load_b, auto& smem, int stage) {
     store_parts<PARTS>(load_a, smem.a[stage][0], M_S, [](int m, int kc) { return swizzle_a<K_S>(m, kc); });
     store_parts<PARTS>(load_b, smem.b[stage][0], K_S, [](int, int n) { return n; });
   };
-  auto fill = [&](int stage, int k) {  // the predicated path: loads, sums and stores of one slice
-    load_a.load_sum(terms_a, lda, row0, k);
-    load_b.load_sum(terms_b, ldb, k, col0);
-    store(stage);
-  };
   // One k_S slice of mma on a stage: per k-step of 8, each part's fragments from shared memory (PTX ISA fragment
   // layout, tensorcore.cuh), then the products of every 16 x 8 tile of the warp's tile.
-  auto mma_slice = [&](int stage) {
+  auto mma_slice = [](const auto& smem, const Tile& tile, auto& acc, int stage) {
 #pragma unroll
     for (int kk = 0; kk < K_S; kk += 8) {
       float a[PARTS][Tile::kMt][4], b[PARTS][Tile::kNt][2];
@@ -180,12 +141,8 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
     }
   };
 
-  mma_mainloop<float, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
-                                                       mma_slice, store, fill);
-
-  const float scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
-  const Terms<float*, float, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
-  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
+  mma_primitive<float, MmaTiles<M_S, N_S, K_S, PARTS>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(
+      lda, ldb, ldc, bk, alpha, beta, products, store, mma_slice);
 }
 
 }  // namespace sb

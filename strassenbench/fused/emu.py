@@ -103,22 +103,23 @@ def _compiler() -> str:
     return _compiler_command()[0]
 
 
+def _defaults(precision: str, strategy: str, level: int | None) -> tuple[Instance, ...]:
+    """The default instantiations of (precision, strategy) that ``level`` levels run (None: every level's)."""
+    counts = operand_counts() if level is None else tuple(c for c in operand_counts() if default_level(c) == level)
+    if strategy in TENSOR_STRATEGIES:
+        return tuple(instances(dtypes=("float32",), strategies=(strategy,), counts=counts, modes=(precision,)))
+    if strategy in DMMA_STRATEGIES:
+        return tuple(instances(dtypes=("float64",), strategies=(strategy,), counts=counts))
+    return tuple(instances(dtypes=(precision,), strategies=(strategy,), counts=counts))
+
+
 @lru_cache(maxsize=None)
 def library(precision: str, strategy: str, extra_flags: tuple[str, ...] = (),
             selected: tuple[Instance, ...] | None = None, level: int | None = None) -> ctypes.CDLL:
     """The emulator library with the default instantiations of (precision, strategy) (precision is a dtype, or a
     tensor-core mode with a tensor-core strategy) that ``level`` levels of Strassen run (0: the GEMM's; None:
     every level's), or with exactly ``selected`` (the kernels of another algorithm's plan)."""
-    counts = operand_counts() if level is None else tuple(c for c in operand_counts() if default_level(c) == level)
-    if selected is not None:
-        chosen = selected
-    elif strategy in TENSOR_STRATEGIES:
-        chosen = instances(dtypes=("float32",), strategies=(strategy,), counts=counts, modes=(precision,))
-    elif strategy in DMMA_STRATEGIES:
-        chosen = instances(dtypes=("float64",), strategies=(strategy,), counts=counts)
-    else:
-        chosen = instances(dtypes=(precision,), strategies=(strategy,), counts=counts)
-    source = render(chosen)
+    source = render(selected if selected is not None else _defaults(precision, strategy, level))
     # A plan's own kernels are compiled for one use at small shapes: -O0 compiles them in two thirds of the time.
     base = CXX_FLAGS if selected is None else [flag if flag != "-O1" else "-O0" for flag in CXX_FLAGS]
     flags = [*base, *env.flags("STRASSENBENCH_EMU_FLAGS"), *extra_flags]
