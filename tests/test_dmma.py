@@ -179,17 +179,20 @@ def test_dmma_kernels_refuse_what_they_cannot_run() -> None:
         plan_launches(plan, A, B, C, 1.0, 0.0, strategy=DMMA_STRATEGIES["DmmaSmall"])
 
 
-@pytest.mark.parametrize("counts", [(1, 1, 1), (2, 2, 1)])
-def test_dmma_large_shared_memory_at_the_ideal(counts: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize(("counts", "flags"), [((1, 1, 1), ()), ((2, 2, 1), ()), ((2, 2, 1), ("-DSB_EMU_SM90",))],
+                         ids=["w1x1x1", "w2x2x1", "w2x2x1-sm90"])
+def test_dmma_large_shared_memory_at_the_ideal(counts: tuple[int, int, int], flags: tuple[str, ...]) -> None:
     """DmmaLarge's steady-state main loop, counted on the emulator: its shared-memory wavefronts per warp and
     slice are the ideal (every access at 128 bytes per wavefront: each 8 x 8 tile side's 64-bit fragment load of
-    a warp in 2, the sums' 128-bit stores in 4 per warp-wide store) and no access has a bank conflict."""
+    a warp in 2, the sums' 128-bit stores in 4 per warp-wide store) and no access has a bank conflict; on the
+    sm_90 path too (-DSB_EMU_SM90: m16n8k16 takes the same fragment loads, four k-steps to an instruction)."""
     from support.smem_steady import steady_totals
 
     from strassenbench.fused.instances import Instance
 
     s = DMMA_STRATEGIES["DmmaLarge"]
-    steady, deeper = steady_totals(Instance(s, "float64", counts, "plain", "vector", mode=DMMA_MODE), "float64")
+    steady, deeper = steady_totals(Instance(s, "float64", counts, "plain", "vector", mode=DMMA_MODE), "float64",
+                                   extra_flags=flags)
     warps, k_steps = s.threads // 32, s.k_S // 4
     fragments = k_steps * (s.m_W // 8 + s.n_W // 8) * 2  # a warp's 32 x 8 bytes in two 128-byte wavefronts
     stores = (s.m_S + s.n_S) * s.k_S * 8 // warps // 128  # the sums' bytes per warp, 128 a wavefront

@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 
-def steady_totals(inst, dtype: str, slices: tuple[int, int] = (2, 4)):  # noqa: ANN001, ANN201
+def steady_totals(inst, dtype: str, slices: tuple[int, int] = (2, 4),  # noqa: ANN001, ANN201
+                  extra_flags: tuple[str, ...] = ()):
     """(the counts of the deeper run minus the shallower one's, the deeper run's counts): the steady slices'
-    wavefronts and conflicts. Each run's C is checked against the product of its terms."""
+    wavefronts and conflicts. Each run's C is checked against the product of its terms. ``extra_flags``: the
+    emulator library's own compiler flags (-DSB_EMU_SM90: the sm_90 path)."""
     from strassenbench.fused import emu
     from strassenbench.fused.instances import products_dtype
     from strassenbench.fused.launch import Launch, Program
@@ -29,6 +31,6 @@ def steady_totals(inst, dtype: str, slices: tuple[int, int] = (2, 4)):  # noqa: 
             buf["address"][0, t], buf["rows"][0, t], buf["cols"][0, t], buf["coeff"][0, t] = x.ctypes.data, rows, cols, 1
         args = (np.int32(depth), np.int32(s.n_S), np.int32(s.n_S), np.int32(depth), item(1), item(1), buf)
         program = Program((((Launch(inst.name, (1, 1, 1), (s.threads, 1, 1), args, (), inst),),),))
-        totals[n] = count(trace(lambda: emu.run(program)))  # noqa: B023 - run at once
+        totals[n] = count(trace(lambda: emu.run(program, extra_flags)))  # noqa: B023 - run at once
         np.testing.assert_array_equal(C, counts[2] * (counts[0] * A) @ (counts[1] * B))
     return totals[slices[1]] - totals[slices[0]], totals[slices[1]]
