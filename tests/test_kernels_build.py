@@ -106,35 +106,43 @@ def test_huge_two_level_fit_the_cap_or_get_their_registers(float32_sm90: pd.Data
     assert (vector_plain["registers"] <= 128).mean() >= 0.5  # most fit: the cap is the rule, not the exception
 
 
+def _stub_compiler(monkeypatch: pytest.MonkeyPatch, row_of) -> list[tuple]:  # noqa: ANN001
+    """The build's compiles stubbed: each writes an empty module and returns, per kernel, the resources row
+    ``row_of(instance, ptxas_options)`` says (every other column 0). The calls, in order: (module name, its
+    instances, ptxas options, the module whose PTX it assembles)."""
+    calls: list[tuple] = []
+
+    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
+        calls.append((name, selected, ptxas_options, ptx_of))
+        (out / f"{name}.cu").write_text(build_module.render(selected))
+        (out / f"{name}.fatbin").write_bytes(b"")
+        return [{**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, **row_of(i, ptxas_options)} for i in selected]
+
+    monkeypatch.setattr(build_module, "_compile", fake_compile)
+    stub = Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas")
+    monkeypatch.setattr(build_module, "toolchain_for", lambda arch, driver=None: stub)
+    return calls
+
+
 def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     """The build's policy, with ptxas's report stubbed: a capped kernel that spills is assembled again under the
     cap at other ptxas register-usage levels (<unit>_rul4, <unit>_rul0, <unit>_rul8); one that still spills, without
     the cap into <unit>_uncapped.fatbin. Each row comes from the compile that kept it, and the index points
     to its module."""
-    calls: list[tuple[str, tuple, tuple]] = []
-    assembled_from: list[str | None] = []
-
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
-        calls.append((name, selected, ptxas_options))
-        assembled_from.append(ptx_of)
-        (out / f"{name}.cu").write_text(build_module.render(selected))
-        (out / f"{name}.fatbin").write_bytes(b"")
+    def row_of(i, ptxas_options):  # noqa: ANN001, ANN202
         # atomic kernels spill under the cap at the default level; the vector ones stop at level 4
         fixed = "--register-usage-level=4" in ptxas_options
-        return [{**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "registers": 128 if i.capped else 150,
-                 "loop_instructions": 600, "load_use_distance": 250,
-                 "spill_stores": 8 if i.capped and i.write_mode == "atomic" and not (fixed and i.loads == "vector")
-                 else 0} for i in selected]
+        return {"registers": 128 if i.capped else 150, "loop_instructions": 600, "load_use_distance": 250,
+                "spill_stores": 8 if i.capped and i.write_mode == "atomic" and not (fixed and i.loads == "vector")
+                else 0}
 
-    monkeypatch.setattr(build_module, "_compile", fake_compile)
-    stub = Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas")
-    monkeypatch.setattr(build_module, "toolchain_for", lambda arch, driver=None: stub)
+    calls = _stub_compiler(monkeypatch, row_of)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((4, 4, 4),))
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [name for name, _, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped"]
+    assert [name for name, *_ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped"]
     assert [c[2] for c in calls[1:4]] == [(f"--register-usage-level={level}",) for level in (4, 0, 8)]
     # the levels assemble the unit's PTX again (no front end); the uncapped kernels' source differs
-    assert assembled_from == [None, "unit", "unit", "unit", None]
+    assert [c[3] for c in calls] == [None, "unit", "unit", "unit", None]
     level4 = {i.name for i in calls[1][1] if i.loads == "vector"}
     relaxed = calls[4][1]
     assert {i.write_mode for i in relaxed} == {"atomic"} and not any(i.capped for i in relaxed)
@@ -163,27 +171,16 @@ def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> 
     figures = {("plain", ""): (600, 120), ("plain", "4"): (590, 150), ("plain", "0"): (620, 230),
                ("atomic", ""): (600, 100), ("atomic", "4"): (610, 180), ("atomic", "0"): (605, 190),
                ("atomic", "8"): (640, 170)}
-    calls: list[tuple[str, tuple]] = []
-
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
-        calls.append((name, tuple(i.name for i in selected)))
-        (out / f"{name}.cu").write_text(build_module.render(selected))
-        (out / f"{name}.fatbin").write_bytes(b"")
+    def row_of(i, ptxas_options):  # noqa: ANN001, ANN202
         level = "".join(o.removeprefix("--register-usage-level=") for o in ptxas_options)
-        rows = []
-        for i in selected:
-            instructions, lu = figures[i.write_mode, level] if i.loads == "vector" else (700, 20)
-            rows.append({**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "registers": 128,
-                         "loop_instructions": instructions, "load_use_distance": lu})
-        return rows
+        instructions, lu = figures[i.write_mode, level] if i.loads == "vector" else (700, 20)
+        return {"registers": 128, "loop_instructions": instructions, "load_use_distance": lu}
 
-    monkeypatch.setattr(build_module, "_compile", fake_compile)
-    monkeypatch.setattr(build_module, "toolchain_for",
-                        lambda arch, driver=None: Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas"))
+    calls = _stub_compiler(monkeypatch, row_of)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((2, 2, 2),))
     vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [(name, set(kernels)) for name, kernels in calls] == [
+    assert [(name, {i.name for i in kernels}) for name, kernels, *_ in calls] == [
         ("unit", {i.name for i in selected}), ("unit_rul4", set(vector.values())), ("unit_rul0", set(vector.values())),
         ("unit_rul8", {vector["atomic"]})]  # the plain kernel is settled at level 0
     index = json.loads((tmp_path / "unit.json").read_text())
@@ -201,27 +198,17 @@ def test_vector_kernels_that_spill_uncapped_read_their_terms_afresh(tmp_path, mo
     are compiled once more with their terms reread every interior slice, uncapped, into <unit>_reread.fatbin.
     The plain kernel no longer spills there and keeps that build; the atomic one spills there too and keeps its
     uncapped build, and no scalar kernel is compiled again."""
-    calls: list[tuple[str, tuple]] = []
+    def row_of(i, ptxas_options):  # noqa: ANN001, ANN202, ARG001
+        spills = i.loads == "vector" and not (i.reread and i.write_mode == "plain")
+        return {"loop_instructions": 700, "registers": 128 if i.capped else 255, "spill_stores": 8 * spills,
+                "spill_loads": 40 if i.reread and spills else 8 * spills, "load_use_distance": 250}
 
-    def fake_compile(arch, name, selected, out, toolchain, ptxas_options=(), ptx_of=None):  # noqa: ANN001, ANN202
-        calls.append((name, selected))
-        (out / f"{name}.cu").write_text(build_module.render(selected))
-        (out / f"{name}.fatbin").write_bytes(b"")
-        rows = []
-        for i in selected:
-            spills = i.loads == "vector" and not (i.reread and i.write_mode == "plain")
-            rows.append({**dict.fromkeys(RESOURCE_COLUMNS, 0), "kernel": i.name, "loop_instructions": 700,
-                         "registers": 128 if i.capped else 255, "spill_stores": 8 * spills,
-                         "spill_loads": 40 if i.reread and spills else 8 * spills, "load_use_distance": 250})
-        return rows
-
-    monkeypatch.setattr(build_module, "_compile", fake_compile)
-    monkeypatch.setattr(build_module, "toolchain_for",
-                        lambda arch, driver=None: Toolchain((13, 0), "nvcc", "stub-nvcc", "stub-ptxas"))
+    calls = _stub_compiler(monkeypatch, row_of)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((16, 8, 2),))
     vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [name for name, _ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped", "unit_reread"]
+    assert [name for name, *_ in calls] == [
+        "unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped", "unit_reread"]
     reread = calls[-1][1]
     assert {i.name for i in reread} == set(vector.values())
     assert all(i.reread and not i.capped and i.min_blocks == 1 for i in reread)
