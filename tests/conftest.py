@@ -231,8 +231,8 @@ def _write_model_files(folder, gpu: str, more: list[str]) -> None:  # noqa: ANN0
         assert main(["model", "predict", "--gpu", gpu, "--sweep", sweep, "--sizes", MODEL_SIZES, *more,
                      "--out", str(folder / f"model_{sweep}.csv")]) == 0
     assert main(["model", "predict", "--gpu", gpu, "--sweep", "square", "--sizes", MODEL_SIZES, "--impl",
-                 "gemm,strassen1,strassen2-direct", "--strategy", "Huge", "--strategy", "Small", *more,
-                 "--out", str(folder / "model_strategies.csv")]) == 0
+                 "gemm,strassen1,strassen2-direct", "--strategy", "Huge", "--strategy", "Small", "--model", "issue",
+                 "--model", "l2", *more, "--out", str(folder / "model_strategies.csv")]) == 0
     assert main(["model", "speedup", *(str(folder / f"model_{s}.csv") for s in ("square", "rankk", "panel")),
                  "--out", str(folder / "model_speedup.csv")]) == 0
     assert main(["model", "spec", "--gpu", "V100", "--gpu", gpu, "--out", str(folder / "model_spec.csv")]) == 0

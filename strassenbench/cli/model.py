@@ -14,6 +14,7 @@ from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec, get_gpu
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
+from ..model.timing import DEFAULT_MODEL, MODELS
 from ..strategies import STRATEGIES
 from ..sweeps import PAPER_SIZES, SWEEPS, parse_sizes
 from . import types
@@ -71,6 +72,10 @@ def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources
     p.add_argument("--strategy", type=types.any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
                    action="append", help="repeat for several (rows of each); default best, per point")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--model", choices=list(MODELS), action="append",
+                   help=f"repeat for several (rows of each): {DEFAULT_MODEL} (default: the paper's model with the "
+                        "main loop's issue slots), paper (the paper's model alone, Sec. s:analysis) or l2 (issue, "
+                        "with global traffic through the L2 in place of T_gmop)")
     p.add_argument("--resources", metavar="FILE", help=resources_help)
     p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
 
@@ -121,7 +126,9 @@ def _resources(args: argparse.Namespace) -> pd.DataFrame | None:
 def _predict(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
     resources = _resources(args)
-    frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources)
+    frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources,
+                               model)
+                       for model in dict.fromkeys(args.model or [DEFAULT_MODEL])
                        for strategy in dict.fromkeys(args.strategy or ["best"])], ignore_index=True)
     write_table(frame, "csv", args.out)
     if args.out:

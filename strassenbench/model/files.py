@@ -18,7 +18,7 @@ from ..results import Kind, read_results
 from ..sweeps import SWEEPS
 
 __all__ = ["ModelError", "RESOURCE_KEYS", "load_resources", "PREDICTIONS", "SPEEDUP", "BOUNDS", "ISSUE_BOUNDS",
-           "OCCUPANCY", "SPEC", "WINNERS", "MODEL_FILES", "read_model", "read_models"]
+           "OCCUPANCY", "SPEC", "WINNERS", "MODEL_FILES", "DEFAULT_MODEL", "read_model", "read_models"]
 
 
 class ModelError(ValueError):
@@ -50,11 +50,15 @@ def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | N
     return frame
 
 
+# The model of a prediction whose file has no ``model`` column (strassenbench.model.timing.MODELS: each one's terms)
+DEFAULT_MODEL = "issue"
+
 PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and strategy)
     "model predictions", ("gpu", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "impl", "strategy", "time_s",
                           "tflops"),
-    ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s"),
-    ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy"))
+    ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s"),
+    ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy",
+     "model"))
 SPEEDUP = Kind(  # `model speedup`: where each implementation of predictions overtakes the GEMM, per sweep
     "model speedup", ("gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at"),
     ("at",), ("first", "stable", "max_speedup"), ("gpu", "source", "sweep", "dtype", "impl", "baseline"))
@@ -70,9 +74,9 @@ OCCUPANCY = Kind(  # `model occupancy`: active blocks per SM of the paper's foot
     ("W_A", "W_B", "W_C", "blocks_per_sm"), (), ("strategy", "kernel", "paper_v100", "arch", "occupancy"))
 SPEC = Kind(  # `model spec`: the GPU parameters of the model (the paper's tab:notation values)
     "model spec", ("key", "gpu", "arch", "tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops",
-                   "fp64_tensor_flops", "source"),
-    (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops", "fp64_tensor_flops"),
-    ("key", "gpu", "arch", "source"))
+                   "fp64_tensor_flops", "source", "tau_l2"),
+    (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops", "fp64_tensor_flops", "tau_l2"),
+    ("key", "gpu", "arch", "source"), later=("tau_l2",))
 WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, per GPU model
     "model winners", ("gpu", "key", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "precision", "impl",
                       "time_s", "cublas_s", "speedup_vs_cublas"),

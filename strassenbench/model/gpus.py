@@ -3,11 +3,12 @@
 tau_flop = 2 flop/FMA x cores/SM x SMs x boost clock              (Sec. s:volta, footnotes 1-2)
 tau_gmop = DRAM bandwidth x (1 + read-only cache factor 0.2)       (Sec. s:blocking_choose, footnote)
 tau_smop = SMs x 32 banks x 4 B x boost clock                      (Sec. s:blocking_choose, footnote)
+tau_l2   = L2 bytes per clock x boost clock                        (beyond the paper: strassenbench.model.memory)
 
 and, beyond the paper, the dense TF32 and FP64 tensor-core peaks (NVIDIA's published figures for the built-in
 GPUs; for a queried one, flops per SM and clock of its compute capability x SMs x boost clock).
 
-All three are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
+All four are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from ..occupancy import ARCHS, ArchLimits
 
 __all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes"]
 
+# The L2's read bandwidth in bytes per clock, by architecture: NVIDIA's A100 whitepaper (2020) gives 5,120 for
+# the A100 and 2,048 for the V100; NVIDIA publishes none for Hopper, so sm_90 takes the A100's (an assumption;
+# strassenbench.model.memory)
+L2_BYTES_PER_CLOCK = {"sm_70": 2048, "sm_80": 5120, "sm_90": 5120}
 READ_ONLY_CACHE_FACTOR = 0.2  # the paper's footnote: texture/read-only cache adds 20% to DRAM bandwidth
 SMEM_BANKS = 32
 SMEM_BANK_BYTES = 4
@@ -56,6 +61,11 @@ class GPUSpec:
     @property
     def tau_gmop(self) -> float:
         return self.dram_bandwidth * (1.0 + READ_ONLY_CACHE_FACTOR)
+
+    @property
+    def tau_l2(self) -> float:
+        """The L2's read bandwidth (B/s), this project's term: strassenbench.model.memory."""
+        return L2_BYTES_PER_CLOCK[self.arch] * self.boost_clock_hz
 
     @property
     def tau_smop(self) -> float:

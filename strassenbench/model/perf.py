@@ -14,6 +14,11 @@ and with #blocks = #SM x active blocks per SM and ceil(m/m_S) ceil(n/n_S) tiles 
     T_gmop = tiles sizeof N_gmop / tau_gmop                                          Eq. (eqn:t_gmop)
     T      = max(T_flop, T_gmop, T_smop)
 
+and, beyond the paper, T_issue (the main loop's issue slots, strassenbench.model.issue), in the maximum by
+default (model "issue"), and T_dram and T_l2 (global traffic through the L2, strassenbench.model.memory), in
+place of T_gmop in model "l2" (strassenbench.model.timing.MODELS). Every term is reported whichever model
+bounds the time.
+
 Implementations compose kernels: fused L-level Strassen runs its R^L products one after another (as the
 paper's model does, without task parallelism); the workspace-based reference adds, at each of its levels,
 the traffic of forming operand sums and distributing products in DRAM. The reference part is this
@@ -37,8 +42,9 @@ from ..strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGI
 from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
+from .memory import global_times
 from .tensor import tensor_kernel_time
-from .timing import INFINITE, ZERO, Timing
+from .timing import DEFAULT_MODEL, INFINITE, ZERO, Timing, bounded
 
 __all__ = [
     "Counts",
@@ -129,12 +135,11 @@ def active_blocks(
 
 def kernel_time(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
-    slice_counts: tuple[float, float] | None = None, issue_slots: bool = True,
+    slice_counts: tuple[float, float] | None = None, model: str = DEFAULT_MODEL,
 ) -> Timing:
-    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem: the largest of the
-    paper's T_flop, T_gmop, T_smop and the issue slots' T_issue (``slice_counts``: the main loop's
-    instructions and FP-pipe instructions per thread and k_S slice; default: issue.default_slice_counts).
-    ``issue_slots=False``: the paper's model alone (T_issue still reported, not in the maximum)."""
+    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem: the largest of
+    ``model``'s terms (timing.MODELS; ``slice_counts``: the main loop's instructions and FP-pipe instructions per
+    thread and k_S slice for T_issue; default: issue.default_slice_counts)."""
     if active < 1:
         return INFINITE
     size = ITEMSIZE[dtype]
@@ -143,15 +148,15 @@ def kernel_time(
     blocks = spec.sm_count * active
     waves = math.ceil(tiles / blocks)
     t_flop = waves * blocks * c.n_flop / spec.tau_flop(dtype)
-    t_gmop = tiles * size * c.n_gmop / spec.tau_gmop
+    kk = math.ceil(k / s.k_S) * s.k_S
+    t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, c.n_gmop, blocks, size)
     t_smop = waves * size * blocks * c.n_smop / spec.tau_smop
     instructions, fp_ops = slice_counts or issue.default_slice_counts(s, w, dtype)
     cores = spec.fp32_cores_per_sm if dtype == "float32" else spec.fp64_cores_per_sm
     clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
     warp_clocks = (s.threads // 32) * math.ceil(k / s.k_S) * clocks  # per block
     t_issue = waves * blocks * warp_clocks / (issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
-    bound = max(t_flop, t_gmop, t_smop, t_issue if issue_slots else 0.0)
-    return Timing(bound, t_flop, t_gmop, t_smop, t_issue)
+    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)
 
 
 def _half(d: int, levels: int) -> int:
@@ -181,10 +186,10 @@ def impl_time(
     n: int,
     dtype: str,
     resources: pd.DataFrame | None = None,
-    issue_slots: bool = True,
+    model: str = DEFAULT_MODEL,
 ) -> Timing:
-    """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes);
-    ``issue_slots=False``: by the paper's model alone."""
+    """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes), by
+    ``model`` (timing.MODELS)."""
     ref_levels, fused_levels, algorithm = modeled(impl)
     mode = _tensor_mode(impl)
     if ref_levels:
@@ -192,8 +197,8 @@ def impl_time(
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
         words_a, words_b, words_c = _reference_words()
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
-        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, issue_slots)
-        return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0)
+        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, model)
+        return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0, extra, model=model)
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     total = ZERO
@@ -203,13 +208,13 @@ def impl_time(
         kernel = kernel_counts(w)
         if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
             family = DMMA_STRATEGIES if mode == DMMA_MODE else TENSOR_STRATEGIES
-            t = tensor_kernel_time(spec, family[tensor_counterpart(s.name, mode == DMMA_MODE)], kernel, sm, sk, sn, mode,
-                                   resources)
+            tensor = family[tensor_counterpart(s.name, mode == DMMA_MODE)]
+            t = tensor_kernel_time(spec, tensor, kernel, sm, sk, sn, mode, resources, model)
             total = total + t * count
             continue
         active, _ = active_blocks(spec, s, kernel, dtype, resources)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
-        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, issue_slots) * count
+        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, model) * count
     return total
 
 
@@ -223,10 +228,11 @@ def _tensor_mode(impl: str) -> str:
 
 
 def best_strategy(
-    spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None
+    spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
+    model: str = DEFAULT_MODEL,
 ) -> tuple[str, Timing]:
     """The fastest of the six strategies for this point (the paper picked the best per point)."""
-    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources) for name, s in STRATEGIES.items()}
+    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources, model) for name, s in STRATEGIES.items()}
     name = min(timed, key=lambda key: timed[key].seconds)
     return name, timed[name]
 

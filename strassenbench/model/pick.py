@@ -42,6 +42,7 @@ from ..strategies import tensor_counterpart
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
 from .perf import best_strategy, effective_tflops
+from .timing import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
            "auto_spec", "resolve", "WINNER_MODES", "winner_rows"]
@@ -110,8 +111,8 @@ def _as_modeled(spec: GPUSpec, impl: str, dtype: str) -> str:
 
 
 def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
-               resources: pd.DataFrame | None) -> tuple[str, float, str]:
-    strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources)
+               resources: pd.DataFrame | None, model: str = DEFAULT_MODEL) -> tuple[str, float, str]:
+    strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources, model)
     if impl in _AS_MODELED:
         strategy = ""
     elif get_impl(impl).mode != "simt":  # the tensor-core kernels take the family's strategy in that one's role
@@ -149,13 +150,15 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
 
 
 def rank(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resources: pd.DataFrame | None = None,
-         measured: pd.DataFrame | None = None, names: list[str] | None = None) -> list[Choice]:
-    """Every candidate (or ``names``) for m x k x n on ``spec``, fastest first (module docstring)."""
+         measured: pd.DataFrame | None = None, names: list[str] | None = None,
+         model: str = DEFAULT_MODEL) -> list[Choice]:
+    """Every candidate (or ``names``) for m x k x n on ``spec``, fastest first (module docstring), predicted by
+    ``model`` (strassenbench.model.timing.MODELS)."""
     if min(m, k, n) < 1:
         raise PickError(f"m, k and n must be positive, not {m} x {k} x {n}")
     found = []
     for impl in names if names is not None else candidates(dtype, spec.arch):
-        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources)
+        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources, model)
         source = "model"
         if measured is not None and not measured.empty:
             mine = measured[(measured["impl"] == impl) & (measured["m"] == m) & (measured["k"] == k)

@@ -9,6 +9,7 @@ from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
 from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled
+from .timing import DEFAULT_MODEL
 
 __all__ = ["predict", "crossover"]
 
@@ -21,23 +22,28 @@ def predict(
     strategy: str = "best",
     dtype: str = "float32",
     resources: pd.DataFrame | None = None,
+    model: str = DEFAULT_MODEL,
 ) -> pd.DataFrame:
-    """One row per (impl, size): modeled time and effective TFLOPS."""
+    """One row per (impl, size): modeled time and effective TFLOPS by ``model`` (strassenbench.model.timing:
+    paper, issue or l2; its name in the ``model`` column)."""
     rows = []
     for impl in impls:
         for x in sizes:
             m, k, n = shape(sweep, x)
             if strategy == "best":
-                name, t = best_strategy(spec, impl, m, k, n, dtype, resources)
+                name, t = best_strategy(spec, impl, m, k, n, dtype, resources, model)
             else:
-                name, t = strategy, impl_time(spec, impl, STRATEGIES[strategy], m, k, n, dtype, resources)
+                chosen = STRATEGIES[strategy]
+                name, t = strategy, impl_time(spec, impl, chosen, m, k, n, dtype, resources, model)
             _, occupancy_source = active_blocks(spec, STRATEGIES[name], (1, 1, 1), dtype, resources)
             rows.append({
                 "gpu": spec.name, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
                 "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
+                "t_dram_s": t.t_dram, "t_l2_s": t.t_l2,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
+                "model": model,
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)

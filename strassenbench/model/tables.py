@@ -25,7 +25,7 @@ def spec_rows(keys: list[str]) -> pd.DataFrame:
         rows.append({"key": key, "gpu": spec.name, "arch": spec.arch, "tau_flop_float32": spec.tau_flop("float32"),
                      "tau_flop_float64": spec.tau_flop("float64"), "tau_gmop": spec.tau_gmop,
                      "tau_smop": spec.tau_smop, "tf32_flops": spec.tf32_flops,
-                     "fp64_tensor_flops": spec.fp64_tensor_flops, "source": spec.source})
+                     "fp64_tensor_flops": spec.fp64_tensor_flops, "source": spec.source, "tau_l2": spec.tau_l2})
     return pd.DataFrame(rows)
 
 
@@ -61,10 +61,10 @@ def issue_bound_rows(resources: pd.DataFrame | None, n: int = 20480) -> pd.DataF
     rows = []
     for key, spec in SPECS.items():
         gemm = impl_time(spec, "gemm", huge, n, n, n, "float32", resources)
-        gemm_paper = impl_time(spec, "gemm", huge, n, n, n, "float32", resources, issue_slots=False)
+        gemm_paper = impl_time(spec, "gemm", huge, n, n, n, "float32", resources, "paper")
         for impl in ISSUE_BOUND_IMPLS:
             t = impl_time(spec, impl, huge, n, n, n, "float32", resources)
-            paper = impl_time(spec, impl, huge, n, n, n, "float32", resources, issue_slots=False)
+            paper = impl_time(spec, impl, huge, n, n, n, "float32", resources, "paper")
             rows.append({"gpu": key, "arch": spec.arch, "impl": impl, "n": n,
                          "paper_model": round(gemm_paper.seconds / paper.seconds, 4),
                          "issue_slots": round(gemm.t_issue / t.t_issue, 4),

@@ -8,6 +8,7 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
     N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
     N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
     T_issue = waves #blocks warps slices I / (4 #SM clock rate)
+    T_dram, T_l2: global traffic through the L2 (strassenbench.model.memory), for T_gmop in model "l2"
 
 where I is the main loop's instructions per warp and k_S slice: the build's (resources.csv, its machine code)
 where it read them, else counted from what the loop does. The DMMA kernels (float64 on the FP64 tensor cores,
@@ -25,7 +26,8 @@ from ..occupancy import blocks_per_sm
 from ..strategies import DMMA_MODE, DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS, per_table
-from .timing import INFINITE, Timing
+from .memory import global_times
+from .timing import DEFAULT_MODEL, INFINITE, Timing, bounded
 
 __all__ = ["PARTS", "tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
            "tensor_kernel_time"]
@@ -109,7 +111,8 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
 
 
 def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
-                       n: int, mode: str, resources: pd.DataFrame | None = None) -> Timing:
+                       n: int, mode: str, resources: pd.DataFrame | None = None,
+                       model: str = DEFAULT_MODEL) -> Timing:
     """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem: TF32 (a
     TensorStrategy) or DMMA (a DmmaStrategy, float64: 8-byte elements)."""
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
@@ -123,9 +126,9 @@ def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
     t_flop = waves * blocks * n_flop / spec.tau_tensor(mode)
-    t_gmop = tiles * itemsize * n_gmop / spec.tau_gmop
+    t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
     t_smop = waves * blocks * itemsize * n_smop / spec.tau_smop
     per_slice = _slice_instructions(spec.arch, s, w, mode, resources)
     warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
     t_issue = waves * blocks * warp_clocks / (SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
-    return Timing(max(t_flop, t_gmop, t_smop, t_issue), t_flop, t_gmop, t_smop, t_issue)
+    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)

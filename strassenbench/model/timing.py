@@ -1,18 +1,36 @@
 """Modeled time: what every formula of the model returns (strassenbench.model.perf for the SIMT kernels and
-whole implementations, strassenbench.model.tensor for the tensor-core kernels)."""
+whole implementations, strassenbench.model.tensor for the tensor-core kernels), and the three models that bound
+it by different terms:
+
+    paper   max(T_flop, T_gmop, T_smop)                       the paper's model alone (Sec. s:analysis)
+    issue   max(T_flop, T_gmop, T_smop, T_issue)              with the main loop's issue slots: the default
+    l2      max(T_flop, T_dram, T_l2, T_smop, T_issue)        and global traffic through the L2 for T_gmop
+
+T_issue, T_dram and T_l2 are this project's terms (strassenbench.model.issue, strassenbench.model.memory).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
-__all__ = ["Timing", "ZERO", "INFINITE"]
+from .files import DEFAULT_MODEL
+
+__all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded"]
+
+# The terms each model bounds a kernel's time by (Timing's fields)
+MODELS: dict[str, tuple[str, ...]] = {
+    "issue": ("t_flop", "t_gmop", "t_smop", "t_issue"),
+    "paper": ("t_flop", "t_gmop", "t_smop"),
+    "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue"),
+}
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Modeled seconds, with the three components summed over the kernels that make it up.
+    """Modeled seconds, with every model's components summed over the kernels that make it up.
 
-    One kernel takes max(T_flop, T_gmop, T_smop); kernels run one after another, so their seconds add.
+    One kernel takes the largest of its model's terms (MODELS); kernels run one after another, so their
+    seconds add. Every term is reported whichever model bounds the time.
     """
 
     seconds: float
@@ -20,23 +38,34 @@ class Timing:
     t_gmop: float
     t_smop: float
     t_issue: float = 0.0  # issue slots (strassenbench.model.issue): this project's term, not the paper's
+    t_dram: float = 0.0  # DRAM with a wave's reuse (strassenbench.model.memory): this project's
+    t_l2: float = 0.0  # every block's words through the L2 (strassenbench.model.memory): this project's
+    model: str = ""  # which of MODELS bounds ``seconds`` ("": ZERO or INFINITE, which any model may add)
 
     def __add__(self, other: "Timing") -> "Timing":
-        return Timing(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+        return Timing(*(a + b for a, b in zip(self.numbers(), other.numbers())), model=self.model or other.model)
 
     def __mul__(self, times: int) -> "Timing":
-        return Timing(*(a * times for a in self.astuple()))
+        return Timing(*(a * times for a in self.numbers()), model=self.model)
 
-    def astuple(self) -> tuple[float, float, float, float, float]:
-        return self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue
+    def numbers(self) -> tuple[float, ...]:
+        """Every field but ``model``, in order."""
+        return astuple(self)[:-1]
 
     @property
     def limiter(self) -> str:
-        """Which resource dominates: flop, gmop, smop or issue."""
-        parts = {"flop": self.t_flop, "gmop": self.t_gmop, "smop": self.t_smop, "issue": self.t_issue}
+        """Which term of its model dominates: flop, gmop, smop, issue, dram or l2."""
+        parts = {name.removeprefix("t_"): getattr(self, name) for name in MODELS[self.model or DEFAULT_MODEL]}
         return max(parts, key=parts.__getitem__)
+
+
+def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: float, t_dram: float,
+            t_l2: float) -> Timing:
+    """One kernel's Timing: every term, and its seconds the largest of ``model``'s terms."""
+    t = Timing(0.0, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, model)
+    return Timing(max(getattr(t, name) for name in MODELS[model]), *t.numbers()[1:], model=model)
 
 
 ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
 # A kernel that cannot run (no block fits an SM, or the GPU has no such unit).
-INFINITE = Timing(float("inf"), float("inf"), float("inf"), float("inf"), float("inf"))
+INFINITE = Timing(*(float("inf"),) * 7)

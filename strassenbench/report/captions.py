@@ -53,7 +53,10 @@ def _intro_comparison(drawn: Drawn, context: dict) -> str:
 def _model_square(drawn: Drawn, context: dict) -> str:
     solid = "measured (solid)" if drawn.solid else ""
     dashed = "the model's prediction (dashed)" if drawn.dashed else ""
-    parts = " and ".join(p for p in (solid, dashed) if p) or "nothing"
+    dotted = ("the model's with global traffic through the L2 (dotted: model l2, a floor; what the paper's "
+              "Sec. s:perf_discuss, 'Cache effects', finds its model missing for the Small strategy)")
+    dotted = dotted if drawn.dotted else ""
+    parts = ", ".join(p for p in (solid, dashed, dotted) if p) or "nothing"
     text = ("Figure fig:model_square: GEMM and direct 1- and 2-level Strassen (their 1, 7 or 49 products one "
             f"after another, without task parallelism) with the Huge and Small strategies: {parts}, Sec. "
             f"s:perf_predict, for {context['model']}. The paper draws both strategies in one plot with CUTLASS as "

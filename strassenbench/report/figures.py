@@ -50,11 +50,12 @@ class Drawn:
     dashed: bool
     marks: dict[str, list[str]] = field(default_factory=dict)
     panels: list[str] = field(default_factory=list)
+    dotted: bool = False
 
 
 def _describe(fig: plt.Figure, stem: str) -> Drawn:
     lines = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
-    solid = dashed = False
+    solid = dashed = dotted = False
     marks: dict[str, list[str]] = {}
     for ax in fig.axes:
         for line in ax.lines:
@@ -65,10 +66,12 @@ def _describe(fig: plt.Figure, stem: str) -> Drawn:
                 dashed = True
             elif line.get_linestyle() == "-":
                 solid = True
+            elif line.get_linestyle() == ":":
+                dotted = True
         for patch in ax.patches:  # bars
             if patch.get_gid():
                 marks.setdefault(patch.get_gid(), []).append(patch.get_label())
-    return Drawn(stem, [], lines, solid, dashed, marks, [ax.get_title() for ax in fig.axes])
+    return Drawn(stem, [], lines, solid, dashed, marks, [ax.get_title() for ax in fig.axes], dotted)
 
 
 def save(fig: plt.Figure, out: Path, stem: str) -> Drawn:
@@ -173,12 +176,14 @@ def label_of(impl: str, cpu: bool = False) -> str:
     return f"{label} [numpy stand-in]" if cpu else label
 
 
-def draw_line(ax: plt.Axes, part: pd.DataFrame, impl: str, y: str, label: str, dashed: bool = False) -> None:
-    """One implementation's curve in its palette colour: solid with markers (measured) or dashed (model)."""
+def draw_line(ax: plt.Axes, part: pd.DataFrame, impl: str, y: str, label: str, dashed: bool | str = False) -> None:
+    """One implementation's curve in its palette colour: solid with markers (measured) or dashed (model; or
+    the line style ``dashed`` names)."""
     part = part.sort_values("x")
     look = style(impl)
     if dashed:
-        ax.plot(part["x"], part[y], linestyle="--", color=look["color"], linewidth=1.2, label=label)
+        ax.plot(part["x"], part[y], linestyle="--" if dashed is True else dashed, color=look["color"], linewidth=1.2,
+                label=label)
     else:
         ax.plot(part["x"], part[y], linestyle="-", color=look["color"], marker=look["marker"], markersize=4,
                 label=label)

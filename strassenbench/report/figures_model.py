@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..model.files import DEFAULT_MODEL
 from ..sweeps import SWEEPS
 from . import figures
 from .analysis import ok_rows
@@ -25,9 +26,18 @@ LEFT_OUT = "left out"  # the gid of an implementation the model GPU cannot run (
 PREDICTED = ["gpu", "sweep", "x", "impl", "strategy", "time_s", "tflops"]  # what the figures read of predictions
 
 
+# fig:model_square's model curves: (line style, legend) per `model predict --model`: the model dashed, as in the
+# paper's figure, and with global traffic through the L2 (what the paper's Sec. s:perf_discuss, "Cache effects",
+# finds its model missing for the Small strategy) dotted.
+MODEL_LINES = {"issue": ("--", "model"), "l2": (":", "model with L2")}
+
+
 def _predictions(model: pd.DataFrame | None) -> pd.DataFrame:
-    """``model`` (rows of `model predict`), or no rows with its columns when the run's folder has none."""
-    return model if model is not None and not model.empty else pd.DataFrame(columns=PREDICTED)
+    """``model`` (rows of `model predict`; a file from before the ``model`` column is the default model's), or
+    no rows with its columns when the run's folder has none."""
+    if model is None or model.empty:
+        return pd.DataFrame(columns=[*PREDICTED, "model"])
+    return model if "model" in model else model.assign(model=DEFAULT_MODEL)
 
 # Figure fig:model_square's implementations: GEMM and direct 1- and 2-level Strassen, their products one after
 # another (scheme sequential); CUTLASS measured beside them where its kernel exists (Huge).
@@ -50,9 +60,11 @@ def fig_model_square(model: pd.DataFrame | None, measured: pd.DataFrame | None, 
             meas = mine[mine["impl"] == impl] if not mine.empty else mine
             if not meas.empty:
                 draw_line(ax, meas, impl, "tflops", f"{label_of(impl)} (measured)")
-            line = model[(model["strategy"] == strategy) & (model["impl"] == impl)]
-            if not line.empty:
-                draw_line(ax, line, impl, "tflops", f"{label_of(impl)} (model)", dashed=True)
+            lines = model[(model["strategy"] == strategy) & (model["impl"] == impl)]
+            for name, (look, what) in MODEL_LINES.items():
+                line = lines[lines["model"] == name]
+                if not line.empty:
+                    draw_line(ax, line, impl, "tflops", f"{label_of(impl)} ({what})", dashed=look)
         if mine.empty:
             ax.text(0.02, 0.02, "no measurement with this strategy in this run (model only)" if not model.empty
                     else "no measurement with this strategy and no model_strategies.csv in this run",

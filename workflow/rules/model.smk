@@ -33,7 +33,8 @@ rule model_predict:
 
 
 rule model_strategies:
-    """fig:model_square's curves: GEMM and direct 1- and 2-level Strassen with the Huge and Small strategies."""
+    """fig:model_square's curves: GEMM and direct 1- and 2-level Strassen with the Huge and Small strategies, by
+    the model and with global traffic through the L2 (what the paper's Sec. s:perf_discuss finds it missing)."""
     input:
         "build/resources.csv",
     output:
@@ -49,8 +50,8 @@ rule model_strategies:
         sizes=config["profiles"]["paper"]["sweeps"]["square"]["sizes"],
     shell:
         "strassenbench model predict --gpu {params.gpu:q} --sweep square --sizes {params.sizes:q} "
-        "--impl gemm,strassen1,strassen2-direct --strategy Huge --strategy Small --resources {input:q} "
-        "--out {output:q} > {log:q} 2>&1"
+        "--impl gemm,strassen1,strassen2-direct --strategy Huge --strategy Small --model issue --model l2 "
+        "--resources {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule model_speedup:
