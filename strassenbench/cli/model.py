@@ -82,7 +82,7 @@ def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources
 
 def _tables_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_help: str) -> None:
     """model spec, speedup, occupancy and issue-bounds: the model's tables the report reads."""
-    p = msub.add_parser("spec", help="the model's GPU parameters (tau_flop, tau_gmop, tau_smop, TF32 peak)")
+    p = msub.add_parser("spec", help="the model's GPU parameters (tau_flop, tau_gmop, tau_smop, TF32 peak, tau_l2)")
     p.add_argument("--gpu", choices=gpus, action="append", required=True, help="repeat for several GPUs")
     p = msub.add_parser("speedup", help="where each implementation of `model predict`'s CSVs overtakes the GEMM, "
                                         "per sweep, and its largest speedup")
