@@ -72,7 +72,7 @@ def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources
     p.add_argument("--strategy", type=types.any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
                    action="append", help="repeat for several (rows of each); default best, per point")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--model", choices=list(MODELS), action="append",
+    p.add_argument("--model", type=types.any_case(list(MODELS)), choices=list(MODELS), action="append",
                    help=f"repeat for several (rows of each): {DEFAULT_MODEL} (default: the paper's model with the "
                         "main loop's issue slots), paper (the paper's model alone, Sec. s:analysis) or l2 (issue, "
                         "with global traffic through the L2 in place of T_gmop)")

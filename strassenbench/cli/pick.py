@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the folders that measured this GPU give measured times")
     p.add_argument("--resources", metavar="FILE", help="kernel resources for occupancy (default "
                    "build/resources.csv when it exists, else the register formula)")
-    p.add_argument("--model", choices=list(MODELS), default=DEFAULT_MODEL,
+    p.add_argument("--model", type=types.any_case(list(MODELS)), choices=list(MODELS), default=DEFAULT_MODEL,
                    help=f"the model of the predictions (default {DEFAULT_MODEL}; l2: global traffic through the L2 "
                         "in place of the paper's T_gmop, docs/pick.md)")
     p.add_argument("--format", choices=("csv", "markdown"), default="markdown")

@@ -8,19 +8,24 @@ effects"). On an H100 the term is beaten outright: the measured strassen1-tf32 a
 resident at once read the same operand panels at about the same k, and the L2 serves all but the first read:
 
     T_l2   = tiles sizeof N_gmop / tau_l2                      every block's words, through the L2
-    T_dram = sizeof D / DRAM bandwidth                         the words a wave reads first, from DRAM
+    T_dram = sizeof D / tau_gmop                               the words a wave reads first, from DRAM
     D      = sum over waves (rows_w W_A m_S + cols_w W_B n_S) k  +  tiles W_C m_S n_S
 
 A wave is #SM x active blocks consecutive blocks in launch order (blockIdx.x over the n_S-wide block columns,
 then blockIdx.y over the m_S-tall block rows, as kernels/strassen.cuh numbers them); rows_w and cols_w are the
-block rows and block columns it touches, each of whose W_A (W_B) operand panels it reads once. Assumed: a wave's
-blocks move through k together, so a slice read by one is still in the L2 when the others read it, and nothing
-stays from one wave to the next (D is at most the paper's count).
+block rows and block columns it touches, each of whose W_A (W_B) operand panels it reads once. DRAM keeps the
+paper's tau_gmop (its bandwidth with the read-only cache's 20%), so that D <= the paper's count makes
+T_dram <= T_gmop. Assumed: a wave's blocks move through k together, so a slice read by one is still in the L2
+when the others read it.
 
-That is the best case, a floor rather than a central prediction: blocks drift apart in k, and an L2 holds only
-so many slices of a wave's panels. The H100's measured 2-level direct Strassen (W up to 4) took only 6 to 7% more
-than the paper's T_gmop (square n = 10,240; panel n = 12,288 and 16,384), where this floor is 2.7x lower. So the default model keeps the
-paper's T_gmop, and model "l2" (T_dram and T_l2 in its place) bounds what reuse in the L2 can buy.
+Model "l2" is the optimistic side of the L2, not a strict floor: blocks drift apart in k, and an L2 holds only so
+many slices of a wave's panels. It also leaves out reuse it could have (nothing stays in the L2 from one wave or
+launch to the next, even a B that would fit) and, as the paper, counts C once though an accumulating write-back
+reads and writes it. The H100's measured 2-level direct Strassen (W up to 4) took only 6 to 7% more than the
+paper's T_gmop (square n = 10,240; panel n = 12,288 and 16,384), 2.7x model l2's global traffic time: there the
+reuse did not happen. So the default model keeps the paper's T_gmop, and model "l2" (T_dram and T_l2 in its
+place) shows what reuse in the L2 can buy. The references' passes over DRAM (operand sums, distributing
+products) read each element once, with nothing to reuse, and stay at DRAM bandwidth in every model.
 
 tau_l2 is the L2's read bandwidth: bytes per clock (gpus.L2_BYTES_PER_CLOCK) x the boost clock: 10.1 TB/s on an
 H100 SXM at 1,980 MHz, by the A100's 5,120 B/clk, an assumption for Hopper. Every number here is a prediction.
@@ -66,4 +71,4 @@ def global_times(spec: GPUSpec, m: int, n: int, m_S: int, n_S: int, kk: int, w: 
     tiles_m, tiles_n = -(-m // m_S), -(-n // n_S)
     loaded = tiles_m * tiles_n * itemsize * n_gmop
     dram = itemsize * dram_words(tiles_m, tiles_n, resident, w, m_S, n_S, kk)
-    return loaded / spec.tau_gmop, dram / spec.dram_bandwidth, loaded / spec.tau_l2
+    return loaded / spec.tau_gmop, dram / spec.tau_gmop, loaded / spec.tau_l2

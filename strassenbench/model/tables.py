@@ -81,7 +81,7 @@ def speedup_rows(predictions: pd.DataFrame, baseline: str = "gemm") -> pd.DataFr
     if twice.any():
         row = predictions[twice].iloc[0]
         raise ModelError(f"the predictions hold {row['impl']} at {row['sweep']} x = {row['x']} twice (one "
-                              "strategy per point: `model predict --strategy best`)")
+                         "strategy and one model per point: `model predict --strategy best` with one --model)")
     rows = []
     for (gpu, sweep, dtype), part in predictions.groupby(keys, sort=False):
         if baseline not in set(part["impl"]):

@@ -11,9 +11,9 @@ T_issue, T_dram and T_l2 are this project's terms (strassenbench.model.issue, st
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
-from .files import DEFAULT_MODEL
+from .files import DEFAULT_MODEL, ModelError
 
 __all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded"]
 
@@ -43,14 +43,17 @@ class Timing:
     model: str = ""  # which of MODELS bounds ``seconds`` ("": ZERO or INFINITE, which any model may add)
 
     def __add__(self, other: "Timing") -> "Timing":
+        if self.model and other.model and self.model != other.model:
+            raise ValueError(f"a time by model {self.model} added to one by model {other.model}")
         return Timing(*(a + b for a, b in zip(self.numbers(), other.numbers())), model=self.model or other.model)
 
     def __mul__(self, times: int) -> "Timing":
         return Timing(*(a * times for a in self.numbers()), model=self.model)
 
     def numbers(self) -> tuple[float, ...]:
-        """Every field but ``model``, in order."""
-        return astuple(self)[:-1]
+        """Every field but ``model``, in order (spelled out: dataclasses.astuple copies, and the model adds
+        Timings millions of times for one `pick` table)."""
+        return self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue, self.t_dram, self.t_l2
 
     @property
     def limiter(self) -> str:
@@ -61,9 +64,13 @@ class Timing:
 
 def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: float, t_dram: float,
             t_l2: float) -> Timing:
-    """One kernel's Timing: every term, and its seconds the largest of ``model``'s terms."""
-    t = Timing(0.0, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, model)
-    return Timing(max(getattr(t, name) for name in MODELS[model]), *t.numbers()[1:], model=model)
+    """One kernel's Timing: every term, and its seconds the largest of ``model``'s terms (ModelError for a
+    model that is not one of MODELS)."""
+    if model not in MODELS:
+        raise ModelError(f"no model {model!r} (choose from {', '.join(MODELS)})")
+    terms = {"t_flop": t_flop, "t_gmop": t_gmop, "t_smop": t_smop, "t_issue": t_issue, "t_dram": t_dram,
+             "t_l2": t_l2}
+    return Timing(max(terms[name] for name in MODELS[model]), **terms, model=model)
 
 
 ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)

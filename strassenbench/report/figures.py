@@ -62,7 +62,7 @@ def _describe(fig: plt.Figure, stem: str) -> Drawn:
             gid = line.get_gid()
             if gid:
                 marks.setdefault(gid, []).append(line.get_label())
-            elif line.get_linestyle() == "--":
+            elif line.get_linestyle() in ("--", "-."):  # a model's (-.: the paper's alone, beside another)
                 dashed = True
             elif line.get_linestyle() == "-":
                 solid = True

@@ -27,9 +27,9 @@ PREDICTED = ["gpu", "sweep", "x", "impl", "strategy", "time_s", "tflops"]  # wha
 
 
 # fig:model_square's model curves: (line style, legend) per `model predict --model`: the model dashed, as in the
-# paper's figure, and with global traffic through the L2 (what the paper's Sec. s:perf_discuss, "Cache effects",
-# finds its model missing for the Small strategy) dotted.
-MODEL_LINES = {"issue": ("--", "model"), "l2": (":", "model with L2")}
+# paper's figure, with global traffic through the L2 (what the paper's Sec. s:perf_discuss, "Cache effects",
+# finds its model missing for the Small strategy) dotted, and the paper's alone dash-dotted where a file has it.
+MODEL_LINES = {"issue": ("--", "model"), "l2": (":", "model with L2"), "paper": ("-.", "paper's model")}
 
 
 def _predictions(model: pd.DataFrame | None) -> pd.DataFrame:
