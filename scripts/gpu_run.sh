@@ -16,8 +16,8 @@
 # to commit. On sm_80 and later it also builds the tensor-core kernels (TcHuge for the sweeps, TcSmall for the
 # gpu tests, and CUTLASS's 3xTF32 SGEMM), times them in the same sweep and writes the accuracy table (accuracy.csv,
 # float32 and float64); it builds the FP64 tensor-core kernels (DmmaSmall, DmmaLarge, DmmaHuge, CUTLASS's DMMA
-# DGEMM) too, which the gpu tests and the accuracy table run (the float64 sweep of the DMMA implementations is the
-# workflow's tensorcore profile).
+# DGEMM) too, which the gpu tests and the accuracy table run, and times them in float64 into the same square.csv
+# beside cuBLAS's DGEMM and our SIMT GEMM (timed alike: by graph where the float32 rows were).
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds), and a failed step does not stop the ones
 # after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
@@ -76,6 +76,13 @@ fi
 step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
 step square $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
   --impl "$IMPLS" --strategy Huge --scheme atomic --max-time "$MAX_TIME" --no-progress --out "$DATA/square.csv"
+if [ ${#TENSOR[@]} -gt 0 ]; then  # float64 beside them (fig_dmma_square): cuBLAS's DGEMM, SIMT and DMMA kernels
+  DMMA=cublas,gemm,gemm-dmma,strassen1-dmma,strassen2-dmma
+  [ -f "$BUILD/libsb_cutlassdmma_$ARCH.so" ] && DMMA=$DMMA,cutlass-dmma
+  step dmma $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
+    --impl "$DMMA" --dtype float64 --strategy Huge --scheme atomic --max-time "$MAX_TIME" --no-progress \
+    --out "$DATA/square.csv"
+fi
 # the test files that hold gpu tests, named, so that the other files' extras (Snakemake, SLURM) are not needed
 GPU_TESTS=$(grep -l "pytest.mark.gpu" tests/test_*.py)
 step tests bash -c '"$1" -m pytest -q -m gpu -p no:cacheprovider --gpu-build "$2" "${@:4}" > "$3" 2>&1; rc=$?
@@ -93,7 +100,9 @@ if [ -f "$DATA/square.csv" ]; then
 import sys
 from strassenbench.results import read_results
 frame = read_results(f"{sys.argv[1]}/square.csv", "bench")
-print(frame.pivot_table(index="x", columns="impl", values="tflops").round(2).to_string())
+for dtype, part in frame.groupby("dtype"):  # cuBLAS and our GEMM are timed in both
+    print(dtype)
+    print(part.pivot_table(index="x", columns="impl", values="tflops").round(2).to_string())
 print(frame[["status", "timing"]].value_counts().to_string())
 EOF
 fi

@@ -306,8 +306,14 @@ def test_a_bench_sweep_through_the_runner_times_every_row_alike(cpu_device, sim_
     assert set(frame["timing"]) == {"graph"} and (frame["blocking_timeouts"] == 0).all()
     assert (frame["memory_check"] == "ok").all(), frame[["impl", "extra_bytes", "measured_extra_bytes"]]
     assert (tmp_path / "square.samples.jsonl").is_file() and (tmp_path / "system.json").is_file()
-    # Resuming into these rows with the other method is refused: a sweep is timed alike.
+    # Resuming into these rows with the other method is refused: a sweep is timed alike. Auto times by graph
+    # points that alone would be blocking (cuBLAS in float64 here, as gpu_run.sh's DMMA step adds them).
     assert main([*argv, "--timing", "blocking"]) == 2
+    assert main([*argv[:4], "cublas", "--dtype", "float64", "--sizes", "40,57", "--out", str(out),
+                 *argv[argv.index("--build-dir"):]]) == 0
+    frame = pd.read_csv(out, keep_default_na=False)
+    assert len(frame) == 2 * len(single) + 2 and set(frame["timing"]) == {"graph"}
+    assert (frame[frame["dtype"] == "float64"]["status"] == "ok").all()
     fits = tmp_path / "fits.csv"  # GEMM, 1-level Strassen and the 1-level reference fit: blocking
     assert main([*argv[:4], "cublas,gemm,strassen1,strassen1-ref", "--sizes", "40", "--out", str(fits),
                  *argv[argv.index("--build-dir"):]]) == 0

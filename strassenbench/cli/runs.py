@@ -288,7 +288,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
     """The GPU timing method of this sweep (strassenbench.bench.queue.choose_timing: ``auto`` is blocking
-    unless a call queues more than the blocking kernel may hold), said once when auto chose graph."""
+    unless a call queues more than the blocking kernel may hold, or ``--out`` holds rows timed by graph: a
+    sweep's rows are timed alike, and graph times any point), said once when auto chose graph."""
     from ..bench.queue import choose_timing
     from ..bench.runner import queue_points
 
@@ -298,9 +299,24 @@ def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
         choice = choose_timing(args.timing, (call for p in points for call in queue_points(p)))
     except (ValueError, ImplError, FusedError) as err:
         raise UsageError(str(err)) from None
+    if choice.method == "blocking" and args.timing in (None, "auto") and "graph" in _timings_of(args.out):
+        print(f"strassenbench: timing by graph: {args.out} holds rows timed by graph, and a sweep's rows are "
+              "timed alike", file=sys.stderr)
+        return "graph"
     if choice.reason:
         print(f"strassenbench: {choice.reason}", file=sys.stderr)
     return choice.method
+
+
+def _timings_of(out: str) -> set[str]:
+    """How the rows of an earlier run's ``out`` were timed; nothing for a file that is not there or not a
+    results file (the run refuses that one itself)."""
+    from ..results import ResultsError, read_results, timing_modes
+
+    try:
+        return timing_modes(read_results(out, "bench")) if Path(out).is_file() else set()
+    except (OSError, ResultsError):
+        return set()
 
 
 def _memlimit(args: argparse.Namespace) -> int:
