@@ -106,7 +106,7 @@ def test_model_square_has_cutlass_and_direct_strassen_measured_solid_and_model_d
             l2 = curves[f"{label} (model with L2)"]
             assert measured.get_linestyle() == "-" and model.get_linestyle() == "--" and l2.get_linestyle() == ":"
             assert to_hex(measured.get_color()) == to_hex(model.get_color()) == style(impl)["color"]
-            assert (l2.get_ydata() >= model.get_ydata() - 1e-9).all()  # a floor under the time: never slower
+            assert (l2.get_ydata() >= model.get_ydata() - 1e-9).all()  # l2 never predicts a kernel slower
     direct, small_curves = get_impl("strassen2-direct").label, _curves(small)
     assert (small_curves[f"{direct} (model with L2)"].get_ydata() > small_curves[f"{direct} (model)"].get_ydata()).any()
     assert "CUTLASS (measured)" in _curves(huge) and "CUTLASS (measured)" not in _curves(small)

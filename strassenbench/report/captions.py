@@ -53,7 +53,7 @@ def _intro_comparison(drawn: Drawn, context: dict) -> str:
 def _model_square(drawn: Drawn, context: dict) -> str:
     solid = "measured (solid)" if drawn.solid else ""
     dashed = "the model's prediction (dashed)" if drawn.dashed else ""
-    dotted = ("the model's with global traffic through the L2 (dotted: model l2, a floor; what the paper's "
+    dotted = ("the model's with global traffic through the L2 (dotted: model l2, the optimistic side; what the paper's "
               "Sec. s:perf_discuss, 'Cache effects', finds its model missing for the Small strategy)")
     dotted = dotted if drawn.dotted else ""
     parts = ", ".join(p for p in (solid, dashed, dotted) if p) or "nothing"
