@@ -341,3 +341,18 @@ def test_a_dtype_an_implementation_does_not_compute_is_no_point_of_it(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["strassenbench: error: strassen1-dmma computes float64 only, not float32"]
     assert not refused.exists()
+
+
+def test_auto_timing_reads_a_sweep_cut_short_by_an_interruption(tmp_path) -> None:  # noqa: ANN001
+    """bench's auto timing follows the graph-timed rows of its --out even when the last row was cut short (the
+    run resumes that point), and finds nothing in a file that is not a results file."""
+    from pathlib import Path
+
+    from strassenbench.cli.runs import _timings_of
+
+    text = (Path(__file__).resolve().parents[1] / "data" / "nvidia-h100-80gb-hbm3" / "square.csv").read_text()
+    cut = tmp_path / "square.csv"
+    cut.write_text(text[: text.rindex("\n", 0, len(text) - 1) + 40])  # the last row cut after 40 characters
+    assert _timings_of(str(cut)) == {"graph"}
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert _timings_of(str(tmp_path / "other.csv")) == set() and _timings_of(str(tmp_path / "none.csv")) == set()

@@ -309,12 +309,12 @@ def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
 
 
 def _timings_of(out: str) -> set[str]:
-    """How the rows of an earlier run's ``out`` were timed; nothing for a file that is not there or not a
-    results file (the run refuses that one itself)."""
+    """How the rows of an earlier run's ``out`` were timed (a last row cut short by an interruption left out, as
+    the run resumes it); nothing for a file that is not there or not a results file (the run refuses that one)."""
     from ..results import ResultsError, read_results, timing_modes
 
     try:
-        return timing_modes(read_results(out, "bench")) if Path(out).is_file() else set()
+        return timing_modes(read_results(out, "bench", on_cut=lambda line: None)) if Path(out).is_file() else set()
     except (OSError, ResultsError):
         return set()
 
