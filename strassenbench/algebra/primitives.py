@@ -143,14 +143,17 @@ def variant_of(algorithm: str, levels: int) -> dict[str, int]:
 
 
 @lru_cache(maxsize=None)
-def variant_counts(algorithm: str, levels: int) -> dict[tuple[int, int, int], int]:
+def variant_counts(algorithm: str, levels: int, ordered: bool = False) -> dict[tuple[int, int, int], int]:
     """(W_A, W_B, W_C) -> how many products of the ``levels``-level algorithm have these operand counts, what
     ``variants`` groups, without forming the products: a product of several levels is the Kronecker product of
-    one product per level (Sec. s:multilevel), so its terms on each side are the product of theirs."""
+    one product per level (Sec. s:multilevel), so its terms on each side are the product of theirs. Sorted by
+    the counts, or with ``ordered`` by each variant's first product (the order the atomic scheme launches them,
+    strassenbench.fused.launch)."""
     counts = np.ones((1, 3), dtype=np.int64)
     for name in level_names(algorithm, levels):
         alg = get_algorithm(name)
         rows = np.stack([np.count_nonzero(M, axis=1) for M in (alg.U, alg.V, alg.W)], axis=1)
         counts = (counts[:, None, :] * rows[None, :, :]).reshape(-1, 3)
-    found, times = np.unique(counts, axis=0, return_counts=True)
-    return {(int(a), int(b), int(c)): int(t) for (a, b, c), t in zip(found, times)}
+    found, first, times = np.unique(counts, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable") if ordered else range(len(found))
+    return {(int(found[i][0]), int(found[i][1]), int(found[i][2])): int(times[i]) for i in order}

@@ -15,6 +15,7 @@ from ..model.gpus import SPECS, GPUSpec, get_gpu
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.predict import crossover, predict
 from ..model.timing import DEFAULT_MODEL, MODELS
+from ..options import SCHEMES
 from ..strategies import STRATEGIES
 from ..sweeps import PAPER_SIZES, SWEEPS, parse_sizes
 from . import types
@@ -76,6 +77,9 @@ def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources
                    help=f"repeat for several (rows of each): {DEFAULT_MODEL} (default: the paper's model with the "
                         "main loop's issue slots), paper (the paper's model alone, Sec. s:analysis) or l2 (issue, "
                         "with global traffic through the L2 in place of T_gmop)")
+    p.add_argument("--scheme", type=types.any_case(list(SCHEMES)), choices=list(SCHEMES), action="append",
+                   help="repeat for several (rows of each): how the fused products run (paper, Sec. s:task): "
+                        "sequential (default: one after another, as the paper's model), streams or atomic")
     p.add_argument("--resources", metavar="FILE", help=resources_help)
     p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
 
@@ -127,8 +131,9 @@ def _predict(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
     resources = _resources(args)
     frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources,
-                               model)
+                               model, scheme)
                        for model in dict.fromkeys(args.model or [DEFAULT_MODEL])
+                       for scheme in dict.fromkeys(args.scheme or ["sequential"])
                        for strategy in dict.fromkeys(args.strategy or ["best"])], ignore_index=True)
     write_table(frame, "csv", args.out)
     if args.out:

@@ -56,9 +56,10 @@ DEFAULT_MODEL = "issue"
 PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and strategy)
     "model predictions", ("gpu", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "impl", "strategy", "time_s",
                           "tflops"),
-    ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s"),
+    ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s",
+                           "t_stream_s"),
     ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy",
-     "model"))
+     "model", "scheme"))
 SPEEDUP = Kind(  # `model speedup`: where each implementation of predictions overtakes the GEMM, per sweep
     "model speedup", ("gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at"),
     ("at",), ("first", "stable", "max_speedup"), ("gpu", "source", "sweep", "dtype", "impl", "baseline"))

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..algebra.levels import grid_dims
-from ..algebra.primitives import primitives, variant_counts
+from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
 from ..occupancy import blocks_per_sm
 from ..strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
@@ -43,8 +43,9 @@ from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
 from .memory import global_times
-from .tensor import tensor_kernel_time
-from .timing import DEFAULT_MODEL, INFINITE, ZERO, Timing, bounded
+from .tensor import tensor_kernel_load
+from .schemes import Load, alone, scheme_time
+from .timing import DEFAULT_MODEL, Timing
 
 __all__ = [
     "Counts",
@@ -55,6 +56,7 @@ __all__ = [
     "block_counts",
     "registers",
     "active_blocks",
+    "kernel_load",
     "kernel_time",
     "impl_time",
     "load_resources",
@@ -133,30 +135,43 @@ def active_blocks(
     return blocks_per_sm(spec.limits, s.threads, regs, s.smem_bytes(ITEMSIZE[dtype])), "register formula"
 
 
-def kernel_time(
+def kernel_load(
     spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
-    slice_counts: tuple[float, float] | None = None, model: str = DEFAULT_MODEL,
-) -> Timing:
-    """Modeled time of one kernel (one product of variant ``w``) on an m x k x n problem: the largest of
-    ``model``'s terms (timing.MODELS; ``slice_counts``: the main loop's instructions and FP-pipe instructions per
-    thread and k_S slice for T_issue; default: issue.default_slice_counts)."""
+    slice_counts: tuple[float, float] | None = None,
+) -> Load | None:
+    """One kernel's launch (one product of variant ``w``) on an m x k x n problem, as the schemes' model takes it
+    (strassenbench.model.schemes.Load; None when no block fits an SM): the paper's per-block counts and this
+    project's issue clocks (``slice_counts``: the main loop's instructions and FP-pipe instructions per thread
+    and k_S slice for T_issue; default: issue.default_slice_counts)."""
     if active < 1:
-        return INFINITE
+        return None
     size = ITEMSIZE[dtype]
     c = block_counts(s, w, k)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
     blocks = spec.sm_count * active
-    waves = math.ceil(tiles / blocks)
-    t_flop = waves * blocks * c.n_flop / spec.tau_flop(dtype)
     kk = math.ceil(k / s.k_S) * s.k_S
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, c.n_gmop, blocks, size)
-    t_smop = waves * size * blocks * c.n_smop / spec.tau_smop
     instructions, fp_ops = slice_counts or issue.default_slice_counts(s, w, dtype)
     cores = spec.fp32_cores_per_sm if dtype == "float32" else spec.fp64_cores_per_sm
     clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
     warp_clocks = (s.threads // 32) * math.ceil(k / s.k_S) * clocks  # per block
-    t_issue = waves * blocks * warp_clocks / (issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
-    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)
+    return Load(tiles, blocks, (c.n_flop, size * c.n_smop, warp_clocks),
+                (spec.tau_flop(dtype), spec.tau_smop, issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
+                (t_gmop, t_dram, t_l2))
+
+
+def kernel_time(
+    spec: GPUSpec, s: Strategy, w: tuple[int, int, int], m: int, k: int, n: int, dtype: str, active: int,
+    slice_counts: tuple[float, float] | None = None, model: str = DEFAULT_MODEL,
+) -> Timing:
+    """Modeled time of one kernel (one product of variant ``w``) alone on an m x k x n problem: the largest of
+    ``model``'s terms (timing.MODELS) over ceil(tiles / #blocks) waves:
+
+        T_flop  = waves #blocks N_flop / tau_flop               Eq. (eqn:t_flop)
+        T_smop  = waves sizeof #blocks N_smop / tau_smop        Eq. (eqn:t_smop)
+        T_issue = waves #blocks warps slices clocks / (4 #SM clock rate)   (strassenbench.model.issue)
+    """
+    return alone(model, kernel_load(spec, s, w, m, k, n, dtype, active, slice_counts))
 
 
 def _half(d: int, levels: int) -> int:
@@ -187,9 +202,12 @@ def impl_time(
     dtype: str,
     resources: pd.DataFrame | None = None,
     model: str = DEFAULT_MODEL,
+    scheme: str = "sequential",
+    streams: int | None = None,
 ) -> Timing:
     """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes), by
-    ``model`` (timing.MODELS)."""
+    ``model`` (timing.MODELS), its fused products run by ``scheme`` on ``streams`` streams (None: the scheme's
+    default; strassenbench.model.schemes)."""
     ref_levels, fused_levels, algorithm = modeled(impl)
     mode = _tensor_mode(impl)
     if ref_levels:
@@ -197,25 +215,24 @@ def impl_time(
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
         words_a, words_b, words_c = _reference_words()
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
-        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, model)
+        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, model, scheme, streams)
         return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0, extra, model=model)
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
-    total = ZERO
     gm, gk, gn = grid_dims(algorithm, fused_levels)
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
-    for w, count in variant_counts(algorithm, fused_levels).items():
+
+    def load_of(w: tuple[int, int, int]) -> Load | None:
         kernel = kernel_counts(w)
         if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
             family = DMMA_STRATEGIES if mode == DMMA_MODE else TENSOR_STRATEGIES
             tensor = family[tensor_counterpart(s.name, mode == DMMA_MODE)]
-            t = tensor_kernel_time(spec, tensor, kernel, sm, sk, sn, mode, resources, model)
-            total = total + t * count
-            continue
+            return tensor_kernel_load(spec, tensor, kernel, sm, sk, sn, mode, resources)
         active, _ = active_blocks(spec, s, kernel, dtype, resources)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
-        total = total + kernel_time(spec, s, w, sm, sk, sn, dtype, active, counts, model) * count
-    return total
+        return kernel_load(spec, s, w, sm, sk, sn, dtype, active, counts)
+
+    return scheme_time(model, algorithm, fused_levels, scheme, streams, dtype, load_of)
 
 
 def _tensor_mode(impl: str) -> str:
@@ -229,10 +246,11 @@ def _tensor_mode(impl: str) -> str:
 
 def best_strategy(
     spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
-    model: str = DEFAULT_MODEL,
+    model: str = DEFAULT_MODEL, scheme: str = "sequential",
 ) -> tuple[str, Timing]:
     """The fastest of the six strategies for this point (the paper picked the best per point)."""
-    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources, model) for name, s in STRATEGIES.items()}
+    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources, model, scheme)
+             for name, s in STRATEGIES.items()}
     name = min(timed, key=lambda key: timed[key].seconds)
     return name, timed[name]
 

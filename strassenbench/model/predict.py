@@ -23,27 +23,29 @@ def predict(
     dtype: str = "float32",
     resources: pd.DataFrame | None = None,
     model: str = DEFAULT_MODEL,
+    scheme: str = "sequential",
 ) -> pd.DataFrame:
     """One row per (impl, size): modeled time and effective TFLOPS by ``model`` (strassenbench.model.timing:
-    paper, issue or l2; its name in the ``model`` column)."""
+    paper, issue or l2; its name in the ``model`` column), the fused products run by ``scheme``
+    (strassenbench.model.schemes; in the ``scheme`` column)."""
     rows = []
     for impl in impls:
         for x in sizes:
             m, k, n = shape(sweep, x)
             if strategy == "best":
-                name, t = best_strategy(spec, impl, m, k, n, dtype, resources, model)
+                name, t = best_strategy(spec, impl, m, k, n, dtype, resources, model, scheme)
             else:
                 chosen = STRATEGIES[strategy]
-                name, t = strategy, impl_time(spec, impl, chosen, m, k, n, dtype, resources, model)
+                name, t = strategy, impl_time(spec, impl, chosen, m, k, n, dtype, resources, model, scheme)
             _, occupancy_source = active_blocks(spec, STRATEGIES[name], (1, 1, 1), dtype, resources)
             rows.append({
                 "gpu": spec.name, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
                 "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
-                "t_dram_s": t.t_dram, "t_l2_s": t.t_l2,
+                "t_dram_s": t.t_dram, "t_l2_s": t.t_l2, "t_stream_s": t.t_stream,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
-                "model": model,
+                "model": model, "scheme": scheme,
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)

@@ -27,10 +27,11 @@ from ..strategies import DMMA_MODE, DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS, per_table
 from .memory import global_times
-from .timing import DEFAULT_MODEL, INFINITE, Timing, bounded
+from .schemes import Load, alone
+from .timing import DEFAULT_MODEL, Timing
 
 __all__ = ["PARTS", "tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
-           "tensor_kernel_time"]
+           "tensor_kernel_load", "tensor_kernel_time"]
 
 PARTS = {"1xtf32": 1, "3xtf32": 2, DMMA_MODE: 1}
 _HMMA = {"1xtf32": 1, "3xtf32": 3}  # mma.m16n8k8 per 16 x 8 x 8 tile and k-step
@@ -110,25 +111,30 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
     return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes(4, parts)), "register count"
 
 
-def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
-                       n: int, mode: str, resources: pd.DataFrame | None = None,
-                       model: str = DEFAULT_MODEL) -> Timing:
-    """Modeled time of one tensor-core kernel (one product of variant ``w``) on an m x k x n problem: TF32 (a
-    TensorStrategy) or DMMA (a DmmaStrategy, float64: 8-byte elements)."""
+def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
+                       n: int, mode: str, resources: pd.DataFrame | None = None) -> Load | None:
+    """One tensor-core kernel's launch (one product of variant ``w``) on an m x k x n problem, as the schemes'
+    model takes it (strassenbench.model.schemes.Load; None when no block fits or the GPU has no such unit):
+    TF32 (a TensorStrategy) or DMMA (a DmmaStrategy, float64: 8-byte elements)."""
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
     if active < 1 or spec.tau_tensor(mode) <= 0:
-        return INFINITE
+        return None
     parts, kk, itemsize = PARTS[mode], math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
     blocks = spec.sm_count * active
-    waves = math.ceil(tiles / blocks)
     n_flop = 2 * s.m_S * s.n_S * kk
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
-    t_flop = waves * blocks * n_flop / spec.tau_tensor(mode)
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
-    t_smop = waves * blocks * itemsize * n_smop / spec.tau_smop
     per_slice = _slice_instructions(spec.arch, s, w, mode, resources)
     warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
-    t_issue = waves * blocks * warp_clocks / (SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz)
-    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)
+    return Load(tiles, blocks, (n_flop, itemsize * n_smop, warp_clocks),
+                (spec.tau_tensor(mode), spec.tau_smop, SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
+                (t_gmop, t_dram, t_l2))
+
+
+def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
+                       n: int, mode: str, resources: pd.DataFrame | None = None,
+                       model: str = DEFAULT_MODEL) -> Timing:
+    """Modeled time of one tensor-core kernel alone (one product of variant ``w``) on an m x k x n problem."""
+    return alone(model, tensor_kernel_load(spec, s, w, m, k, n, mode, resources))

@@ -6,7 +6,9 @@ it by different terms:
     issue   max(T_flop, T_gmop, T_smop, T_issue)              with the main loop's issue slots: the default
     l2      max(T_flop, T_dram, T_l2, T_smop, T_issue)        and global traffic through the L2 for T_gmop
 
-T_issue, T_dram and T_l2 are this project's terms (strassenbench.model.issue, strassenbench.model.memory).
+and, in every model, T_stream: a stage of concurrent launches takes at least its longest stream's launches one
+after another (strassenbench.model.schemes; 0 for a launch alone).
+T_issue, T_dram, T_l2 and T_stream are this project's terms (strassenbench.model.issue, .memory, .schemes).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ __all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded"]
 
 # The terms each model bounds a kernel's time by (Timing's fields)
 MODELS: dict[str, tuple[str, ...]] = {
-    "issue": ("t_flop", "t_gmop", "t_smop", "t_issue"),
-    "paper": ("t_flop", "t_gmop", "t_smop"),
-    "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue"),
+    "issue": ("t_flop", "t_gmop", "t_smop", "t_issue", "t_stream"),
+    "paper": ("t_flop", "t_gmop", "t_smop", "t_stream"),
+    "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue", "t_stream"),
 }
 
 
@@ -40,6 +42,7 @@ class Timing:
     t_issue: float = 0.0  # issue slots (strassenbench.model.issue): this project's term, not the paper's
     t_dram: float = 0.0  # DRAM with a wave's reuse (strassenbench.model.memory): this project's
     t_l2: float = 0.0  # every block's words through the L2 (strassenbench.model.memory): this project's
+    t_stream: float = 0.0  # a stage's longest stream, its launches each alone (strassenbench.model.schemes)
     model: str = ""  # which of MODELS bounds ``seconds`` ("": ZERO or INFINITE, which any model may add)
 
     def __add__(self, other: "Timing") -> "Timing":
@@ -53,26 +56,27 @@ class Timing:
     def numbers(self) -> tuple[float, ...]:
         """Every field but ``model``, in order (spelled out: dataclasses.astuple copies, and the model adds
         Timings millions of times for one `pick` table)."""
-        return self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue, self.t_dram, self.t_l2
+        return (self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue, self.t_dram, self.t_l2,
+                self.t_stream)
 
     @property
     def limiter(self) -> str:
-        """Which term of its model dominates: flop, gmop, smop, issue, dram or l2."""
+        """Which term of its model dominates: flop, gmop, smop, issue, dram, l2 or stream."""
         parts = {name.removeprefix("t_"): getattr(self, name) for name in MODELS[self.model or DEFAULT_MODEL]}
         return max(parts, key=parts.__getitem__)
 
 
 def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: float, t_dram: float,
-            t_l2: float) -> Timing:
-    """One kernel's Timing: every term, and its seconds the largest of ``model``'s terms (ModelError for a
-    model that is not one of MODELS)."""
+            t_l2: float, t_stream: float = 0.0) -> Timing:
+    """One kernel's or stage's Timing: every term, and its seconds the largest of ``model``'s terms (ModelError
+    for a model that is not one of MODELS). ``t_stream``: a stage's longest stream (0 for one launch alone)."""
     if model not in MODELS:
         raise ModelError(f"no model {model!r} (choose from {', '.join(MODELS)})")
     terms = {"t_flop": t_flop, "t_gmop": t_gmop, "t_smop": t_smop, "t_issue": t_issue, "t_dram": t_dram,
-             "t_l2": t_l2}
+             "t_l2": t_l2, "t_stream": t_stream}
     return Timing(max(terms[name] for name in MODELS[model]), **terms, model=model)
 
 
 ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
 # A kernel that cannot run (no block fits an SM, or the GPU has no such unit).
-INFINITE = Timing(*(float("inf"),) * 7)
+INFINITE = Timing(*(float("inf"),) * 8)

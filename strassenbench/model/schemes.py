@@ -1,0 +1,115 @@
+"""Task parallelism in the model: the time of the paper's three schemes (Sec. s:task), which its model leaves out
+(Sec. s:analysis: "We also do not consider the impacts of the task parallelism"). This project's extension.
+
+A launch is a Load: its blocks, how many of them run at once (#SM x active blocks per SM), each wave-rounded
+term's cost of one block (N_flop / tau_flop, sizeof N_smop / tau_smop, its warps' issue clocks over the GPU's
+issue rate) and the launch's global traffic (T_gmop, T_dram, T_l2). Alone, a launch takes the paper's terms:
+ceil(blocks / resident) waves of ``resident`` blocks (Eqs. eqn:t_flop, eqn:t_smop). Launches on concurrent
+streams share the SMs: together their blocks fill U = sum_i blocks_i / resident_i of a wave, rounded up to whole
+waves, and each stage takes
+
+    T_X      = ceil(U) / U  sum_i blocks_i c_X,i       X = flop, smop, issue (c: one block's cost)
+    T_Y      = sum_i T_Y,i                             Y = gmop, dram, l2 (concurrent products read their own panels)
+    T_stream = the longest stream: its launches one after another, each as if alone
+
+and its time is the largest of its model's terms and T_stream (a stream runs its launches in order, none faster
+than alone). Stages run one after another. The schemes' stages, as strassenbench.fused.launch runs them:
+
+    sequential  one launch per product, each a stage of its own: the paper's model, unchanged
+    streams     the stages and streams of strassenbench.algebra.schedule, one launch per product
+    atomic      one stage; one launch per variant (blockIdx.z the product, at most Z products in a launch, more
+                take several on its stream), the variants dealt to the streams in product order
+
+Assumed: every product writes something (a fringe's empty products are launched as full ones); concurrent
+launches overlap perfectly within the stage (no launch gaps, no tail of one launch left idle); the atomic
+write-back's atomicAdd costs what a store costs (its W_C m_S n_S words, as N_gmop counts them); beta = 1 (the
+sweeps' value: no scale launch). Every number is a prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from ..algebra.primitives import variant_counts
+from ..algebra.schedule import schedule
+from ..fused.instances import kernel_counts, max_batch
+from ..options import SCHEMES, check_scheme
+from .timing import INFINITE, ZERO, Timing, bounded
+
+__all__ = ["Load", "alone", "stage_time", "scheme_time", "SCHEMES"]
+
+
+@dataclass(frozen=True)
+class Load:
+    """One launch: ``blocks`` thread blocks, ``resident`` at once on the GPU; for each wave-rounded term (flop,
+    smop, issue) one block's work and the rate it runs at GPU-wide (T = waves resident work / rate, as the paper
+    writes Eq. eqn:t_flop); and the launch's global traffic terms (gmop, dram, l2) in seconds."""
+
+    blocks: int
+    resident: int
+    work: tuple[float, float, float]
+    rates: tuple[float, float, float]
+    traffic: tuple[float, float, float]
+
+    def batched(self, products: int) -> "Load":
+        """The launch of ``products`` products of this one in a batch (blockIdx.z): their blocks and traffic."""
+        return replace(self, blocks=self.blocks * products, traffic=tuple(t * products for t in self.traffic))
+
+
+def alone(model: str, load: Load | None) -> Timing:
+    """The time of one launch with the GPU to itself: ceil(blocks / resident) full waves (INFINITE for None, a
+    kernel that cannot run)."""
+    if load is None:
+        return INFINITE
+    waves = math.ceil(load.blocks / load.resident)
+    t_flop, t_smop, t_issue = (waves * load.resident * w / r for w, r in zip(load.work, load.rates))
+    t_gmop, t_dram, t_l2 = load.traffic
+    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)
+
+
+def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
+    """One stage: ``lanes`` (streams) of launches, the streams concurrent, the launches of a stream in order."""
+    loads = [load for lane in lanes for load in lane if load is not None]
+    if len(loads) < sum(map(len, lanes)):
+        return INFINITE
+    if len(loads) == 1:
+        return alone(model, loads[0])
+    waves = sum((Fraction(load.blocks, load.resident) for load in loads), Fraction(0))
+    fill = math.ceil(waves) / waves
+    t_flop, t_smop, t_issue = (fill * sum(load.blocks * load.work[i] / load.rates[i] for load in loads)
+                               for i in range(3))
+    t_gmop, t_dram, t_l2 = (sum(load.traffic[i] for load in loads) for i in range(3))
+    t_stream = max(sum(alone(model, load).seconds for load in lane) for lane in lanes)
+    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream)
+
+
+def _batches(load: Load | None, products: int, batch: int) -> list[Load | None]:
+    """A variant's launches on its stream: ``products`` products, at most ``batch`` (Z) to a launch."""
+    if load is None:
+        return [None]
+    return [load.batched(min(batch, products - first)) for first in range(0, products, max(batch, 1))]
+
+
+def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str,
+                load_of) -> Timing:  # noqa: ANN001 - (W_A, W_B, W_C) -> Load | None
+    """The time of the ``levels``-level ``algorithm``'s products run by ``scheme`` on ``streams`` streams (None:
+    the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C)."""
+    streams = check_scheme(scheme, streams)
+    counts = variant_counts(algorithm, levels)
+    if scheme == "sequential":
+        total = ZERO
+        for w, count in counts.items():
+            total = total + alone(model, load_of(w)) * count
+        return total
+    if scheme == "atomic":
+        lanes: list[list[Load | None]] = [[] for _ in range(min(streams, len(counts)))]
+        for i, w in enumerate(variant_counts(algorithm, levels, ordered=True)):
+            batch = max_batch(dtype, sum(kernel_counts(w)))
+            lanes[i % len(lanes)] += _batches(load_of(w), counts[w], batch)
+        return stage_time(model, lanes)
+    total = ZERO
+    for stage in schedule(algorithm, levels, streams).stages:
+        total = total + stage_time(model, [[load_of(p.counts) for p in lane] for lane in stage.streams])
+    return total
