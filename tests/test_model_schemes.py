@@ -1,0 +1,164 @@
+"""The model of the paper's task-parallel schemes (strassenbench.model.schemes): a launch alone is the paper's
+kernel time, concurrent launches share the waves, a stage takes at least its longest stream, the sequential
+scheme is the earlier model, and on the H100's measured sweeps (all timed with the atomic scheme) the atomic
+model predicts Strassen's speedup over the GEMM far closer than the sequential one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from strassenbench.algebra.primitives import primitives, variant_counts
+from strassenbench.cli import main
+from strassenbench.model.files import PREDICTIONS, read_model
+from strassenbench.model.gpus import SPECS
+from strassenbench.fused.instances import kernel_counts
+from strassenbench.model.perf import active_blocks, impl_time, kernel_load, kernel_time, load_resources
+from strassenbench.model.schemes import Load, _batches, alone, stage_time
+from strassenbench.model.timing import INFINITE
+from strassenbench.strategies import STRATEGIES
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_DATA = ROOT / "data" / "nvidia-h100-80gb-hbm3"
+HUGE = STRATEGIES["Huge"]
+H100 = SPECS["H100"]
+
+
+def _load(blocks: int, resident: int, work: float = 1.0) -> Load:
+    return Load(blocks, resident, (work, 2 * work, 0.5 * work), (1.0, 1.0, 1.0), (0.25, 0.125, 0.5))
+
+
+def test_a_launch_alone_is_the_papers_kernel_time() -> None:
+    for spec in SPECS.values():
+        for m, k, n in ((512, 512, 512), (1000, 3000, 700), (4096, 4096, 4096)):
+            for w in ((1, 1, 1), (2, 2, 2), (4, 1, 4)):
+                for model in ("paper", "issue", "l2"):
+                    expected = kernel_time(spec, HUGE, w, m, k, n, "float32", 2, None, model)
+                    assert alone(model, kernel_load(spec, HUGE, w, m, k, n, "float32", 2)) == expected
+                    assert expected.t_stream == 0.0
+    assert kernel_load(H100, HUGE, (1, 1, 1), 64, 64, 64, "float32", 0) is None
+    assert alone("issue", None) == INFINITE
+
+
+def test_concurrent_launches_share_whole_waves() -> None:
+    # 100 + 100 blocks, 132 at once: together 200 / 132 of a wave, rounded to 2 waves; each alone takes 1 wave
+    a = _load(100, 132)
+    both = stage_time("paper", [[a], [a]])
+    assert both.t_flop == pytest.approx(2 * 132 * 1.0)  # 2 full waves of 132 blocks
+    assert both.t_flop == pytest.approx(alone("paper", a.batched(2)).t_flop)  # as one batch of both
+    assert both.t_gmop == pytest.approx(2 * 0.25) and both.t_l2 == pytest.approx(2 * 0.5)
+    assert both.t_stream == alone("paper", a).seconds  # each stream holds one launch
+    # 66 blocks at 1 per SM beside 132 at 2 per SM fill exactly one wave: no rounding
+    half, full = _load(66, 132, 3.0), _load(132, 264, 1.0)
+    mixed = stage_time("paper", [[half], [full]])
+    assert mixed.t_flop == pytest.approx(66 * 3.0 + 132 * 1.0)
+    # one stream of both: its launches one after another, each alone
+    serial = stage_time("paper", [[half, full]])
+    assert serial.t_stream == pytest.approx(alone("paper", half).seconds + alone("paper", full).seconds)
+    assert serial.seconds == serial.t_stream and serial.limiter == "stream"
+    assert stage_time("paper", [[a], [None]]) == INFINITE
+
+
+def test_batches_past_z_take_several_launches_on_their_stream() -> None:
+    one = _load(10, 1000)
+    lanes = _batches(one, 45, 20)
+    assert [load.blocks for load in lanes] == [200, 200, 50]
+
+
+def test_variants_in_the_order_of_their_first_product() -> None:
+    for algorithm, levels in (("strassen", 1), ("strassen", 2), ("grey322-11-50", 1), ("strassen+grey322-11-50", 2)):
+        seen: list[tuple[int, int, int]] = []
+        for p in primitives(algorithm, levels):
+            if p.counts not in seen:
+                seen.append(p.counts)
+        assert list(variant_counts(algorithm, levels, ordered=True)) == seen
+        assert variant_counts(algorithm, levels, ordered=True) == variant_counts(algorithm, levels)
+
+
+def test_sequential_is_the_sum_of_every_product_alone() -> None:
+    for impl, levels in (("strassen1", 1), ("strassen2-direct", 2)):
+        for n in (1024, 3000, 8192):
+            half = math.ceil(n / 2**levels)
+            expected = 0.0
+            for w, count in variant_counts("strassen", levels).items():
+                active, _ = active_blocks(H100, HUGE, kernel_counts(w), "float32")
+                expected += kernel_time(H100, HUGE, w, half, half, half, "float32", active).seconds * count
+            got = impl_time(H100, impl, HUGE, n, n, n, "float32")
+            assert got == impl_time(H100, impl, HUGE, n, n, n, "float32", scheme="sequential")
+            assert got.seconds == pytest.approx(expected, rel=1e-12) and got.t_stream == 0.0
+
+
+@pytest.mark.parametrize("gpu", sorted(SPECS))
+def test_concurrency_never_slower_and_the_same_when_every_product_fills_the_gpu(gpu: str) -> None:
+    spec = SPECS[gpu]
+    for impl in ("strassen1", "strassen2-direct", "strassen2-hybrid", "grey322-11-50x1"):
+        for n in (512, 1024, 1536, 2048, 4096, 8192, 16384):
+            sequential = impl_time(spec, impl, HUGE, n, n, n, "float32").seconds
+            for scheme in ("streams", "atomic"):
+                assert impl_time(spec, impl, HUGE, n, n, n, "float32", scheme=scheme).seconds <= sequential * (
+                    1 + 1e-12), (gpu, impl, n, scheme)
+    # at 20,480 each of 1-level Strassen's products is many waves: sharing them saves under 3%
+    big = 20480
+    sequential = impl_time(spec, "strassen1", HUGE, big, big, big, "float32").seconds
+    atomic = impl_time(spec, "strassen1", HUGE, big, big, big, "float32", scheme="atomic").seconds
+    assert atomic >= 0.97 * sequential
+
+
+def test_atomic_at_small_sizes_one_wave_of_every_product() -> None:
+    # H100, 1,024: each of the 7 products is 16 Huge blocks, 112 together, under one wave of 132: one wave of
+    # k = 512 against the GEMM's one wave of k = 1,024. Four variants on four streams, one launch each.
+    n = 1024
+    atomic = impl_time(H100, "strassen1", HUGE, n, n, n, "float32", scheme="atomic")
+    gemm = impl_time(H100, "gemm", HUGE, n, n, n, "float32")
+    assert 1.5 < gemm.seconds / atomic.seconds < 2.1
+    one_stream = impl_time(H100, "strassen1", HUGE, n, n, n, "float32", scheme="atomic", streams=1)
+    assert one_stream.limiter == "stream" and one_stream.seconds == pytest.approx(4 * atomic.seconds, rel=0.1)
+
+
+def _speedup_errors(frame: pd.DataFrame, resources: pd.DataFrame, scheme: str) -> list[float]:
+    """|log(predicted / measured)| of each fused implementation's speedup over our GEMM, per measured point."""
+    errors = []
+    timed = frame.pivot_table(index=["m", "k", "n"], columns="impl", values="time_min_s", aggfunc="min")
+    for (m, k, n), row in timed.iterrows():
+        gemm = impl_time(H100, "gemm", HUGE, m, k, n, "float32", resources).seconds
+        for impl in ("strassen1", "strassen2-direct", "strassen2-hybrid"):
+            if pd.notna(row.get(impl)):
+                predicted = gemm / impl_time(H100, impl, HUGE, m, k, n, "float32", resources, scheme=scheme).seconds
+                errors.append(abs(math.log(predicted / (row["gemm"] / row[impl]))))
+    return errors
+
+
+def test_the_atomic_model_predicts_the_h100_sweeps_speedups_closer() -> None:
+    """Every fused point of the committed H100 square and rank-k sweeps ran the atomic scheme (Huge); against
+    it, the sequential model's error in the speedup over GEMM is large at small sizes (it runs 7 or 49 products
+    of one wave each one after another), and the atomic model's is less than half of it."""
+    resources = load_resources(H100_DATA / "resources_sm_90.csv")
+    for sweep in ("square", "rankk"):
+        frame = pd.read_csv(H100_DATA / f"{sweep}.csv")
+        frame = frame[(frame["status"] == "ok") & (frame["dtype"] == "float32")]
+        fused = frame[frame["impl"].isin(["strassen1", "strassen2-direct", "strassen2-hybrid"])]
+        assert set(fused["scheme"]) == {"atomic"} and set(fused["strategy"]) == {"Huge"}
+        sequential = np.mean(_speedup_errors(frame, resources, "sequential"))
+        atomic = np.mean(_speedup_errors(frame, resources, "atomic"))
+        assert atomic < 0.5 * sequential, (sweep, sequential, atomic)
+        assert atomic < 0.25, (sweep, atomic)  # within about 28% on the mean
+
+
+def test_model_predict_takes_schemes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "model.csv"
+    assert main(["model", "predict", "--gpu", "H100", "--impl", "gemm,strassen1", "--sizes", "1024",
+                 "--strategy", "Huge", "--scheme", "Atomic", "--scheme", "sequential", "--out", str(out)]) == 0
+    frame = read_model(out, PREDICTIONS)
+    assert sorted(frame["scheme"]) == ["atomic", "atomic", "sequential", "sequential"]
+    by = frame.set_index(["impl", "scheme"])
+    assert by.loc[("strassen1", "atomic"), "time_s"] < by.loc[("strassen1", "sequential"), "time_s"]
+    assert by.loc[("strassen1", "atomic"), "t_stream_s"] > 0 == by.loc[("strassen1", "sequential"), "t_stream_s"]
+    assert by.loc[("gemm", "atomic"), "time_s"] == by.loc[("gemm", "sequential"), "time_s"]
+    capsys.readouterr()
+    assert main(["model", "predict", "--gpu", "H100", "--scheme", "batched", "--out", str(out)]) == 2
+    assert "--scheme: invalid choice: 'batched'" in capsys.readouterr().err
+    assert read_model(out, PREDICTIONS).equals(frame)
