@@ -162,3 +162,36 @@ def test_model_predict_takes_schemes(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["model", "predict", "--gpu", "H100", "--scheme", "batched", "--out", str(out)]) == 2
     assert "--scheme: invalid choice: 'batched'" in capsys.readouterr().err
     assert read_model(out, PREDICTIONS).equals(frame)
+
+
+def test_the_sweeps_figure_says_which_scheme_its_predictions_ran(tmp_path: Path) -> None:
+    from strassenbench.model.predict import predict
+    from strassenbench.report.captions import caption
+    from strassenbench.report.figures_model import fig_model_sweeps
+
+    context = {"device": "d", "model": "H100", "data": "data/x", "sources": [], "missing": ""}
+    atomic = predict(H100, ["gemm", "strassen1"], "square", [1024, 2048], "Huge", scheme="atomic")
+    text = caption(fig_model_sweeps(atomic, tmp_path, "H100"), context)
+    assert "run by the atomic scheme" in text
+    older = atomic.drop(columns="scheme")  # a file from before the column: the sequential model
+    assert "one after another (sequential)" in caption(fig_model_sweeps(older, tmp_path, "H100"), context)
+    hostile = atomic.assign(scheme="<script>alert(1)</script>")  # a value from someone's results folder
+    assert "script" not in caption(fig_model_sweeps(hostile, tmp_path, "H100"), context)
+
+
+def test_pick_ranks_by_the_scheme_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from strassenbench.model.pick import rank
+
+    names = ["cublas", "gemm", "strassen1", "strassen2-direct"]
+    sequential = {c.impl: c.seconds for c in rank(H100, 1024, 1024, 1024, names=names)}
+    atomic = {c.impl: c.seconds for c in rank(H100, 1024, 1024, 1024, names=names, scheme="atomic")}
+    assert sequential["gemm"] == atomic["gemm"] and sequential["cublas"] == atomic["cublas"]
+    assert sequential["strassen1"] > sequential["gemm"] > atomic["strassen1"]
+    out = tmp_path / "pick.csv"
+    assert main(["pick", "--gpu", "H100", "--m", "1024", "--n", "1024", "--k", "1024", "--data", str(tmp_path),
+                 "--scheme", "ATOMIC", "--top", "300", "--format", "csv", "--out", str(out)]) == 0
+    assert "scheme atomic" in capsys.readouterr().err
+    picked = pd.read_csv(out).set_index("impl")
+    assert picked.loc["strassen1", "time_s"] == pytest.approx(atomic["strassen1"], rel=1e-3)
+    assert main(["pick", "--gpu", "H100", "--m", "8", "--n", "8", "--k", "8", "--scheme", "async"]) == 2
+    assert "--scheme: invalid choice: 'async'" in capsys.readouterr().err

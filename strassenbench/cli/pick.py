@@ -14,6 +14,7 @@ from ..io import write_table
 from ..model.gpus import SPECS
 from ..model.pick import measured_points, rank
 from ..model.timing import DEFAULT_MODEL, MODELS
+from ..options import SCHEMES
 from . import types
 from .checks import UsageError
 from .model import gpu_spec, resources_of
@@ -36,6 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=types.any_case(list(MODELS)), choices=list(MODELS), default=DEFAULT_MODEL,
                    help=f"the model of the predictions (default {DEFAULT_MODEL}; l2: global traffic through the L2 "
                         "in place of the paper's T_gmop, docs/pick.md)")
+    p.add_argument("--scheme", type=types.any_case(list(SCHEMES)), choices=list(SCHEMES), default="sequential",
+                   help="how the fused products run, as `bench --scheme` (default sequential: one after another, "
+                        "as the paper's model; streams or atomic share the GPU, docs/pick.md)")
     p.add_argument("--format", choices=("csv", "markdown"), default="markdown")
     p.add_argument("--out", metavar="FILE", help="write the table (atomically) instead of standard output")
     p.set_defaults(func=run)
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
     measured = measured_points(_folders(args.data), spec)
     ranked = rank(spec, args.m, args.k, args.n, args.dtype, resources_of(args.resources), measured,
-                  model=args.model)
+                  model=args.model, scheme=args.scheme)
     cublas = next(c for c in ranked if c.impl == "cublas")
     frame = pd.DataFrame([c.row(args.m, args.k, args.n, args.dtype, cublas.seconds) for c in ranked[: args.top]])
     frame.insert(0, "rank", range(1, len(frame) + 1))
@@ -63,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
         frame[column] = frame[column].round(digits)
     frame["error_bound"] = frame["error_bound"].map(lambda e: f"{e:.2e}")
     sources = {c.source for c in ranked}
-    what = (f"model predictions ({args.model})" if sources == {"model"} else
-            f"model predictions ({args.model}), and {len(sources - {'model'})} measured file(s) where they have "
-            "the point")
+    by = f"{args.model}, scheme {args.scheme}"
+    what = (f"model predictions ({by})" if sources == {"model"} else
+            f"model predictions ({by}), and {len(sources - {'model'})} measured file(s) where they have the point")
     footer = (f"{spec.name}, {args.m} x {args.k} x {args.n} (m x k x n), {args.dtype}: {len(ranked)} candidates, "
               f"{what}. cuBLAS and CUTLASS are predicted as the model's GEMM"
               f"{' (cuBLAS DGEMM as the DMMA GEMM: FP64 tensor cores)' if args.dtype == 'float64' and spec.fp64_tensor_flops > 0 else ''}"

@@ -7,8 +7,10 @@ The candidates: cuBLAS and CUTLASS; the paper's implementations; every catalogue
 and on top of one level of Strassen (``<name>+strassen``), where its fused kernels exist (each product's terms
 within a launch's parameters, strassenbench.fused.build.check_counts); and, in float32 on sm_80 and later, the
 tensor-core modes of the GEMM, of the paper's Strassen and of every algorithm at one level, with cuBLAS TF32 and
-CUTLASS 3xTF32; in float64 on sm_80 and later, the same on the FP64 tensor cores (``-dmma``). Each fused one at its best strategy (Small to Huge, or the tensor-core family). The model knows
-the sequential scheme only (one kernel after another): the streams and atomic schemes are not ranked.
+CUTLASS 3xTF32; in float64 on sm_80 and later, the same on the FP64 tensor cores (``-dmma``). Each fused one at
+its best strategy (Small to Huge, or the tensor-core family), its products run by one scheme (``scheme``:
+sequential by default, one kernel after another as the paper's model; streams or atomic,
+strassenbench.model.schemes).
 
 Assumptions, stated where the numbers are printed:
 - cuBLAS and CUTLASS have no formula of their own: they are predicted as the model's GEMM (the paper's premise,
@@ -110,9 +112,9 @@ def _as_modeled(spec: GPUSpec, impl: str, dtype: str) -> str:
     return _AS_MODELED.get(impl, impl)
 
 
-def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str,
-               resources: pd.DataFrame | None, model: str = DEFAULT_MODEL) -> tuple[str, float, str]:
-    strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources, model)
+def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None,
+               model: str = DEFAULT_MODEL, scheme: str = "sequential") -> tuple[str, float, str]:
+    strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources, model, scheme)
     if impl in _AS_MODELED:
         strategy = ""
     elif get_impl(impl).mode != "simt":  # the tensor-core kernels take the family's strategy in that one's role
@@ -151,14 +153,14 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
 
 def rank(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resources: pd.DataFrame | None = None,
          measured: pd.DataFrame | None = None, names: list[str] | None = None,
-         model: str = DEFAULT_MODEL) -> list[Choice]:
+         model: str = DEFAULT_MODEL, scheme: str = "sequential") -> list[Choice]:
     """Every candidate (or ``names``) for m x k x n on ``spec``, fastest first (module docstring), predicted by
-    ``model`` (strassenbench.model.timing.MODELS)."""
+    ``model`` (strassenbench.model.timing.MODELS), the fused ones' products run by ``scheme``."""
     if min(m, k, n) < 1:
         raise PickError(f"m, k and n must be positive, not {m} x {k} x {n}")
     found = []
     for impl in names if names is not None else candidates(dtype, spec.arch):
-        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources, model)
+        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources, model, scheme)
         source = "model"
         if measured is not None and not measured.empty:
             mine = measured[(measured["impl"] == impl) & (measured["m"] == m) & (measured["k"] == k)

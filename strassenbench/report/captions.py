@@ -72,8 +72,12 @@ def _model_sweeps(drawn: Drawn, context: dict) -> str:
     if not drawn.dashed:
         return ("The model's curves of the paper's three sweeps: no predictions in this run's folder "
                 "(`strassenbench model predict` writes them).")
-    return (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps; predictions "
-            "only, the crossovers are in the model crossover table.")
+    schemes = sorted({label.lstrip("_") for label in drawn.marks.get("scheme", [])})
+    run = (f", the fused products run by the {' and '.join(schemes)} scheme{'s' if len(schemes) > 1 else ''} "
+           "(paper, Sec. s:task; the paper's model knows only the products one after another, sequential)"
+           if schemes and schemes != ["sequential"] else ", the fused products one after another (sequential)")
+    return (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps{run}; "
+            "predictions only, the crossovers are in the model crossover table.")
 
 
 def _issue_bounds(drawn: Drawn, context: dict) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..model.files import DEFAULT_MODEL
+from ..options import SCHEMES
 from ..sweeps import SWEEPS
 from . import figures
 from .analysis import ok_rows
@@ -97,6 +98,9 @@ def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
     """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
     fig, axes, panels = _sweep_panels(model, 4.2)
     for ax, sweep, part in panels:
+        schemes = part["scheme"] if "scheme" in part else pd.Series(["sequential"] * len(part), dtype=object)
+        for scheme in (s for s in dict.fromkeys(schemes.fillna("sequential")) if s in SCHEMES):
+            ax.plot([], [], gid="scheme", label=f"_{scheme}")  # for the caption; '_': not in the legend
         for impl in dict.fromkeys(part["impl"]):
             line = part[part["impl"] == impl].sort_values("x")
             look = style(impl)

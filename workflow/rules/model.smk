@@ -11,6 +11,8 @@ MODEL_GPU_RESOURCES = dict(  # querying a GPU's attributes needs it
 
 
 rule model_predict:
+    """The sweeps' predictions, best strategy per point, their fused products run by the configured scheme (the
+    one the sweeps are timed with: strassenbench.model.schemes)."""
     input:
         "build/resources.csv",
     output:
@@ -25,11 +27,12 @@ rule model_predict:
         gpu=model_gpu,
         sizes=lambda wc: config["profiles"]["paper"]["sweeps"][wc.sweep]["sizes"],
         impls=model_impls(),
+        scheme=config["scheme"],
     wildcard_constraints:
         sweep="square|rankk|panel",
     shell:
         "strassenbench model predict --gpu {params.gpu:q} --sweep {wildcards.sweep:q} --sizes {params.sizes:q} "
-        "--impl {params.impls:q} --resources {input:q} --out {output:q} > {log:q} 2>&1"
+        "--impl {params.impls:q} --scheme {params.scheme:q} --resources {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule model_strategies:
