@@ -195,3 +195,23 @@ def test_pick_ranks_by_the_scheme_asked(tmp_path: Path, capsys: pytest.CaptureFi
     assert picked.loc["strassen1", "time_s"] == pytest.approx(atomic["strassen1"], rel=1e-3)
     assert main(["pick", "--gpu", "H100", "--m", "8", "--n", "8", "--k", "8", "--scheme", "async"]) == 2
     assert "--scheme: invalid choice: 'async'" in capsys.readouterr().err
+
+
+def test_model_speedup_carries_the_predictions_scheme(tmp_path: Path) -> None:
+    from strassenbench.model.files import SPEEDUP
+
+    atomic, sequential, out = tmp_path / "atomic.csv", tmp_path / "sequential.csv", tmp_path / "speedup.csv"
+    for path, scheme in ((atomic, "atomic"), (sequential, "sequential")):
+        assert main(["model", "predict", "--gpu", "V100", "--impl", "gemm,strassen1", "--sizes", "512:8192:512",
+                     "--scheme", scheme, "--out", str(path)]) == 0
+    old = pd.read_csv(sequential).drop(columns="scheme")  # a file from before the column
+    old.to_csv(sequential, index=False)
+    assert main(["model", "speedup", str(atomic), "--out", str(out)]) == 0
+    fast = read_model(out, SPEEDUP).iloc[0]
+    assert main(["model", "speedup", str(sequential), "--out", str(out)]) == 0
+    slow = read_model(out, SPEEDUP).iloc[0]
+    assert (fast["scheme"], slow["scheme"]) == ("atomic", "sequential")
+    assert fast["stable"] < slow["stable"]  # sharing the GPU moves the crossover down (V100: 2,048 against 7,168)
+    both = pd.concat([pd.read_csv(atomic), pd.read_csv(atomic).assign(scheme="sequential")])
+    both.to_csv(tmp_path / "both.csv", index=False)
+    assert main(["model", "speedup", str(tmp_path / "both.csv"), "--out", str(out)]) == 2

@@ -61,8 +61,10 @@ PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and st
     ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy",
      "model", "scheme"))
 SPEEDUP = Kind(  # `model speedup`: where each implementation of predictions overtakes the GEMM, per sweep
-    "model speedup", ("gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at"),
-    ("at",), ("first", "stable", "max_speedup"), ("gpu", "source", "sweep", "dtype", "impl", "baseline"))
+    "model speedup", ("gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at",
+                      "scheme"),
+    ("at",), ("first", "stable", "max_speedup"), ("gpu", "source", "sweep", "dtype", "impl", "baseline", "scheme"),
+    later=("scheme",))
 BOUNDS = Kind(  # `model bounds`: the blocking-parameter bounds
     "model bounds", ("bound", "scope", "value", "unit", "holds", "meaning", "source"), (), ("value",),
     ("bound", "scope", "unit", "holds", "meaning", "source"))

@@ -81,15 +81,19 @@ def speedup_rows(predictions: pd.DataFrame, baseline: str = "gemm") -> pd.DataFr
     if twice.any():
         row = predictions[twice].iloc[0]
         raise ModelError(f"the predictions hold {row['impl']} at {row['sweep']} x = {row['x']} twice (one "
-                         "strategy and one model per point: `model predict --strategy best` with one --model)")
+                         "strategy, model and scheme per point: `model predict --strategy best` with one --model "
+                         "and one --scheme)")
     rows = []
     for (gpu, sweep, dtype), part in predictions.groupby(keys, sort=False):
         if baseline not in set(part["impl"]):
             raise ModelError(f"the predictions of {gpu}, {sweep} ({dtype}) have no {baseline} to compare with")
         for impl in (i for i in dict.fromkeys(part["impl"]) if i != baseline):
             pair = part[part["impl"].isin([baseline, impl])]
+            scheme = pair["scheme"].dropna().iloc[-1] if "scheme" in pair and pair["scheme"].notna().any() \
+                else "sequential"  # predictions from before the column ran the products one after another
             rows.append({"gpu": gpu, "source": "model", "sweep": sweep, "dtype": dtype,
-                         **crossover(pair, impl, baseline)})
-    columns = ["gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at"]
+                         **crossover(pair, impl, baseline), "scheme": scheme})
+    columns = ["gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at",
+               "scheme"]
     frame = pd.DataFrame(rows, columns=columns)
     return frame.astype({"first": "Int64", "stable": "Int64"})

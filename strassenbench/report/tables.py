@@ -161,7 +161,8 @@ def _model_crossover(run: dict) -> pd.DataFrame | None:
     """The model's crossovers of 1-level, 2-level hybrid and 2-level direct Strassen over the GEMM, per sweep
     (model_speedup.csv)."""
     rows = [{"sweep": sweep, "impl": impl, "baseline": cross["baseline"], "gpu": cross["gpu"],
-             "source": "model (prediction)", **{k: cross[k] for k in ("first", "stable", "max_speedup", "at")}}
+             "source": "model (prediction)", **{k: cross[k] for k in ("first", "stable", "max_speedup", "at")},
+             "scheme": cross["scheme"] if pd.notna(cross.get("scheme")) else "sequential"}
             for sweep in SWEEPS for impl in CROSSOVER_IMPLS if (cross := _speedup(run, sweep, impl))]
     return pd.DataFrame(rows) if rows else None
 
