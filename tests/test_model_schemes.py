@@ -215,3 +215,22 @@ def test_model_speedup_carries_the_predictions_scheme(tmp_path: Path) -> None:
     both = pd.concat([pd.read_csv(atomic), pd.read_csv(atomic).assign(scheme="sequential")])
     both.to_csv(tmp_path / "both.csv", index=False)
     assert main(["model", "speedup", str(tmp_path / "both.csv"), "--out", str(out)]) == 2
+
+
+def test_model_winners_takes_a_scheme_and_the_figure_says_it(tmp_path: Path) -> None:
+    from strassenbench.model.files import WINNERS
+    from strassenbench.report.captions import caption
+    from strassenbench.report.winners import fig_winners
+
+    out = tmp_path / "winners.csv"
+    context = {"device": "d", "model": "V100", "data": "data/x", "sources": [], "missing": ""}
+    texts = {}
+    for scheme in ("sequential", "atomic"):
+        assert main(["model", "winners", "--gpu", "V100", "--sweep", "square", "--sizes", "1024,4096",
+                     "--scheme", scheme, "--out", str(out)]) == 0
+        winners = read_model(out, WINNERS)
+        assert set(winners["scheme"]) == {scheme}
+        texts[scheme] = caption(fig_winners(winners, pd.DataFrame(), tmp_path, winners["gpu"].iloc[0], "d", True),
+                                context)
+    assert "run by the atomic scheme" in texts["atomic"] and "one after another" in texts["sequential"]
+    assert main(["model", "winners", "--gpu", "V100", "--scheme", "streams", "--out", str(out)]) == 2

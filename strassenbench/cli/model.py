@@ -13,6 +13,7 @@ from ..io import write_table
 from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec, get_gpu
 from ..model.perf import MODELED_IMPLS, load_resources
+from ..model.pick import PICK_SCHEMES
 from ..model.predict import crossover, predict
 from ..model.timing import DEFAULT_MODEL, MODELS
 from ..options import SCHEMES
@@ -46,6 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep", choices=sorted(SWEEPS), action="append", help="repeat; default all three")
     p.add_argument("--sizes", type=types.sizes, default=parse_sizes("1024:20480:1024"))
     p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--scheme", type=types.any_case(list(PICK_SCHEMES)), choices=list(PICK_SCHEMES),
+                   default="sequential", help="how the fused candidates' products run, as `pick --scheme`")
     p.add_argument("--resources", metavar="FILE", help=resources_help)
     p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
 
@@ -147,7 +150,7 @@ def _winners(args: argparse.Namespace) -> int:
 
     resources = _resources(args)
     rows = [row for name in dict.fromkeys(args.gpu) for sweep in (args.sweep or SWEEPS)
-            for row in winner_rows(gpu_spec(name), name, sweep, args.sizes, args.dtype, resources)]
+            for row in winner_rows(gpu_spec(name), name, sweep, args.sizes, args.dtype, resources, args.scheme)]
     write_table(pd.DataFrame(rows), "csv", args.out)
     if args.out:
         print(f"{len(rows)} winners (model, not a measurement) -> {args.out}", file=sys.stderr)

@@ -12,15 +12,13 @@ import pandas as pd
 from ..gemm import DTYPES
 from ..io import write_table
 from ..model.gpus import SPECS
-from ..model.pick import measured_points, rank
+from ..model.pick import PICK_SCHEMES, measured_points, rank
 from ..model.timing import DEFAULT_MODEL, MODELS
 from . import types
 from .checks import UsageError
 from .model import gpu_spec, resources_of
 
-__all__ = ["add_parser", "run", "PICK_SCHEMES"]
-
-PICK_SCHEMES = ("sequential", "atomic")  # the schemes pick ranks by (strassenbench.model.schemes)
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +36,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=types.any_case(list(MODELS)), choices=list(MODELS), default=DEFAULT_MODEL,
                    help=f"the model of the predictions (default {DEFAULT_MODEL}; l2: global traffic through the L2 "
                         "in place of the paper's T_gmop, docs/pick.md)")
-    # streams is not among the choices: its schedules of every 2-level catalogue algorithm (hundreds of products
-    # each, strassenbench.algebra.schedule) take a minute to build for one ranking; `model predict` takes it
     p.add_argument("--scheme", type=types.any_case(list(PICK_SCHEMES)), choices=list(PICK_SCHEMES),
                    default="sequential", help="how the fused products run, as `bench --scheme` (default sequential: "
                    "one after another, as the paper's model; atomic: concurrent launches share the GPU, docs/pick.md)")

@@ -82,9 +82,10 @@ SPEC = Kind(  # `model spec`: the GPU parameters of the model (the paper's tab:n
     ("key", "gpu", "arch", "source"), later=("tau_l2",))
 WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, per GPU model
     "model winners", ("gpu", "key", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "precision", "impl",
-                      "time_s", "cublas_s", "speedup_vs_cublas"),
+                      "time_s", "cublas_s", "speedup_vs_cublas", "scheme"),
     ("x", "m", "n", "k"), ("time_s", "cublas_s", "speedup_vs_cublas"),
-    ("gpu", "key", "arch", "source", "sweep", "dtype", "precision", "impl", "strategy", "limiter"))
+    ("gpu", "key", "arch", "source", "sweep", "dtype", "precision", "impl", "strategy", "limiter", "scheme"),
+    later=("scheme",))
 
 # Every model file of a run's folder, by name: the three sweeps' predictions (best strategy per point), the
 # strategies figure's (Huge and Small), the crossovers read from the sweeps', bounds, issue bounds, occupancy

@@ -47,7 +47,7 @@ from .perf import best_strategy, effective_tflops
 from .timing import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
-           "auto_spec", "resolve", "WINNER_MODES", "winner_rows"]
+           "auto_spec", "resolve", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
 AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
@@ -55,6 +55,9 @@ AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strasse
 _AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32",
                "cutlass-dmma": "gemm-dmma"}
 _PAPER = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
+# The schemes pick ranks by (strassenbench.model.schemes). Not streams: its schedules of every 2-level catalogue
+# algorithm (hundreds of products each, strassenbench.algebra.schedule) take a minute to build for one ranking.
+PICK_SCHEMES = ("sequential", "atomic")
 
 
 class PickError(ValueError):
@@ -224,13 +227,14 @@ WINNER_MODES = ("simt", "3xtf32", "1xtf32")
 
 
 def winner_rows(spec: GPUSpec, key: str, sweep: str, sizes: list[int], dtype: str = "float32",
-                resources: pd.DataFrame | None = None) -> list[dict[str, object]]:
+                resources: pd.DataFrame | None = None, scheme: str = "sequential") -> list[dict[str, object]]:
     """`model winners`: per size of ``sweep`` (the paper's fixed sides: k = 4,096 for rank-k, m = n = 8,192 for
-    panel), pick's first in each precision mode the GPU has, with its predicted speedup over cuBLAS."""
+    panel), pick's first in each precision mode the GPU has, with its predicted speedup over cuBLAS, the fused
+    candidates' products run by ``scheme``."""
     rows = []
     for x in sizes:
         m, k, n = shape(sweep, x)
-        ranked = rank(spec, m, k, n, dtype, resources)
+        ranked = rank(spec, m, k, n, dtype, resources, scheme=scheme)
         cublas = next(c for c in ranked if c.impl == "cublas").seconds
         for mode in WINNER_MODES:
             best = next((c for c in ranked if get_impl(c.impl).mode == mode), None)
@@ -239,5 +243,5 @@ def winner_rows(spec: GPUSpec, key: str, sweep: str, sizes: list[int], dtype: st
             rows.append({"gpu": spec.name, "key": key, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
                          "m": m, "n": n, "k": k, "dtype": dtype, "precision": mode, "impl": best.impl,
                          "strategy": best.strategy, "time_s": best.seconds, "cublas_s": cublas,
-                         "speedup_vs_cublas": cublas / best.seconds, "limiter": best.limiter})
+                         "speedup_vs_cublas": cublas / best.seconds, "limiter": best.limiter, "scheme": scheme})
     return rows

@@ -68,15 +68,20 @@ def _model_square(drawn: Drawn, context: dict) -> str:
     return text
 
 
+def _schemes(drawn: Drawn) -> str:
+    """How the predictions' fused products ran (the figure's "scheme" marks): a clause of the caption."""
+    schemes = sorted({label.lstrip("_") for label in drawn.marks.get("scheme", [])})
+    if schemes and schemes != ["sequential"]:
+        return (f", the fused products run by the {' and '.join(schemes)} scheme{'s' if len(schemes) > 1 else ''} "
+                "(paper, Sec. s:task; the paper's model knows only the products one after another, sequential)")
+    return ", the fused products one after another (sequential)"
+
+
 def _model_sweeps(drawn: Drawn, context: dict) -> str:
     if not drawn.dashed:
         return ("The model's curves of the paper's three sweeps: no predictions in this run's folder "
                 "(`strassenbench model predict` writes them).")
-    schemes = sorted({label.lstrip("_") for label in drawn.marks.get("scheme", [])})
-    run = (f", the fused products run by the {' and '.join(schemes)} scheme{'s' if len(schemes) > 1 else ''} "
-           "(paper, Sec. s:task; the paper's model knows only the products one after another, sequential)"
-           if schemes and schemes != ["sequential"] else ", the fused products one after another (sequential)")
-    return (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps{run}; "
+    return (f"The model's predictions (dashed) for {context['model']} on the paper's three sweeps{_schemes(drawn)}; "
             "predictions only, the crossovers are in the model crossover table.")
 
 
@@ -105,8 +110,8 @@ def _algorithms(drawn: Drawn, context: dict) -> str:
 def _winners(drawn: Drawn, context: dict) -> str:
     shown = [name for name in ("float32", "3xTF32", "1xTF32") if any(f"model, {name} winners" == x for x in drawn.lines)]
     text = ("Which implementation wins at each size of the three sweeps (rank-k with k = 4,096, panel with m = n = "
-            f"8,192): pick's first by {context['model']}, its speedup over cuBLAS, each point in its winner's colour, "
-            "every algorithm of the catalogue at one and two levels among the candidates.")
+            f"8,192): pick's first by {context['model']}{_schemes(drawn)}, its speedup over cuBLAS, each point in its "
+            "winner's colour, every algorithm of the catalogue at one and two levels among the candidates.")
     if shown:
         text += f" Precision modes: {', '.join(shown)}; the model predicts cuBLAS and CUTLASS as our GEMM."
     if shown == ["float32"]:

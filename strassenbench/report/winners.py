@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..impls import get_impl
+from ..options import SCHEMES
 from ..sweeps import SWEEPS
 from . import figures
 from .analysis import ok_rows
@@ -61,6 +62,9 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
     mine = winners[winners["gpu"] == gpu] if winners is not None and not winners.empty else pd.DataFrame()
+    schemes = mine["scheme"].fillna("sequential") if "scheme" in mine else pd.Series(["sequential"] * len(mine))
+    for scheme in (s for s in dict.fromkeys(schemes) if s in SCHEMES):  # for the caption; '_': not in the legend
+        axes[0].plot([], [], gid="scheme", label=f"_{scheme}")
     measured = pd.DataFrame() if cpu else _measured_winners(sweeps)
     for ax, sweep in zip(axes, SWEEPS):
         part = mine[mine["sweep"] == sweep] if not mine.empty else mine
