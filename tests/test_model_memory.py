@@ -153,7 +153,7 @@ def test_cli_pick_names_its_model(tmp_path: Path, capsys: pytest.CaptureFixture)
                      "--data", str(empty), "--model", name, "--format", "csv"]) == 0
         captured = capsys.readouterr()
         first = captured.out.splitlines()[1].split(",")
-        assert f"model predictions ({name})" in captured.err
+        assert f"model predictions ({name}, scheme sequential)" in captured.err
         assert (first[1] == "strassen1-dmma") == (name == "l2")
     assert main(["pick", "--gpu", "H100", "--m", "8", "--n", "8", "--k", "8", "--model", "cache"]) == 2
     assert "--model: invalid choice: 'cache'" in capsys.readouterr().err

@@ -17,10 +17,14 @@ from strassenbench.cli import main
 from strassenbench.model.files import PREDICTIONS, read_model
 from strassenbench.model.gpus import SPECS
 from strassenbench.fused.instances import kernel_counts
-from strassenbench.model.perf import active_blocks, impl_time, kernel_load, kernel_time, load_resources
-from strassenbench.model.schemes import Load, _batches, alone, stage_time
+from strassenbench.fused.launch import plan_launches
+from strassenbench.model.issue import write_mode_table
+from strassenbench.model.perf import active_blocks, best_strategy, impl_time, kernel_load, kernel_time, load_resources
+from strassenbench.model.schemes import Load, alone, scheme_launches, stage_time
+from strassenbench.model.tensor import tensor_active_blocks
 from strassenbench.model.timing import INFINITE
-from strassenbench.strategies import STRATEGIES
+from strassenbench.plan import make_plan
+from strassenbench.strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_DATA = ROOT / "data" / "nvidia-h100-80gb-hbm3"
@@ -32,14 +36,21 @@ def _load(blocks: int, resident: int, work: float = 1.0) -> Load:
     return Load(blocks, resident, (work, 2 * work, 0.5 * work), (1.0, 1.0, 1.0), (0.25, 0.125, 0.5))
 
 
-def test_a_launch_alone_is_the_papers_kernel_time() -> None:
-    for spec in SPECS.values():
-        for m, k, n in ((512, 512, 512), (1000, 3000, 700), (4096, 4096, 4096)):
-            for w in ((1, 1, 1), (2, 2, 2), (4, 1, 4)):
-                for model in ("paper", "issue", "l2"):
-                    expected = kernel_time(spec, HUGE, w, m, k, n, "float32", 2, None, model)
-                    assert alone(model, kernel_load(spec, HUGE, w, m, k, n, "float32", 2)) == expected
-                    assert expected.t_stream == 0.0
+# Predictions at 0bbab2b, before the schemes: (impl, n, model, best strategy, seconds) on the H100 with its
+# committed resources.csv. The sequential scheme, the default, must give them still.
+BEFORE_SCHEMES = [("strassen1", 4096, "issue", "Huge", 0.002098165656565657),
+                  ("strassen2-hybrid", 3072, "issue", "Medium", 0.00266086219375848),
+                  ("strassen2-direct", 2048, "l2", "Small", 0.00140525898989899),
+                  ("grey322-11-50x1", 7168, "paper", "Huge", 0.016247466666666665)]
+
+
+def test_the_sequential_default_predicts_what_the_model_did_before_the_schemes() -> None:
+    resources = load_resources(H100_DATA / "resources_sm_90.csv")
+    for impl, n, model, strategy, seconds in BEFORE_SCHEMES:
+        name, best = best_strategy(H100, impl, n, n, n, "float32", resources, model)
+        assert name == strategy and best.seconds == pytest.approx(seconds, rel=1e-12)
+        got = impl_time(H100, impl, STRATEGIES[strategy], n, n, n, "float32", resources, model, "sequential")
+        assert got.seconds == pytest.approx(seconds, rel=1e-12) and got.t_stream == 0.0
     assert kernel_load(H100, HUGE, (1, 1, 1), 64, 64, 64, "float32", 0) is None
     assert alone("issue", None) == INFINITE
 
@@ -58,15 +69,61 @@ def test_concurrent_launches_share_whole_waves() -> None:
     assert mixed.t_flop == pytest.approx(66 * 3.0 + 132 * 1.0)
     # one stream of both: its launches one after another, each alone
     serial = stage_time("paper", [[half, full]])
-    assert serial.t_stream == pytest.approx(alone("paper", half).seconds + alone("paper", full).seconds)
-    assert serial.seconds == serial.t_stream and serial.limiter == "stream"
+    assert serial.seconds == pytest.approx(alone("paper", half).seconds + alone("paper", full).seconds)
     assert stage_time("paper", [[a], [None]]) == INFINITE
 
 
-def test_batches_past_z_take_several_launches_on_their_stream() -> None:
-    one = _load(10, 1000)
-    lanes = _batches(one, 45, 20)
-    assert [load.blocks for load in lanes] == [200, 200, 50]
+def test_sharing_never_costs_more_than_one_launch_after_another() -> None:
+    # A full wave of costly blocks beside one cheap block: 1 + 1/132 waves round to 2, and charging the idle
+    # second wave at the blocks' average cost (T_smop: 264/133 (132 x 20 + 2) = 5,244) would take longer than
+    # the two launches one after another (132 x 20 + 132 x 2 = 2,904).
+    costly, cheap = _load(132, 132, 10.0), _load(1, 132, 1.0)
+    serial = alone("paper", costly).seconds + alone("paper", cheap).seconds
+    assert serial == pytest.approx(2904.0)
+    assert stage_time("paper", [[costly], [cheap]]).seconds == pytest.approx(serial)
+
+
+def _launched(algorithm: str, levels: int, scheme: str, dtype: str, mode: str = "simt") -> list:
+    """The program strassenbench.fused.launch makes, as (variant, products) per launch, stages -> streams."""
+    prims = {p.name: p.counts for p in primitives(algorithm, levels)}
+    strategy = {"simt": STRATEGIES["Small"], "dmma": DMMA_STRATEGIES["DmmaSmall"]}[mode]
+    side = 64 * 3**levels
+    plan = make_plan(algorithm, levels, side, side, side)
+    A, B, C = (np.zeros((side, side), dtype=dtype) for _ in range(3))
+    program = plan_launches(plan, A, B, C, 1.0, 1.0, strategy=strategy, scheme=scheme, mode=mode)
+    return [[[(prims[launch.products[0]], len(launch.products)) for launch in lane] for lane in stage]
+            for stage in program.stages]
+
+
+@pytest.mark.parametrize("algorithm, levels", [("strassen", 1), ("strassen", 2), ("grey322-11-50", 1),
+                                               ("classical222-8-24", 2)])
+def test_the_model_launches_what_the_kernels_launch(algorithm: str, levels: int) -> None:
+    """The atomic and streams schemes' launches (variant, products per launch, streams, stages) as
+    strassenbench.fused.launch makes them; the sequential scheme's as a multiset (its order is the variants')."""
+    for dtype, mode in (("float32", "simt"), ("float64", "dmma")):
+        for scheme in ("atomic", "streams"):
+            assert scheme_launches(algorithm, levels, scheme, None, dtype) == \
+                _launched(algorithm, levels, scheme, dtype, mode), (scheme, dtype)
+        sequential = _launched(algorithm, levels, "sequential", dtype, mode)
+        assert sorted(map(str, scheme_launches(algorithm, levels, "sequential", None, dtype))) == \
+            sorted(str([[launch]]) for stage in sequential for lane in stage for launch in lane)
+    # 64 products of one variant at 2 levels of the classical 2x2x2: Z (the batch) is the kernels' dtype's
+    batches = {dtype: [z for _, z in scheme_launches("classical222-8-24", 2, "atomic", None, dtype)[0][0]]
+               for dtype in ("float32", "float64")}
+    assert batches["float32"] == [64] and batches["float64"] == [56, 8]
+
+
+def test_the_atomic_scheme_times_the_atomic_kernels() -> None:
+    """The atomic scheme launches the atomicAdd write-back kernels: where the build's table gives them other
+    blocks per SM than the plain ones, the model takes theirs (TcHuge 3xTF32, variant 4x2x4: 1 plain, 2 atomic)."""
+    resources = load_resources(H100_DATA / "resources_sm_90.csv")
+    w = (4, 2, 4)
+    table = write_mode_table(resources, "atomic")
+    plain = tensor_active_blocks(H100, TENSOR_STRATEGIES["TcHuge"], w, "3xtf32", resources)
+    atomic = tensor_active_blocks(H100, TENSOR_STRATEGIES["TcHuge"], w, "3xtf32", table)
+    assert plain == (1, "resources.csv") and atomic == (2, "resources.csv")
+    assert write_mode_table(resources, "plain") is resources and write_mode_table(resources, "atomic") is table
+    assert len(table) == len(resources[resources["write_mode"] == "plain"])  # each kernel once: its atomic row
 
 
 def test_variants_in_the_order_of_their_first_product() -> None:
@@ -177,6 +234,20 @@ def test_the_sweeps_figure_says_which_scheme_its_predictions_ran(tmp_path: Path)
     assert "one after another (sequential)" in caption(fig_model_sweeps(older, tmp_path, "H100"), context)
     hostile = atomic.assign(scheme="<script>alert(1)</script>")  # a value from someone's results folder
     assert "script" not in caption(fig_model_sweeps(hostile, tmp_path, "H100"), context)
+    both = pd.concat([atomic, predict(H100, ["gemm", "strassen1"], "square", [1024, 2048], "Huge")])
+    drawn = fig_model_sweeps(both, tmp_path, "H100")  # a curve per scheme, each named
+    assert {"1-level (ours) (model, atomic)", "1-level (ours) (model, sequential)"} <= set(drawn.lines)
+    assert "run by the atomic and sequential schemes" in caption(drawn, context)
+
+
+def test_the_report_tables_show_a_scheme_or_say_it_is_unknown() -> None:
+    from strassenbench.report.tables import _scheme
+    from strassenbench.report.winners import _scheme_of
+
+    assert [_scheme(v) for v in ("atomic", "", None, float("nan"), "a|b\n<i>")] == [
+        "atomic", "sequential", "sequential", "sequential", "(unknown)"]
+    assert _scheme_of(pd.DataFrame({"scheme": ["atomic", "x|y"]})) == "atomic, (unknown)"
+    assert _scheme_of(pd.DataFrame({"impl": ["gemm"]})) == "sequential"
 
 
 def test_pick_ranks_by_the_scheme_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,7 +30,7 @@ from ..fused.instances import load_widths, vec_width
 from ..strategies import STRATEGIES, Strategy
 
 __all__ = ["SUB_PARTITIONS", "ISSUE_FAMILIES", "lanes", "slice_clocks", "peak_fraction", "issue_fractions",
-           "default_slice_counts", "kernel_rows", "slice_counts"]
+           "default_slice_counts", "kernel_rows", "slice_counts", "write_mode_table"]
 
 SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
 # The two families of sub-partitions by their FP32 lanes: 16 (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
@@ -151,6 +151,26 @@ def _index(resources: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], pd.DataF
                   for (a, st, d, wa, wb, wc), part in rows.groupby(_KEY, sort=False)}
         cache[("_index",)] = (groups, rows.iloc[0:0])
     return cache[("_index",)]  # type: ignore[return-value]
+
+
+def write_mode_table(resources: pd.DataFrame | None, write_mode: str) -> pd.DataFrame | None:
+    """``resources`` as the model reads it for the kernels of ``write_mode``: for atomic, each kernel's atomic
+    write-back row in place of its plain one, where the build has one (the atomic scheme launches those kernels,
+    whose registers, blocks per SM and main loop may differ); ``resources`` itself for plain. Made once per
+    table and kept while it lives."""
+    if resources is None or write_mode == "plain" or "write_mode" not in resources:
+        return resources
+    cache = _table_cache(resources)
+    if ("_write_mode", write_mode) not in cache:
+        keys = [c for c in ("source", "arch", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "loads")
+                if c in resources]
+        mine = resources[resources["write_mode"] == write_mode]
+        others = resources[resources["write_mode"] != write_mode]
+        replaced = pd.MultiIndex.from_frame(others[keys].astype(str)).isin(
+            pd.MultiIndex.from_frame(mine[keys].astype(str)))
+        cache[("_write_mode", write_mode)] = pd.concat([mine.assign(write_mode="plain"), others[~replaced]],
+                                                       ignore_index=True)
+    return cache[("_write_mode", write_mode)]  # type: ignore[return-value]
 
 
 def kernel_rows(resources: pd.DataFrame, arch: str, s: Strategy, w: tuple[int, int, int],

@@ -221,18 +221,21 @@ def impl_time(
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     gm, gk, gn = grid_dims(algorithm, fused_levels)
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
+    # the kernels the scheme launches: atomicAdd write-back for atomic (their own registers and main loop)
+    table = issue.write_mode_table(resources, "atomic" if scheme == "atomic" else "plain")
+    computes = "float64" if mode == DMMA_MODE else "float32" if mode != "simt" else dtype  # the kernels' dtype
 
     def load_of(w: tuple[int, int, int]) -> Load | None:
         kernel = kernel_counts(w)
         if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
             family = DMMA_STRATEGIES if mode == DMMA_MODE else TENSOR_STRATEGIES
             tensor = family[tensor_counterpart(s.name, mode == DMMA_MODE)]
-            return tensor_kernel_load(spec, tensor, kernel, sm, sk, sn, mode, resources)
-        active, _ = active_blocks(spec, s, kernel, dtype, resources)
-        counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
+            return tensor_kernel_load(spec, tensor, kernel, sm, sk, sn, mode, table)
+        active, _ = active_blocks(spec, s, kernel, dtype, table)
+        counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, table)
         return kernel_load(spec, s, w, sm, sk, sn, dtype, active, counts)
 
-    return scheme_time(model, algorithm, fused_levels, scheme, streams, dtype, load_of)
+    return scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of)
 
 
 def _tensor_mode(impl: str) -> str:

@@ -13,12 +13,16 @@ waves, and each stage takes
     T_stream = the longest stream: its launches one after another, each as if alone
 
 and its time is the largest of its model's terms and T_stream (a stream runs its launches in order, none faster
-than alone). Stages run one after another. The schemes' stages, as strassenbench.fused.launch runs them:
+than alone), or its launches one after another where that is less. Stages run one after another. The schemes' stages, as strassenbench.fused.launch runs them:
 
     sequential  one launch per product, each a stage of its own: the paper's model, unchanged
     streams     the stages and streams of strassenbench.algebra.schedule, one launch per product
     atomic      one stage; one launch per variant (blockIdx.z the product, at most Z products in a launch, more
                 take several on its stream), the variants dealt to the streams in product order
+
+The atomic scheme's kernels are the atomicAdd write-back ones, with their own registers, blocks per SM and main
+loop where the build's resources.csv has them (strassenbench.model.issue.write_mode_table). T_stream sums over the
+stages of several launches (0 for a launch alone).
 
 Assumed: every product writes something (a fringe's empty products are launched as full ones); concurrent
 launches overlap perfectly within the stage (no launch gaps, no tail of one launch left idle); the atomic
@@ -38,7 +42,7 @@ from ..fused.instances import kernel_counts, max_batch
 from ..options import SCHEMES, check_scheme
 from .timing import INFINITE, ZERO, Timing, bounded
 
-__all__ = ["Load", "alone", "stage_time", "scheme_time", "SCHEMES"]
+__all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "SCHEMES"]
 
 
 @dataclass(frozen=True)
@@ -82,34 +86,46 @@ def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
                                for i in range(3))
     t_gmop, t_dram, t_l2 = (sum(load.traffic[i] for load in loads) for i in range(3))
     t_stream = max(sum(alone(model, load).seconds for load in lane) for lane in lanes)
-    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream)
+    shared = bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream)
+    # Never slower than the launches one after another: the rounding to whole waves charges a stage's idle tail
+    # at its blocks' average cost, which a few costly blocks beside many cheap ones can make exceed that.
+    serial = sum((alone(model, load) for load in loads), ZERO)
+    return shared if shared.seconds <= serial.seconds else serial
 
 
-def _batches(load: Load | None, products: int, batch: int) -> list[Load | None]:
-    """A variant's launches on its stream: ``products`` products, at most ``batch`` (Z) to a launch."""
-    if load is None:
-        return [None]
-    return [load.batched(min(batch, products - first)) for first in range(0, products, max(batch, 1))]
+Launches = list[list[list[tuple[tuple[int, int, int], int]]]]  # stages -> streams -> (variant w, products)
+
+
+def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str) -> Launches:
+    """How ``scheme`` on ``streams`` streams (None: its default) launches the ``levels``-level ``algorithm``'s
+    products, as strassenbench.fused.launch does: stages -> streams -> launches, each launch (the variant w =
+    (W_A, W_B, W_C) of its products, how many it computes); ``dtype`` the kernels' (their batch Z). The
+    sequential scheme's launches come by variant, not in product order (its time does not depend on it)."""
+    streams = check_scheme(scheme, streams)
+    counts = variant_counts(algorithm, levels)
+    if scheme == "sequential":
+        return [[[(w, 1)]] for w, count in counts.items() for _ in range(count)]
+    if scheme == "atomic":  # one launch per variant (Z products at most), dealt to the streams in product order
+        lanes: list[list[tuple[tuple[int, int, int], int]]] = [[] for _ in range(min(streams, len(counts)))]
+        for i, w in enumerate(variant_counts(algorithm, levels, ordered=True)):
+            batch = max(max_batch(dtype, sum(kernel_counts(w))), 1)
+            lanes[i % len(lanes)] += [(w, min(batch, counts[w] - first)) for first in range(0, counts[w], batch)]
+        return [lanes]
+    return [[[(p.counts, 1) for p in lane] for lane in stage.streams]
+            for stage in schedule(algorithm, levels, streams).stages]
 
 
 def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str,
                 load_of) -> Timing:  # noqa: ANN001 - (W_A, W_B, W_C) -> Load | None
     """The time of the ``levels``-level ``algorithm``'s products run by ``scheme`` on ``streams`` streams (None:
     the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C)."""
-    streams = check_scheme(scheme, streams)
-    counts = variant_counts(algorithm, levels)
-    if scheme == "sequential":
+    if check_scheme(scheme, streams) and scheme == "sequential":  # each product alone, one after another
         total = ZERO
-        for w, count in counts.items():
+        for w, count in variant_counts(algorithm, levels).items():
             total = total + alone(model, load_of(w)) * count
         return total
-    if scheme == "atomic":
-        lanes: list[list[Load | None]] = [[] for _ in range(min(streams, len(counts)))]
-        for i, w in enumerate(variant_counts(algorithm, levels, ordered=True)):
-            batch = max_batch(dtype, sum(kernel_counts(w)))
-            lanes[i % len(lanes)] += _batches(load_of(w), counts[w], batch)
-        return stage_time(model, lanes)
     total = ZERO
-    for stage in schedule(algorithm, levels, streams).stages:
-        total = total + stage_time(model, [[load_of(p.counts) for p in lane] for lane in stage.streams])
+    for stage in scheme_launches(algorithm, levels, scheme, streams, dtype):
+        lanes = [[None if (one := load_of(w)) is None else one.batched(z) for w, z in lane] for lane in stage]
+        total = total + stage_time(model, lanes)
     return total

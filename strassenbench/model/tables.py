@@ -89,8 +89,9 @@ def speedup_rows(predictions: pd.DataFrame, baseline: str = "gemm") -> pd.DataFr
             raise ModelError(f"the predictions of {gpu}, {sweep} ({dtype}) have no {baseline} to compare with")
         for impl in (i for i in dict.fromkeys(part["impl"]) if i != baseline):
             pair = part[part["impl"].isin([baseline, impl])]
-            scheme = pair["scheme"].dropna().iloc[-1] if "scheme" in pair and pair["scheme"].notna().any() \
-                else "sequential"  # predictions from before the column ran the products one after another
+            # predictions from before the column (read as blank) ran the products one after another
+            named = pair["scheme"].dropna().astype(str).str.strip() if "scheme" in pair else pd.Series(dtype=str)
+            scheme = named[named != ""].iloc[-1] if (named != "").any() else "sequential"
             rows.append({"gpu": gpu, "source": "model", "sweep": sweep, "dtype": dtype,
                          **crossover(pair, impl, baseline), "scheme": scheme})
     columns = ["gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at",

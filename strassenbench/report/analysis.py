@@ -152,7 +152,8 @@ def claims(frame: pd.DataFrame, memlimit: pd.DataFrame | None, measured_on: str 
             elif what == "cutlass" and (cross := _modeled(model, impl)) is not None:
                 add(claim, paper, f"{cross['max_speedup']:.2f}x at {cross['at']:,}", predicted,
                     f"the model's largest time(gemm) / time({impl}) over the square sweep: our GEMM's model in "
-                    "CUTLASS's place, as in the paper's Sec. s:analysis")
+                    "CUTLASS's place, as in the paper's Sec. s:analysis; the products run by the scheme of the "
+                    "model crossover table")
             else:
                 add(claim, paper, "-", NOT_MEASURED, how)
     return pd.DataFrame(rows)

@@ -98,14 +98,19 @@ def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
     """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
     fig, axes, panels = _sweep_panels(model, 4.2)
     for ax, sweep, part in panels:
-        schemes = part["scheme"] if "scheme" in part else pd.Series(["sequential"] * len(part), dtype=object)
-        for scheme in (s for s in dict.fromkeys(schemes.fillna("sequential")) if s in SCHEMES):
+        # a file from before the scheme column (read as blank) ran the products one after another
+        schemes = part["scheme"].fillna("").replace("", "sequential") if "scheme" in part else \
+            pd.Series(["sequential"] * len(part), index=part.index, dtype=object)
+        shown = [s for s in dict.fromkeys(schemes) if s in SCHEMES]
+        for scheme in shown:
             ax.plot([], [], gid="scheme", label=f"_{scheme}")  # for the caption; '_': not in the legend
         for impl in dict.fromkeys(part["impl"]):
-            line = part[part["impl"] == impl].sort_values("x")
-            look = style(impl)
-            ax.plot(line["x"], line["tflops"], linestyle="--", color=look["color"], marker=look["marker"],
-                    markersize=3, markevery=max(1, len(line) // 8), label=f"{label_of(impl)} (model)")
+            for i, scheme in enumerate(shown):  # a curve per scheme where a file holds several ("-.": the second)
+                line = part[(part["impl"] == impl) & (schemes == scheme)].sort_values("x")
+                look, which = style(impl), f", {scheme}" if len(shown) > 1 else ""
+                ax.plot(line["x"], line["tflops"], linestyle="--" if i == 0 else "-.", color=look["color"],
+                        marker=look["marker"], markersize=3, markevery=max(1, len(line) // 8),
+                        label=f"{label_of(impl)} (model{which})")
         panel_title, x_name = panel_labels(sweep, None)
         ax.set_title(panel_title)
         ax.set_xlabel(x_name)

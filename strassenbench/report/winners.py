@@ -62,7 +62,8 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
     mine = winners[winners["gpu"] == gpu] if winners is not None and not winners.empty else pd.DataFrame()
-    schemes = mine["scheme"].fillna("sequential") if "scheme" in mine else pd.Series(["sequential"] * len(mine))
+    schemes = mine["scheme"].fillna("").replace("", "sequential") if "scheme" in mine else \
+        pd.Series(["sequential"] * len(mine), dtype=object)
     for scheme in (s for s in dict.fromkeys(schemes) if s in SCHEMES):  # for the caption; '_': not in the legend
         axes[0].plot([], [], gid="scheme", label=f"_{scheme}")
     measured = pd.DataFrame() if cpu else _measured_winners(sweeps)
@@ -85,6 +86,14 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
     return figures.save(fig, out, "fig_winners")
 
 
+def _scheme_of(part: pd.DataFrame) -> str:
+    """How the winners' fused candidates ran: the rows' scheme (blank in a file from before the column:
+    sequential), "(unknown)" for a value that is not a scheme."""
+    values = {str(v).strip() for v in part["scheme"].fillna("")} if "scheme" in part else {""}
+    names = sorted({v or "sequential" for v in values})
+    return ", ".join(n if n in SCHEMES else "(unknown)" for n in names)
+
+
 def winners_table(winners: pd.DataFrame | None) -> pd.DataFrame | None:
     """Per GPU model in model_winners.csv, the predicted best at n = 2,048, 8,192 and 16,384 (square) in each
     precision mode and its speedup over cuBLAS; a mode the GPU does not have says so instead of a number."""
@@ -93,7 +102,7 @@ def winners_table(winners: pd.DataFrame | None) -> pd.DataFrame | None:
     square = winners[(winners["sweep"] == "square") & winners["x"].isin(TABLE_SIZES)]
     rows = []
     for (key, x), part in square.groupby(["key", "x"], sort=False):
-        row = {"GPU model": f"{part['gpu'].iloc[0]} ({key})", "n": f"{int(x):,}"}
+        row = {"GPU model": f"{part['gpu'].iloc[0]} ({key})", "n": f"{int(x):,}", "scheme": _scheme_of(part)}
         for precision, name in PRECISIONS.items():
             best = part[part["precision"] == precision]
             row[f"best, {name}"] = (label_of(best["impl"].iloc[0]) + f" [{best['impl'].iloc[0]}]" if not best.empty

@@ -12,7 +12,7 @@ MODEL_GPU_RESOURCES = dict(  # querying a GPU's attributes needs it
 
 rule model_predict:
     """The sweeps' predictions, best strategy per point, their fused products run by the configured scheme (the
-    one the sweeps are timed with: strassenbench.model.schemes)."""
+    one a GPU run times the sweeps with: strassenbench.model.schemes; a CPU run's stand-ins take no scheme)."""
     input:
         "build/resources.csv",
     output:
