@@ -214,8 +214,9 @@ MODEL_SIZES = "512:20480:512"  # the paper profile's sweep sizes, as the workflo
 
 
 def write_model_files(folder, gpu: str = "V100", resources=None) -> None:  # noqa: ANN001
-    """The model's files of a run's folder (strassenbench.model.files.MODEL_FILES), written by `strassenbench
-    model` as the workflow's model rules write them, for ``gpu`` (a built-in spec)."""
+    """The model's files of a run's folder (strassenbench.model.files.MODEL_FILES, and GPU_MODEL_FILES where it
+    has sweeps), written by `strassenbench model` as the workflow's model rules write them, for ``gpu`` (a
+    built-in spec)."""
     from pathlib import Path
 
     folder = Path(folder).resolve()
@@ -227,9 +228,9 @@ def write_model_files(folder, gpu: str = "V100", resources=None) -> None:  # noq
 def _write_model_files(folder, gpu: str, more: list[str]) -> None:  # noqa: ANN001
     from strassenbench.cli import main
 
-    for sweep in ("square", "rankk", "panel"):
-        assert main(["model", "predict", "--gpu", gpu, "--sweep", sweep, "--sizes", MODEL_SIZES, *more,
-                     "--out", str(folder / f"model_{sweep}.csv")]) == 0
+    for sweep in ("square", "rankk", "panel"):  # with the config's scheme, atomic
+        assert main(["model", "predict", "--gpu", gpu, "--sweep", sweep, "--sizes", MODEL_SIZES, "--scheme",
+                     "atomic", *more, "--out", str(folder / f"model_{sweep}.csv")]) == 0
     assert main(["model", "predict", "--gpu", gpu, "--sweep", "square", "--sizes", MODEL_SIZES, "--impl",
                  "gemm,strassen1,strassen2-direct", "--strategy", "Huge", "--strategy", "Small", "--model", "issue",
                  "--model", "l2", *more, "--out", str(folder / "model_strategies.csv")]) == 0
@@ -241,6 +242,10 @@ def _write_model_files(folder, gpu: str, more: list[str]) -> None:  # noqa: ANN0
     assert main(["model", "issue-bounds", *more, "--out", str(folder / "model_issue_bounds.csv")]) == 0
     assert main(["model", "winners", "--gpu", gpu, "--sizes", "2048,8192,16384", *more,
                  "--out", str(folder / "model_winners.csv")]) == 0
+    sweeps = [str(folder / f"{s}.csv") for s in ("square", "rankk", "panel") if (folder / f"{s}.csv").exists()]
+    if sweeps:  # a GPU run's (model_validate, strassenbench.model.files.GPU_MODEL_FILES)
+        assert main(["model", "validate", *sweeps, "--gpu", gpu, "--model", "issue", "--model", "l2", *more,
+                     "--out", str(folder / "model_validate.csv")]) == 0
 
 
 @pytest.fixture(scope="session")

@@ -255,3 +255,11 @@ def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) 
         figures.fig_dmma_square(square, tmp_path, {}, "gpu_a")
         texts = [t.get_text() for t in kept["fig_dmma_square"].axes[0].texts]
         assert any("no DMMA results" in t for t in texts)
+
+
+def test_the_report_puts_the_model_beside_the_runs_measurements(report) -> None:  # noqa: ANN001
+    """A GPU run's model_validate.csv is the report's model validation table (its schemes and models as written)."""
+    _, out = report
+    table = (out / "tables" / "model_validation.md").read_text()
+    assert "as-run" in table and "sequential" in table and "| l2 " in table and "median_ratio" in table
+    assert 'id="model_validation"' in (out / "index.html").read_text()

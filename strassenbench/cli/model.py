@@ -14,6 +14,7 @@ from ..model.bounds import bounds_rows
 from ..model.gpus import SPECS, GPUSpec, get_gpu
 from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.pick import PICK_SCHEMES
+from ..model.validate import AS_RUN
 from ..model.predict import crossover, predict
 from ..model.timing import DEFAULT_MODEL, MODELS
 from ..options import SCHEMES
@@ -35,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       "register formula)")
     _predict_parser(msub, gpus, resources_help)
     _tables_parser(msub, gpus, resources_help)
+    _validate_parser(msub, gpus, resources_help)
     p = msub.add_parser("bounds", help="blocking-parameter bounds (paper, Sec. s:blocking_choose)")
     p.add_argument("--gpu", choices=gpus, required=True)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -87,6 +89,21 @@ def _predict_parser(msub: argparse._SubParsersAction, gpus: list[str], resources
     p.add_argument("--out", metavar="FILE", help="write the CSV (atomically) instead of standard output")
 
 
+def _validate_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_help: str) -> None:
+    p = msub.add_parser("validate", help="the model against a GPU's measured sweeps: predicted / measured time "
+                                         "and the error in the speedup over GEMM, per implementation")
+    p.add_argument("results", nargs="+", type=types.input_name, metavar="CSV",
+                   help="bench's result files of one GPU (data/<gpu>/square.csv ...)")
+    p.add_argument("--gpu", choices=gpus, required=True, help="the model GPU the results were measured on")
+    p.add_argument("--model", type=types.any_case(list(MODELS)), choices=list(MODELS), action="append",
+                   help=f"repeat for several (default {DEFAULT_MODEL})")
+    p.add_argument("--scheme", type=types.any_case([AS_RUN, *SCHEMES]), choices=[AS_RUN, *SCHEMES],
+                   action="append", help=f"repeat for several (default {AS_RUN}: each point's own, and sequential)")
+    p.add_argument("--resources", metavar="FILE", help=resources_help)
+    p.add_argument("--format", choices=("csv", "markdown"), default="csv")
+    p.add_argument("--out", metavar="FILE", help="write the table (atomically) instead of standard output")
+
+
 def _tables_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_help: str) -> None:
     """model spec, speedup, occupancy and issue-bounds: the model's tables the report reads."""
     p = msub.add_parser("spec", help="the model's GPU parameters (tau_flop, tau_gmop, tau_smop, TF32 peak, tau_l2)")
@@ -109,7 +126,8 @@ def _tables_parser(msub: argparse._SubParsersAction, gpus: list[str], resources_
 
 
 def run(args: argparse.Namespace) -> int:
-    commands = {"predict": _predict, "bounds": _bounds, "crossover": _crossover, "winners": _winners}
+    commands = {"predict": _predict, "bounds": _bounds, "crossover": _crossover, "winners": _winners,
+                "validate": _validate}
     return commands.get(args.model_command, _tables)(args)
 
 
@@ -171,6 +189,24 @@ def _tables(args: argparse.Namespace) -> int:
     else:
         frame = tables.issue_bound_rows(_resources(args), args.size)
     write_table(frame, args.format, args.out)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from ..model.validate import validation_rows
+    from ..results import read_results
+
+    measured = pd.concat([read_results(path, "bench") for path in args.results], ignore_index=True)
+    models = list(dict.fromkeys(args.model or [DEFAULT_MODEL]))
+    schemes = list(dict.fromkeys(args.scheme or [AS_RUN, "sequential"]))
+    frame = validation_rows(gpu_spec(args.gpu), measured, models, schemes, _resources(args))
+    frame = frame.round({"median_ratio": 3, "min_ratio": 3, "max_ratio": 3, "speedup_error": 3})
+    if args.format == "markdown":  # no speedup error (the GEMMs, or no GEMM at the points): a blank cell
+        frame["speedup_error"] = frame["speedup_error"].map(lambda e: "" if pd.isna(e) else e)
+    write_table(frame, args.format, args.out)
+    if args.out:
+        print(f"{len(frame)} rows: the model for {args.gpu} against {len(measured)} measured rows -> {args.out}",
+              file=sys.stderr)
     return 0
 
 

@@ -18,7 +18,8 @@ from ..results import Kind, read_results
 from ..sweeps import SWEEPS
 
 __all__ = ["ModelError", "RESOURCE_KEYS", "load_resources", "PREDICTIONS", "SPEEDUP", "BOUNDS", "ISSUE_BOUNDS",
-           "OCCUPANCY", "SPEC", "WINNERS", "MODEL_FILES", "DEFAULT_MODEL", "read_model", "read_models"]
+           "OCCUPANCY", "SPEC", "WINNERS", "VALIDATE", "MODEL_FILES", "GPU_MODEL_FILES", "DEFAULT_MODEL",
+           "read_model", "read_models"]
 
 
 class ModelError(ValueError):
@@ -87,6 +88,12 @@ WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, pe
     ("gpu", "key", "arch", "source", "sweep", "dtype", "precision", "impl", "strategy", "limiter", "scheme"),
     later=("scheme",))
 
+VALIDATE = Kind(  # `model validate`: the model against a GPU's measured sweeps (strassenbench.model.validate)
+    "model validation", ("gpu", "source", "sweep", "impl", "dtype", "model", "scheme", "points", "median_ratio",
+                         "min_ratio", "max_ratio", "speedup_error"),
+    ("points",), ("median_ratio", "min_ratio", "max_ratio", "speedup_error"),
+    ("gpu", "source", "sweep", "impl", "dtype", "model", "scheme"))
+
 # Every model file of a run's folder, by name: the three sweeps' predictions (best strategy per point), the
 # strategies figure's (Huge and Small), the crossovers read from the sweeps', bounds, issue bounds, occupancy
 # the GPU spec, and pick's winners per size for every GPU model.
@@ -100,6 +107,8 @@ MODEL_FILES: dict[str, Kind] = {
     "model_spec.csv": SPEC,
     "model_winners.csv": WINNERS,
 }
+# The model files of a GPU run only: the model against the run's measured sweeps.
+GPU_MODEL_FILES: dict[str, Kind] = {"model_validate.csv": VALIDATE}
 
 
 def read_model(path: str | Path, kind: Kind) -> pd.DataFrame:
@@ -108,7 +117,8 @@ def read_model(path: str | Path, kind: Kind) -> pd.DataFrame:
 
 
 def read_models(folder: str | Path) -> dict[str, pd.DataFrame | None]:
-    """Every model file of a run's folder (MODEL_FILES), checked; None for each one that is not there."""
+    """Every model file of a run's folder (MODEL_FILES, GPU_MODEL_FILES), checked; None for each one that is not
+    there."""
     folder = Path(folder)
     return {name: read_model(folder / name, kind) if (folder / name).exists() else None
-            for name, kind in MODEL_FILES.items()}
+            for name, kind in {**MODEL_FILES, **GPU_MODEL_FILES}.items()}

@@ -11,6 +11,6 @@ REPORT_FIGURES = ["fig_stra_square", "fig_stra_square_more", "fig_intro_comparis
                   "fig_tensorcore_square", "fig_dmma_square"]
 # The report's tables, each written as Markdown under tables/.
 REPORT_TABLES = ["block_sizes", "variants_L1", "variants_L2", "streaming_L1_S2", "model_notation", "occupancy",
-                 "model_bounds", "issue_bounds", "model_crossover", "algorithms", "winners", "kernel_resources", "memory_limits",
+                 "model_bounds", "issue_bounds", "model_crossover", "model_validation", "algorithms", "winners", "kernel_resources", "memory_limits",
                  "numerical_error", "numerical_error_checks", "claims", "tensorcore_accuracy", "tensorcore_kernels",
                  "points_left_out"]

@@ -282,6 +282,9 @@ def report_tables(run: dict, model: ModelGPU, resources: pd.DataFrame | None
         "kernel_resources": (_kernel_resources(resources), "no build/resources.csv: run `strassenbench build`"),
         "memory_limits": (run["memlimit"], "no memlimit results in this run"),
         "model_crossover": (_model_crossover(run), NO_MODEL.format(name="model_speedup.csv", command="speedup")),
+        "model_validation": (models.get("model_validate.csv"),
+                             "GPU runs only: the model against this GPU's measured sweeps (`strassenbench model "
+                             "validate`, model_validate.csv)"),
         "algorithms": (_algorithm_table(run), ""),
         "winners": (winners_table(models.get("model_winners.csv")),
                     NO_MODEL.format(name="model_winners.csv", command="winners")),

@@ -322,6 +322,7 @@ def report_inputs():
     }
     if BACKEND == "cuda":
         inputs["strategies"] = f"{data}/strategies.csv"
+        inputs["validate"] = f"{data}/model_validate.csv"
     if TENSORCORE:
         inputs["accuracy"] = f"{data}/accuracy.csv"
     return inputs

@@ -106,6 +106,28 @@ rule model_build_tables:
         "strassenbench model issue-bounds --resources {input:q} --size 20480 --out {output.issue:q}) > {log:q} 2>&1"
 
 
+rule model_validate:
+    """GPU runs: the model (issue and l2) against the run's measured sweeps, per implementation: predicted /
+    measured time, and the error in the speedup over the GEMM, with each point's scheme and with the products one
+    after another (the report's model validation table)."""
+    input:
+        sweeps=expand("data/{{device}}/{sweep}.csv", sweep=SWEEP_NAMES),
+        resources="build/resources.csv",
+    output:
+        "data/{device}/model_validate.csv",
+    log:
+        "logs/{device}/model_validate.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        **MODEL_GPU_RESOURCES,
+    params:
+        gpu=model_gpu,
+    shell:
+        "strassenbench model validate {input.sweeps:q} --gpu {params.gpu:q} --model issue --model l2 "
+        "--resources {input.resources:q} --out {output:q} > {log:q} 2>&1"
+
+
 rule model_crossover:
     output:
         "data/{device}/model_crossover.csv",

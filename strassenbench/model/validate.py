@@ -1,0 +1,99 @@
+"""The model against measurements: `strassenbench model validate`. For every timed point of a sweep's result
+files whose implementation the model has a formula for, the model's time at the point's shape, dtype and
+strategy, by each model and scheme asked ("as-run": the scheme the point ran with), beside the measured median;
+summed up per sweep, implementation, dtype, model and scheme:
+
+    ratio          predicted / measured time: its median, smallest and largest over the points
+    speedup error  mean over the points of |log(predicted speedup / measured speedup)|, each speedup over our
+                   GEMM of the same mode timed at the same point (at the same strategy where the file has it;
+                   the paper's own comparison, Sec. s:perf_predict); blank for the GEMMs and where the file has
+                   no GEMM at the point
+
+A ratio under 1 is a model faster than the GPU was. The paper's own model is a bound of that kind (peak rates);
+where the ratio exceeds 1 the model missed something the GPU did (on the H100's atomic-timed sweeps, the
+sequential scheme's ratio reaches 10 at 1,024, where the products shared the GPU). Every predicted number is a
+prediction; the measured ones are the file's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..impls import ImplError, get_impl
+from ..options import SCHEMES
+from ..strategies import STRATEGIES, tensor_counterpart
+from .files import VALIDATE, ModelError
+from .gpus import GPUSpec
+from .perf import MODELED_IMPLS, impl_time, modeled
+
+__all__ = ["AS_RUN", "BASELINE", "VALIDATE_COLUMNS", "validation_rows"]
+
+AS_RUN = "as-run"  # the scheme each point ran with
+BASELINE = {"simt": "gemm", "1xtf32": "gemm-tf32", "3xtf32": "gemm-3xtf32", "dmma": "gemm-dmma"}  # per mode
+VALIDATE_COLUMNS = list(VALIDATE.columns)  # model_validate.csv's (strassenbench.model.files)
+
+
+def _simt_strategy(impl: str, strategy: object) -> str | None:
+    """The SIMT strategy the model takes for a point timed with ``strategy`` (a tensor-core family's stands for
+    the SIMT one it plays: strassenbench.strategies.tensor_counterpart); None for none the model knows."""
+    name = str(strategy)
+    if name in STRATEGIES:
+        return name
+    dmma = impl in MODELED_IMPLS or get_impl(impl).dmma
+    return next((s for s in STRATEGIES if tensor_counterpart(s, dmma) == name), None)
+
+
+def _modeled(impl: str) -> bool:
+    try:
+        modeled(impl)
+    except (ModelError, ImplError):
+        return False
+    return True
+
+
+def _points(measured: pd.DataFrame) -> pd.DataFrame:
+    """The timed points the model can predict: status ok, a modeled implementation, a strategy it knows."""
+    ok = measured[(measured["status"] == "ok") & measured["impl"].astype(str).map(_modeled)].copy()
+    ok["model_strategy"] = [_simt_strategy(i, s) for i, s in zip(ok["impl"].astype(str), ok["strategy"])]
+    return ok[ok["model_strategy"].notna()]
+
+
+def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], schemes: list[str],
+                    resources: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The summary (VALIDATE_COLUMNS) of the model against ``measured`` (bench result rows of one GPU)."""
+    points = _points(measured)
+    if points.empty:
+        raise ModelError("no timed point of an implementation the model has a formula for (the paper's, or a "
+                         "fused one) in the results")
+    gemm: dict[tuple, float] = {}  # each mode's GEMM per point, at its strategy and at any
+    for r in points[points["impl"].isin(list(BASELINE.values()))].itertuples():
+        for key in ((r.impl, r.sweep, r.dtype, r.m, r.k, r.n, r.model_strategy), (r.impl, r.sweep, r.dtype, r.m, r.k,
+                                                                                   r.n)):
+            gemm[key] = min(gemm.get(key, math.inf), float(r.time_median_s))
+    rows = []
+    for (sweep, impl, dtype), part in points.groupby(["sweep", "impl", "dtype"], sort=False):
+        for model in models:
+            for scheme in schemes:
+                ratios, errors = [], []
+                for r in part.itertuples():
+                    ran = str(r.scheme) if str(r.scheme) in SCHEMES else "sequential"
+                    run = ran if scheme == AS_RUN else scheme
+                    s = STRATEGIES[r.model_strategy]
+                    shape = (int(r.m), int(r.k), int(r.n))
+                    predicted = impl_time(spec, str(impl), s, *shape, str(dtype), resources, model, run).seconds
+                    ratios.append(predicted / float(r.time_median_s))
+                    baseline = BASELINE[get_impl(str(impl)).mode]
+                    key = (baseline, sweep, dtype, *shape)
+                    base = gemm.get((*key, r.model_strategy), gemm.get(key))
+                    if impl != baseline and base is not None:
+                        predicted_gemm = impl_time(spec, baseline, s, *shape, str(dtype), resources, model).seconds
+                        errors.append(abs(math.log((predicted_gemm / predicted) / (base / float(r.time_median_s)))))
+                rows.append({"gpu": spec.name, "source": "model against measured", "sweep": sweep, "impl": impl,
+                             "dtype": dtype, "model": model, "scheme": scheme, "points": len(ratios),
+                             "median_ratio": float(np.median(ratios)), "min_ratio": min(ratios),
+                             "max_ratio": max(ratios),
+                             "speedup_error": float(np.mean(errors)) if errors else math.nan})
+    return pd.DataFrame(rows, columns=VALIDATE_COLUMNS)
