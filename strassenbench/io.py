@@ -24,7 +24,8 @@ import pandas as pd
 
 from .limits import MAX_PATH_BYTES
 
-__all__ = ["OutputError", "write_atomic", "render", "write_table", "first_line", "check_replace", "output_lock",
+__all__ = ["OutputError", "write_atomic", "render", "markdown", "write_table", "first_line", "check_replace",
+           "output_lock",
            "check_names", "side_names", "staging", "publish", "write_error"]
 
 class OutputError(ValueError):
@@ -353,7 +354,9 @@ def _check_destination(dest: Path, target: Path) -> None:
 def _what(path: Path) -> str:
     if path.is_symlink():
         return "a symbolic link"
-    return "a folder" if path.is_dir() else "a file" if path.is_file() else "not a regular file"
+    if path.is_dir() or path.is_file():
+        return "a folder" if path.is_dir() else "a file"
+    return "something else (a FIFO, a device or a socket)"
 
 
 def _make_folders(dest: Path, folder: Path) -> list[Path]:
@@ -391,7 +394,16 @@ def _roll_back(undo: list[tuple[Path, Path | None]], made: list[Path]) -> None:
 
 def render(frame: pd.DataFrame, fmt: str) -> str:
     """A table as CSV or markdown text."""
-    return frame.to_csv(index=False) if fmt == "csv" else frame.to_markdown(index=False) + "\n"
+    return frame.to_csv(index=False) if fmt == "csv" else markdown(frame)
+
+
+def markdown(frame: pd.DataFrame, **options: object) -> str:
+    """A table as markdown, each text cell's '|' escaped and line breaks made spaces (a value from a results
+    folder must not split a row or a column)."""
+    def safe(value: object) -> object:
+        return value.replace("|", "\\|").replace("\r", " ").replace("\n", " ") if isinstance(value, str) else value
+
+    return frame.map(safe).to_markdown(index=False, **options) + "\n"
 
 
 def write_table(frame: pd.DataFrame, fmt: str, out: str | None, footer: str = "") -> None:

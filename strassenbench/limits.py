@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["MAX_LEVELS", "MAX_STREAMS", "MAX_PRODUCTS", "MAX_SCHEDULE_PRODUCTS", "MAX_RANK", "MAX_ALGORITHM_BYTES",
-           "MAX_GRID_SIDE", "MAX_RECORD_BYTES",
+           "MAX_GRID_SIDE", "MAX_RECORD_BYTES", "MAX_DIMENSION",
            "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_PATH_BYTES", "LimitError", "decimal", "check_products"]
 
 # Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
@@ -30,6 +30,9 @@ MAX_ENTRY = 10**6
 # archive's size, packed and unpacked (AlphaTensor's 93 formats take 0.75 MB).
 MAX_GRID_SIDE = 12
 MAX_RECORD_BYTES = 64 << 20
+# A side of a problem (m, n or k): a float32 matrix of 2^20 x 2^20 is 4 TiB, beyond any GPU's memory; the
+# model counts a launch's waves one by one, which past it takes minutes and gigabytes.
+MAX_DIMENSION = 1 << 20
 # Points of one sweep (sizes x implementations x dtypes are timed one by one).
 MAX_SWEEP_POINTS = 10_000
 # A file name the operating system takes (NAME_MAX of Linux file systems).

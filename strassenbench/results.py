@@ -23,7 +23,7 @@ from .readers import MAX_CELL_BYTES, MAX_TABLE_BYTES, check_schema, read_json, r
 
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "ACCURACY_COLUMNS",
            "read_results", "read_system", "bad_times", "collect_rows", "point_columns", "POINT_COLUMNS",
-           "kind_of", "timing_modes", "folder_devices", "check_folder_device"]
+           "kind_of", "timing_modes", "folder_devices", "check_folder_device", "leaves_the_folder"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 BENCH_COLUMNS = [
@@ -181,10 +181,28 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
+    for column in (c for c in NAMED_CODE if c in frame):  # names the package may read a coefficient file by
+        refuse(column, frame[column].map(leaves_the_folder), "a name inside the working folder")
     for column in expected.later:
         if column not in frame:
             frame[column] = float("nan") if column in expected.numbers else ""
     return frame
+
+
+# Columns whose values the package looks up as implementations or algorithms, which may name a coefficient
+# file's path (strassenbench.algebra.algorithm.get_algorithm): a results folder from another machine must not
+# make it open a file outside the working folder.
+NAMED_CODE = ("impl", "algorithm")
+
+
+def leaves_the_folder(value: object) -> bool:
+    """Whether a name, read as a path (each part of a mixed spec `a+b`), leaves the working folder: absolute,
+    from a home folder or a drive, or with a '..' part."""
+    for piece in str(value).strip().split("+"):
+        parts = piece.replace("\\", "/").split("/")
+        if piece.startswith(("/", "\\", "~")) or (len(piece) > 1 and piece[1] == ":") or ".." in parts:
+            return True
+    return False
 
 
 def timing_modes(frame: pd.DataFrame) -> set[str]:

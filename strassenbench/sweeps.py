@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from .limits import MAX_SWEEP_POINTS, LimitError, decimal
+from .limits import MAX_DIMENSION, MAX_SWEEP_POINTS, LimitError, decimal
 
 __all__ = ["SWEEPS", "PAPER_FIXED", "shape", "parse_sizes", "PAPER_SIZES"]
 
@@ -54,7 +54,7 @@ def parse_sizes(text: str) -> list[int]:
             raise ValueError(f"sizes '{text}' has more than {MAX_SWEEP_POINTS:,} points")
     if not sizes:
         raise ValueError("no sizes given")
-    bad = [s for s in sizes if s < 1]
+    bad = [s for s in sizes if not 1 <= s <= MAX_DIMENSION]
     if bad:
-        raise ValueError(f"sizes must be >= 1, got {bad[0]}")
+        raise ValueError(f"sizes must be from 1 to {MAX_DIMENSION:,}, got {bad[0]:,}")
     return sorted(set(sizes))

@@ -196,17 +196,21 @@ def _validate(args: argparse.Namespace) -> int:
     from ..model.validate import validation_rows
     from ..results import read_results
 
-    measured = pd.concat([read_results(path, "bench") for path in args.results], ignore_index=True)
+    files = [read_results(path, "bench").assign(where=lambda f, p=path: [f"{p}: line {i + 2}" for i in range(len(f))])
+             for path in args.results]
+    measured = pd.concat(files, ignore_index=True)
     models = list(dict.fromkeys(args.model or [DEFAULT_MODEL]))
     schemes = list(dict.fromkeys(args.scheme or [AS_RUN, "sequential"]))
-    frame = validation_rows(gpu_spec(args.gpu), measured, models, schemes, _resources(args))
+    frame = validation_rows(gpu_spec(args.gpu), measured, models, schemes, _resources(args),
+                            None if args.gpu == "device" else args.gpu)
     frame = frame.round({"median_ratio": 3, "min_ratio": 3, "max_ratio": 3, "speedup_error": 3})
     if args.format == "markdown":  # no speedup error (the GEMMs, or no GEMM at the points): a blank cell
         frame["speedup_error"] = frame["speedup_error"].map(lambda e: "" if pd.isna(e) else e)
     write_table(frame, args.format, args.out)
-    if args.out:
-        print(f"{len(frame)} rows: the model for {args.gpu} against {len(measured)} measured rows -> {args.out}",
-              file=sys.stderr)
+    left = f"; {frame.attrs['left_out']} timed rows left out (no formula: cuBLAS, CUTLASS, auto)" \
+        if frame.attrs["left_out"] else ""
+    print(f"{len(frame)} rows: the model for {args.gpu} against {len(measured)} measured rows{left}"
+          + (f" -> {args.out}" if args.out else ""), file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..gemm import DTYPES
 from ..io import write_table
+from ..limits import MAX_DIMENSION
 from ..model.gpus import SPECS
 from ..model.pick import PICK_SCHEMES, measured_points, rank
 from ..model.timing import DEFAULT_MODEL, MODELS
@@ -26,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "measured where data/<gpu>/ has the point)")
     p.add_argument("--gpu", choices=[*SPECS, "device"], required=True)
     for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=types.integer(1), required=True, help=f"problem dimension {dim}")
+        p.add_argument(f"--{dim}", type=types.integer(1, MAX_DIMENSION), required=True,
+                       help=f"problem dimension {dim}")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--top", type=types.integer(1), default=10, help="how many to list (default 10)")
     p.add_argument("--data", metavar="FOLDER", help="the result folders' parent (default data, when it exists): "

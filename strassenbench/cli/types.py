@@ -20,7 +20,7 @@ __all__ = ["integer", "finite", "any_case", "seconds", "positive", "fraction", "
            "algorithm", "plan"]
 
 
-def integer(minimum: int) -> Callable[[str], int]:
+def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = decimal(text)
@@ -28,6 +28,8 @@ def integer(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"'{text}' is not an integer (plain decimal digits, e.g. 1024)") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is below the minimum {minimum}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value:,} is above the maximum {maximum:,}")
         return value
 
     parse.__name__ = "integer"

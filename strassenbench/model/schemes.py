@@ -13,7 +13,8 @@ waves, and each stage takes
     T_stream = the longest stream: its launches one after another, each as if alone
 
 and its time is the largest of its model's terms and T_stream (a stream runs its launches in order, none faster
-than alone), or its launches one after another where that is less. Stages run one after another. The schemes' stages, as strassenbench.fused.launch runs them:
+than alone), or its launches one after another where that is less. Stages run one after another. The
+schemes' stages, as strassenbench.fused.launch runs them:
 
     sequential  one launch per product, each a stage of its own: the paper's model, unchanged
     streams     the stages and streams of strassenbench.algebra.schedule, one launch per product
@@ -39,7 +40,9 @@ from fractions import Fraction
 from ..algebra.primitives import variant_counts
 from ..algebra.schedule import schedule
 from ..fused.instances import kernel_counts, max_batch
+from ..limits import MAX_SCHEDULE_PRODUCTS
 from ..options import SCHEMES, check_scheme
+from .files import ModelError
 from .timing import INFINITE, ZERO, Timing, bounded
 
 __all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "SCHEMES"]
@@ -111,6 +114,10 @@ def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | Non
             batch = max(max_batch(dtype, sum(kernel_counts(w))), 1)
             lanes[i % len(lanes)] += [(w, min(batch, counts[w] - first)) for first in range(0, counts[w], batch)]
         return [lanes]
+    products = sum(counts.values())
+    if products > MAX_SCHEDULE_PRODUCTS:  # the schedule's search grows with the square of the products
+        raise ModelError(f"the streams scheme of {products:,} products: its schedule takes above "
+                         f"{MAX_SCHEDULE_PRODUCTS} products too long to build (use atomic or sequential)")
     return [[[(p.counts, 1) for p in lane] for lane in stage.streams]
             for stage in schedule(algorithm, levels, streams).stages]
 

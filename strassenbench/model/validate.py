@@ -22,7 +22,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
+from ..limits import MAX_DIMENSION
 from ..options import SCHEMES
 from ..strategies import STRATEGIES, tensor_counterpart
 from .files import VALIDATE, ModelError
@@ -42,7 +44,7 @@ def _simt_strategy(impl: str, strategy: object) -> str | None:
     name = str(strategy)
     if name in STRATEGIES:
         return name
-    dmma = impl in MODELED_IMPLS or get_impl(impl).dmma
+    dmma = impl not in MODELED_IMPLS and get_impl(impl).dmma
     return next((s for s in STRATEGIES if tensor_counterpart(s, dmma) == name), None)
 
 
@@ -61,13 +63,46 @@ def _points(measured: pd.DataFrame) -> pd.DataFrame:
     return ok[ok["model_strategy"].notna()]
 
 
+def _check(points: pd.DataFrame, gpu_key: str | None) -> None:
+    """Refuse (ModelError naming the row: its ``where``, file and line, when the rows carry one) what no
+    prediction can be set against: a time that is not positive, a side outside 1 to MAX_DIMENSION, a dtype the
+    implementation does not compute, a scheme that is not one, a point twice (a file given twice?), rows of
+    two GPUs, or of another GPU than the model's (``gpu_key``, e.g. H100, in the device's name)."""
+    def refuse(bad: pd.Series, what: str) -> None:
+        if bad.any():
+            row = points[bad].iloc[0]
+            raise ModelError(f"{row.get('where', 'the results')}: {what(row)}")
+
+    times = pd.to_numeric(points["time_median_s"], errors="coerce")
+    refuse(~(times > 0) | ~np.isfinite(times), lambda r: f"time_median_s {r['time_median_s']} of a timed point "
+                                                         "is not a positive time")
+    for side in ("m", "n", "k"):
+        refuse(~points[side].between(1, MAX_DIMENSION), lambda r: f"{side} = {r[side]} is not from 1 to "
+                                                                   f"{MAX_DIMENSION:,}")
+    refuse(~points["dtype"].isin(DTYPES), lambda r: f"dtype {r['dtype']!r} is not one of {', '.join(DTYPES)}")
+    refuse(pd.Series([d not in get_impl(str(i)).dtypes for i, d in zip(points["impl"], points["dtype"])],
+                     index=points.index), lambda r: f"{r['impl']} does not compute {r['dtype']}")
+    schemes = points["scheme"].fillna("").astype(str)
+    refuse(~schemes.isin(["", *SCHEMES]), lambda r: f"scheme {r['scheme']!r} is not one of {', '.join(SCHEMES)}")
+    refuse(points.duplicated(["sweep", "impl", "m", "n", "k", "dtype", "strategy", "scheme"]),
+           lambda r: f"{r['impl']} at {r['m']} x {r['k']} x {r['n']} is there twice (a file given twice?)")
+    gpus = sorted({str(g) for g in points["gpu"]})
+    if len(gpus) > 1:
+        raise ModelError(f"the results are of {len(gpus)} GPUs ({', '.join(map(repr, gpus))}): one GPU's at a time")
+    if gpu_key is not None and gpu_key.lower() not in gpus[0].lower():
+        raise ModelError(f"the results are of {gpus[0]!r}, not of the model's {gpu_key} (--gpu: the GPU they "
+                         "were measured on)")
+
+
 def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], schemes: list[str],
-                    resources: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The summary (VALIDATE_COLUMNS) of the model against ``measured`` (bench result rows of one GPU)."""
+                    resources: pd.DataFrame | None = None, gpu_key: str | None = None) -> pd.DataFrame:
+    """The summary (VALIDATE_COLUMNS) of the model against ``measured`` (bench result rows of one GPU: of
+    ``gpu_key``'s where given); its ``attrs["left_out"]``: the timed rows the model has no formula for."""
     points = _points(measured)
     if points.empty:
         raise ModelError("no timed point of an implementation the model has a formula for (the paper's, or a "
                          "fused one) in the results")
+    _check(points, gpu_key)
     gemm: dict[tuple, float] = {}  # each mode's GEMM per point, at its strategy and at any
     for r in points[points["impl"].isin(list(BASELINE.values()))].itertuples():
         for key in ((r.impl, r.sweep, r.dtype, r.m, r.k, r.n, r.model_strategy), (r.impl, r.sweep, r.dtype, r.m, r.k,
@@ -96,4 +131,6 @@ def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], sc
                              "median_ratio": float(np.median(ratios)), "min_ratio": min(ratios),
                              "max_ratio": max(ratios),
                              "speedup_error": float(np.mean(errors)) if errors else math.nan})
-    return pd.DataFrame(rows, columns=VALIDATE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=VALIDATE_COLUMNS)
+    frame.attrs["left_out"] = int((measured["status"] == "ok").sum()) - len(points)
+    return frame

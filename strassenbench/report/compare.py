@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import publish, staging, write_atomic
+from ..io import markdown, publish, staging, write_atomic
 from ..results import ResultsError, bad_times, timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
@@ -142,8 +142,7 @@ def compare_runs(folders: list[Path], out: Path) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     with staging(out) as stage:  # made beside out, then published all or nothing (strassenbench.io.publish)
         write_atomic(stage / "compare.csv", table.to_csv(index=False))
-        write_atomic(stage / "compare.md", (table.to_markdown(index=False) if not table.empty else
-                                            "_no common points_") + "\n")
+        write_atomic(stage / "compare.md", markdown(table) if not table.empty else "_no common points_\n")
         fig_compare({name: run["sweeps"] for name, run, _ in runs}, stage)
         write_atomic(stage / "index.html", _page(runs, table, folders))
         publish(stage, out)

@@ -10,6 +10,7 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
 from ..impls import algorithm_impl, get_impl
+from ..io import markdown
 from ..options import SCHEMES
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
@@ -46,7 +47,7 @@ def table_markdown(frame: pd.DataFrame | None, empty: str) -> tuple[str, Table |
     if frame is None or frame.empty:
         return f"_{empty}_\n", None
     frame = frame.astype(object).where(frame.notna(), "").map(cell)
-    return frame.to_markdown(index=False, disable_numparse=True) + "\n", table_of(frame)
+    return markdown(frame, disable_numparse=True), table_of(frame)
 
 
 def algorithm_impls(run: dict) -> list[str]:
