@@ -54,7 +54,8 @@ def parse_sizes(text: str) -> list[int]:
             raise ValueError(f"sizes '{text}' has more than {MAX_SWEEP_POINTS:,} points")
     if not sizes:
         raise ValueError("no sizes given")
-    bad = [s for s in sizes if not 1 <= s <= MAX_DIMENSION]
-    if bad:
-        raise ValueError(f"sizes must be from 1 to {MAX_DIMENSION:,}, got {bad[0]:,}")
+    if min(sizes) < 1:
+        raise ValueError(f"sizes must be >= 1, got {min(sizes)}")
+    if max(sizes) > MAX_DIMENSION:
+        raise ValueError(f"sizes must be at most {MAX_DIMENSION:,} (a side of 2^20), got {max(sizes):,}")
     return sorted(set(sizes))
