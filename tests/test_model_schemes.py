@@ -241,7 +241,7 @@ def test_the_sweeps_figure_says_which_scheme_its_predictions_ran(tmp_path: Path)
 
 
 def test_the_report_tables_show_a_scheme_or_say_it_is_unknown() -> None:
-    from strassenbench.report.tables import _scheme
+    from strassenbench.report.analysis import scheme_name as _scheme
     from strassenbench.report.winners import _scheme_of
 
     assert [_scheme(v) for v in ("atomic", "", None, float("nan"), "a|b\n<i>")] == [

@@ -7,8 +7,9 @@ import math
 import pandas as pd
 
 from ..breakeven import break_even
+from ..options import SCHEMES
 
-__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims"]
+__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims", "scheme_name", "schemes_of"]
 
 BASELINE = "cublas"
 
@@ -18,6 +19,21 @@ def _timeouts(frame: pd.DataFrame) -> pd.Series:
     if "blocking_timeouts" not in frame:
         return pd.Series(0, index=frame.index)
     return pd.to_numeric(frame["blocking_timeouts"], errors="coerce").fillna(0)
+
+
+def scheme_name(value: object) -> str:
+    """A model file's scheme as the report shows it: one of the three (a file from before the column, read as
+    blank, ran the products one after another), or "(unknown)" for anything else a results folder holds."""
+    if value is None or (isinstance(value, float) and pd.isna(value)) or str(value).strip() == "":
+        return "sequential"
+    return str(value) if str(value) in SCHEMES else "(unknown)"
+
+
+def schemes_of(frame: pd.DataFrame) -> pd.Series:
+    """scheme_name of each row of ``frame`` (sequential for every row of a file without the column)."""
+    if "scheme" not in frame:
+        return pd.Series(["sequential"] * len(frame), index=frame.index, dtype=object)
+    return frame["scheme"].map(scheme_name)
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from ..model.files import DEFAULT_MODEL
 from ..options import SCHEMES
 from ..sweeps import SWEEPS
 from . import figures
-from .analysis import ok_rows
+from .analysis import ok_rows, schemes_of
 from .figures import (Y_TFLOPS, Drawn, draw_line, empty_note, label_of, legend_below, panel_labels, size_axis,
                       speedup_panel)
 from .palette import style
@@ -98,9 +98,7 @@ def fig_model_sweeps(model: pd.DataFrame | None, out: Path, gpu: str) -> Drawn:
     """The model's predictions for the paper's three sweeps (square, rank-k, panel): predictions only."""
     fig, axes, panels = _sweep_panels(model, 4.2)
     for ax, sweep, part in panels:
-        # a file from before the scheme column (read as blank) ran the products one after another
-        schemes = part["scheme"].fillna("").replace("", "sequential") if "scheme" in part else \
-            pd.Series(["sequential"] * len(part), index=part.index, dtype=object)
+        schemes = schemes_of(part)
         shown = [s for s in dict.fromkeys(schemes) if s in SCHEMES]
         for scheme in shown:
             ax.plot([], [], gid="scheme", label=f"_{scheme}")  # for the caption; '_': not in the legend

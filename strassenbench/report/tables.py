@@ -11,10 +11,9 @@ from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
 from ..impls import algorithm_impl, get_impl
 from ..io import markdown
-from ..options import SCHEMES
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
-from .analysis import claims, left_out, ok_rows
+from .analysis import claims, left_out, ok_rows, scheme_name
 from .winners import winners_table
 from .inputs import ModelGPU, device_of, model_frame
 from .render import Table, table_of
@@ -159,20 +158,12 @@ def _occupancy(run: dict) -> pd.DataFrame | None:
     return pd.DataFrame(list(rows.values()))
 
 
-def _scheme(value: object) -> str:
-    """A prediction file's scheme as the report shows it: one of the three (a file from before the column, read
-    as blank, ran the products one after another), or "(unknown)" for anything else a results folder holds."""
-    if value is None or (isinstance(value, float) and pd.isna(value)) or str(value).strip() == "":
-        return "sequential"
-    return str(value) if str(value) in SCHEMES else "(unknown)"
-
-
 def _model_crossover(run: dict) -> pd.DataFrame | None:
     """The model's crossovers of 1-level, 2-level hybrid and 2-level direct Strassen over the GEMM, per sweep
     (model_speedup.csv)."""
     rows = [{"sweep": sweep, "impl": impl, "baseline": cross["baseline"], "gpu": cross["gpu"],
              "source": "model (prediction)", **{k: cross[k] for k in ("first", "stable", "max_speedup", "at")},
-             "scheme": _scheme(cross.get("scheme"))}
+             "scheme": scheme_name(cross.get("scheme"))}
             for sweep in SWEEPS for impl in CROSSOVER_IMPLS if (cross := _speedup(run, sweep, impl))]
     return pd.DataFrame(rows) if rows else None
 

@@ -14,7 +14,7 @@ from ..impls import get_impl
 from ..options import SCHEMES
 from ..sweeps import SWEEPS
 from . import figures
-from .analysis import ok_rows
+from .analysis import ok_rows, schemes_of
 from .figures import Drawn, label_of, legend_below, speedup_panel
 from .palette import style
 
@@ -62,9 +62,7 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=True)
     mine = winners[winners["gpu"] == gpu] if winners is not None and not winners.empty else pd.DataFrame()
-    schemes = mine["scheme"].fillna("").replace("", "sequential") if "scheme" in mine else \
-        pd.Series(["sequential"] * len(mine), dtype=object)
-    for scheme in (s for s in dict.fromkeys(schemes) if s in SCHEMES):  # for the caption; '_': not in the legend
+    for scheme in (s for s in dict.fromkeys(schemes_of(mine)) if s in SCHEMES):  # for the caption, not the legend
         axes[0].plot([], [], gid="scheme", label=f"_{scheme}")
     measured = pd.DataFrame() if cpu else _measured_winners(sweeps)
     for ax, sweep in zip(axes, SWEEPS):
@@ -89,9 +87,8 @@ def fig_winners(winners: pd.DataFrame | None, sweeps: pd.DataFrame, out: Path, g
 def _scheme_of(part: pd.DataFrame) -> str:
     """How the winners' fused candidates ran: the rows' scheme (blank in a file from before the column:
     sequential), "(unknown)" for a value that is not a scheme."""
-    values = {str(v).strip() for v in part["scheme"].fillna("")} if "scheme" in part else {""}
-    names = sorted({v or "sequential" for v in values})
-    return ", ".join(n if n in SCHEMES else "(unknown)" for n in names)
+    names = sorted(set(schemes_of(part)), key=lambda name: (name not in SCHEMES, name))
+    return ", ".join(names)
 
 
 def winners_table(winners: pd.DataFrame | None) -> pd.DataFrame | None:
