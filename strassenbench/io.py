@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import html
 import os
 import re
 import shutil
@@ -397,11 +398,15 @@ def render(frame: pd.DataFrame, fmt: str) -> str:
     return frame.to_csv(index=False) if fmt == "csv" else markdown(frame)
 
 
-def markdown(frame: pd.DataFrame, **options: object) -> str:
+def markdown(frame: pd.DataFrame, *, escape_html: bool = False, **options: object) -> str:
     """A table as markdown, each text cell's '|' escaped and line breaks made spaces (a value from a results
-    folder must not split a row or a column)."""
+    folder must not split a row or a column); with ``escape_html`` also HTML's special characters (&, <, >), so
+    that no cell becomes markup where the markdown is rendered."""
     def safe(value: object) -> object:
-        return value.replace("|", "\\|").replace("\r", " ").replace("\n", " ") if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        value = html.escape(value, quote=False) if escape_html else value
+        return value.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
     return frame.map(safe).to_markdown(index=False, **options) + "\n"
 

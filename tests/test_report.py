@@ -15,7 +15,8 @@ from strassenbench.bench.timing import Criterion
 from strassenbench.cli import main
 from strassenbench.report.analysis import claims, measured_crossover, speedups
 from strassenbench.report.build import REPORT_FIGURES, REPORT_TABLES, build_report, load_run
-from strassenbench.report.compare import compare_runs, verdict
+from strassenbench.report.compare import compare_runs, interval_verdict
+from strassenbench.report.noise import row_interval
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -79,11 +80,17 @@ def test_cpu_report_has_the_banner(tmp_path) -> None:  # noqa: ANN001
     assert (tmp_path / "report" / "figures" / "fig_stra_square.png").is_file()
 
 
-def test_verdict_needs_a_difference_beyond_both_noises() -> None:
-    assert verdict(1.004, 0.005, 0.001) == "SAME"
-    assert verdict(0.90, 0.005, 0.01) == "FAST"
-    assert verdict(1.10, 0.005, 0.01) == "SLOW"
-    assert verdict(1.03, 0.05, 0.001) == "SAME"
+def test_row_interval_and_the_floor() -> None:
+    """Without samples a ratio's interval comes from the rows' spreads and counts: symmetric on a log scale,
+    wider with fewer samples, NaN (so SAME) without a spread; a verdict needs the interval beyond the floor."""
+    low, high = row_interval(1.0, 0.01, 100, 0.01, 100)
+    assert low * high == pytest.approx(1.0)
+    assert high == pytest.approx(1.0 + 1.96 * 1.2533 * 0.01 * 2 ** 0.5 / 10, rel=1e-2)  # z sqrt(pi/2) s sqrt(2/n)
+    assert row_interval(1.0, 0.01, 4, 0.01, 4)[1] > high and row_interval(0.9, 0.01, 100, 0.01, 100)[0] < 0.9
+    nan = row_interval(0.5, float("nan"), 100, 0.01, 100)
+    assert interval_verdict(*nan, 0.02) == "SAME"
+    assert interval_verdict(0.95, 0.97, 0.02) == "FAST" and interval_verdict(0.95, 0.985, 0.02) == "SAME"
+    assert interval_verdict(1.03, 1.05, 0.02) == "SLOW" and interval_verdict(1.015, 1.05, 0.02) == "SAME"
 
 
 def test_compare_fixtures(tmp_path) -> None:  # noqa: ANN001
@@ -91,8 +98,12 @@ def test_compare_fixtures(tmp_path) -> None:  # noqa: ANN001
     assert len(table) == 3 * 4 * 8  # sweeps x sizes x implementations
     assert set(table["verdict"]) <= {"FAST", "SLOW", "SAME"}
     assert (table["verdict"] == "FAST").any()  # the H100-like fixture is faster on the large sizes
+    # no samples: the rows' intervals; the floor learned from the points strategies.csv and square.csv share
+    assert (table["method"] == "noise").all() and (table["noise_floor_from"] == "16 repeated points").all()
+    assert 0.005 < table["noise_floor"].iloc[0] < 0.02
     for r in table.itertuples():
-        assert r.verdict == verdict(r.ratio, r.noise_base, r.noise_other)
+        assert r.ratio == pytest.approx(r.time_other_s / r.time_base_s) and r.ratio_low < r.ratio < r.ratio_high
+        assert r.verdict == interval_verdict(r.ratio_low, r.ratio_high, r.noise_floor)
     assert (tmp_path / "cmp" / "fig_compare_speedup.png").is_file() and (tmp_path / "cmp" / "index.html").is_file()
     assert pd.read_csv(tmp_path / "cmp" / "compare.csv").shape[0] == len(table)
 
@@ -105,12 +116,15 @@ def test_compare_names_the_commits_and_counts_points_of_different_code(tmp_path,
     square["commit"] = "0123456789ab"
     square.to_csv(other / "square.csv", index=False)
     assert main(["compare", str(FIXTURES / "gpu_a"), str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "c1")]) == 0
-    assert "different commits" not in capsys.readouterr().err
+    assert "different code" not in capsys.readouterr().err
     assert main(["compare", str(FIXTURES / "gpu_a"), str(other), "--out", str(tmp_path / "c2")]) == 0
     table = pd.read_csv(tmp_path / "c2" / "compare.csv", dtype={"commit_base": str, "commit_other": str})
     changed = table["commit_other"] == "0123456789ab"
     assert (changed == (table["sweep"] == "square")).all() and (table["commit_base"] == "fixture").all()
-    assert f"{changed.sum()} of them were measured at different commits" in capsys.readouterr().err
+    assert ((table["code"] == "other commit") == changed).all()
+    err = capsys.readouterr().err
+    assert f"warning: {changed.sum()} of {len(table)} points were measured with different code ({changed.sum()} by " \
+           "their commits" in err and len(err.strip().splitlines()) == 2
 
 
 def test_report_and_compare_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001

@@ -14,6 +14,14 @@ from .checks import UsageError, outside_inputs
 
 __all__ = ["add_parser", "run"]
 
+COMPARE = ("Each folder after the first is compared with the first, the baseline, point by point (sweep, "
+           "implementation, shape, dtype). ratio = median time of the other run / median time of the baseline: "
+           "below 1 the other run is faster. FAST: the other run is faster beyond the noise floor (the ratio's 95% "
+           "interval lies wholly below 1 - floor); SLOW: slower beyond it (wholly above 1 + floor); SAME otherwise. "
+           "The floor is learned from points a folder measured twice (the 95th percentile of their |ln ratio|), "
+           "else it is --noise-floor. Writes compare.csv, compare.md, fig_compare_speedup.png/.pdf and index.html "
+           "into --out, all or nothing.")
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="the HTML report with every figure and table of the paper")
@@ -25,10 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="build/resources.csv for the kernel tables")
     p.set_defaults(func=run)
 
-    p = sub.add_parser("compare", help="results of several GPUs side by side (FAST/SLOW beyond the noise)")
+    p = sub.add_parser("compare", help="results of several GPUs side by side (FAST/SLOW beyond the noise)",
+                       description=COMPARE)
     p.add_argument("folders", nargs="+", type=types.input_name, metavar="DIR",
                    help="data/<gpu> folders; the first is the baseline")
     p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--noise-floor", type=types.share, default=0.02, metavar="F",
+                   help="the noise floor (a fraction, 0 <= F < 1) where no folder holds a point measured twice "
+                        "(default: %(default)s, 2%%); where one does, the floor is learned from those repeats")
     p.set_defaults(func=run)
 
     p = sub.add_parser("collect", help="concatenate one-row CSVs into one table")
@@ -56,7 +68,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..report.compare import compare_runs
+    from ..report.compare import code_note, compare_runs
 
     folders = [Path(f) for f in args.folders]
     same = [f for i, f in enumerate(folders) if any(f.resolve() == g.resolve() for g in folders[:i])]
@@ -64,15 +76,14 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(f"{same[0]} is given twice: compare sets different runs against each other")
     outside_inputs(Path(args.out), folders)
     try:
-        table = compare_runs(folders, Path(args.out))
+        table = compare_runs(folders, Path(args.out), args.noise_floor)
     except ValueError as err:
         raise UsageError(str(err)) from None
     counts = table["verdict"].value_counts().to_dict() if not table.empty else {}
-    print(f"strassenbench: {len(table)} points compared {counts} -> {Path(args.out) / 'index.html'}", file=sys.stderr)
-    changed = 0 if table.empty else int((table["commit_base"].astype(str) != table["commit_other"].astype(str)).sum())
-    if changed:
-        print(f"strassenbench: {changed} of them were measured at different commits: their ratios hold the code's "
-              "changes as well as the GPUs' (columns commit_base, commit_other)", file=sys.stderr)
+    print(f"strassenbench: {len(table)} points compared {counts}, {table.attrs['noise_floor']} -> "
+          f"{Path(args.out) / 'index.html'}", file=sys.stderr)
+    if note := code_note(table):
+        print(f"strassenbench: warning: {note}", file=sys.stderr)
     return 0
 
 

@@ -81,6 +81,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """A fraction from 0 (included) to 1 (excluded), e.g. compare's noise floor."""
+    value = finite(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is not a fraction in [0, 1)")
+    return value
+
+
 def bounded(minimum: int, maximum: int, why: str) -> Callable[[str], int]:
     """An integer in [minimum, maximum]; ``why`` says where the maximum comes from."""
     base = integer(minimum)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
 
 from ..breakeven import break_even
+from ..impls import ImplError, get_impl
 from ..options import SCHEMES
+from ..tensorcore import MODES as TENSOR_MODES
 
-__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims", "scheme_name", "schemes_of"]
+__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims", "scheme_name", "schemes_of",
+           "PRECISIONS", "precision_of", "precision_speedups"]
 
 BASELINE = "cublas"
+# The precisions compare draws apart, each against its own cuBLAS (in the precision's dtype): SIMT FP32 against
+# cuBLAS's SGEMM, the TF32 tensor-core modes (1xTF32, 3xTF32) against cuBLAS TF32, FP64 (SIMT and DMMA) against
+# cuBLAS's DGEMM.
+PRECISIONS = {"FP32": "cublas", "TF32/3xTF32": "cublas-tf32", "FP64": "cublas"}
 
 
 def _timeouts(frame: pd.DataFrame) -> pd.Series:
@@ -68,6 +76,32 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     out = good[good["impl"] != baseline].copy()
     out["speedup"] = [base.get(tuple(r[k] for k in keys), math.nan) / r["time_median_s"] for _, r in out.iterrows()]
     return out.dropna(subset=["speedup"])[[*keys, "impl", "label", "speedup"]]
+
+
+@functools.cache
+def precision_of(impl: str, dtype: str) -> str | None:
+    """The precision (a key of PRECISIONS) of a row of ``impl`` in ``dtype``: FP64 for every float64 row, SIMT
+    or DMMA; TF32/3xTF32 for the tensor-core modes; FP32 for SIMT float32; None for a name the registry does not
+    know (strassenbench.impls.get_impl) or another dtype."""
+    try:
+        mode = get_impl(impl).mode
+    except (ImplError, ValueError):
+        return None
+    if dtype == "float64":
+        return "FP64"
+    if mode in TENSOR_MODES:
+        return "TF32/3xTF32"
+    return "FP32" if mode == "simt" and dtype == "float32" else None
+
+
+def precision_speedups(frame: pd.DataFrame, precision: str, sweep: str = "square") -> pd.DataFrame:
+    """speedups of the rows of ``sweep`` in ``precision`` over the precision's cuBLAS (PRECISIONS)."""
+    good = ok_rows(frame)
+    if good.empty:
+        return speedups(good)
+    part = good[good["sweep"] == sweep]
+    part = part[[precision_of(str(i), str(d)) == precision for i, d in zip(part["impl"], part["dtype"])]]
+    return speedups(part, PRECISIONS[precision])
 
 
 def measured_crossover(frame: pd.DataFrame, impl: str, baseline: str = BASELINE, sweep: str = "square",

@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
-from .analysis import measured_crossover, ok_rows, speedups  # noqa: E402
+from .analysis import measured_crossover, ok_rows, precision_speedups  # noqa: E402
 from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
 __all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
@@ -352,27 +352,48 @@ def fig_memlimit(memlimit: pd.DataFrame | None, out: Path, device: str) -> Drawn
     return save(fig, out, "fig_memlimit")
 
 
+# compare's panels: the title of each precision (analysis.PRECISIONS), against its own cuBLAS
+COMPARE_PANELS = {"FP32": "FP32 (SIMT, float32): over cuBLAS SGEMM",
+                  "TF32/3xTF32": "TF32 and 3xTF32 (tensor cores): over cuBLAS TF32",
+                  "FP64": "FP64 (SIMT and DMMA, float64): over cuBLAS DGEMM"}
+
+
+def _compare_legend(fig: plt.Figure, axes: list, gpus: list[str]) -> None:
+    """One legend below the panels: every implementation drawn, then the GPUs (their line styles)."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+        ax.get_legend().remove()
+    order = [label for label in entries if label not in gpus and label not in ("label", "gpu")]
+    order += [gpu for gpu in gpus if gpu in entries]
+    fig.legend([entries[label] for label in order], order, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+               frameon=False, fontsize=8)
+
+
 def fig_compare(frames: dict[str, pd.DataFrame], out: Path) -> Drawn:
-    """Speedup over cuBLAS on the square sweep, one line per GPU and implementation (colour: implementation,
-    as in the report; line style: GPU)."""
+    """Speedup over cuBLAS on the square sweep, one panel per precision, each against its own cuBLAS
+    (analysis.PRECISIONS; a precision no run has is left out), one line per GPU and implementation (colour:
+    implementation, as in the report; line style: GPU)."""
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    parts = []
-    for gpu, frame in frames.items():
-        s = speedups(frame)
-        s = s[(s["sweep"] == "square") & (s["dtype"] == "float32")] if not s.empty else s
-        if not s.empty:
-            parts.append(s.assign(gpu=gpu))
-    if parts:
-        data = pd.concat(parts)
-        palette = {label: style(impl)["color"] for impl, label in zip(data["impl"], data["label"])}
-        sns.lineplot(data=data, x="x", y="speedup", hue="label", style="gpu", markers=True, palette=palette, ax=ax)
+    data = {}
+    for precision in COMPARE_PANELS:
+        parts = [s.assign(gpu=gpu) for gpu, frame in frames.items()
+                 if not (s := precision_speedups(frame, precision)).empty]
+        if parts:
+            data[precision] = pd.concat(parts)
+    fig, axes = plt.subplots(1, max(len(data), 1), figsize=(7.5 * max(len(data), 1), 4.5), squeeze=False)
+    for ax, (precision, part) in zip(axes[0], data.items()):
+        palette = {label: style(impl)["color"] for impl, label in zip(part["impl"], part["label"])}
+        sns.lineplot(data=part, x="x", y="speedup", hue="label", style="gpu", markers=True, palette=palette, ax=ax)
         ax.axhline(1.0, color="black", linewidth=1, gid="parity", label="_parity")
-        legend_below(fig, [ax], ncol=3)
+        ax.set_title(COMPARE_PANELS[precision])
+        ax.set_xlabel("m = k = n")
+        size_axis(ax)
+        ax.set_ylabel("speedup = time(its cuBLAS) / time")
+    if data:
+        _compare_legend(fig, list(axes[0]), list(frames))
     else:
-        empty_note(ax, "no square-sweep results with cuBLAS to compare")
-    ax.set_xlabel("m = k = n")
-    size_axis(ax)
-    ax.set_ylabel("speedup over cuBLAS = time(cuBLAS) / time")
-    ax.set_title("Speedup over cuBLAS per GPU, square problems, single precision")
+        empty_note(axes[0][0], "no square-sweep results with their cuBLAS to compare")
+    fig.suptitle("Speedup over cuBLAS per GPU, square problems")
     return save(fig, out, "fig_compare_speedup")
