@@ -69,6 +69,7 @@ def test_the_default_floor_and_the_option(tmp_path: Path, capsys: pytest.Capture
     value is one line on stderr and exit 2, with nothing written."""
     a = _without_repeats(FIXTURES / "gpu_a", tmp_path / "a")
     b = _without_repeats(FIXTURES / "gpu_b", tmp_path / "b")
+    shutil.copy(b / "square.csv", b / "square_copy.csv")  # the same rows again: copies, not repeats
     table = compare_runs([a, b], tmp_path / "c1")
     assert (table["noise_floor"] == 0.02).all() and (table["noise_floor_from"] == "default (--noise-floor)").all()
     assert (table["verdict"] == "FAST").all()  # the H100-like fixture is 2.6x faster

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pandas as pd
@@ -78,7 +77,6 @@ def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     return out.dropna(subset=["speedup"])[[*keys, "impl", "label", "speedup"]]
 
 
-@functools.cache
 def precision_of(impl: str, dtype: str) -> str | None:
     """The precision (a key of PRECISIONS) of a row of ``impl`` in ``dtype``: FP64 for every float64 row, SIMT
     or DMMA; TF32/3xTF32 for the tensor-core modes; FP32 for SIMT float32; None for a name the registry does not
@@ -100,7 +98,9 @@ def precision_speedups(frame: pd.DataFrame, precision: str, sweep: str = "square
     if good.empty:
         return speedups(good)
     part = good[good["sweep"] == sweep]
-    part = part[[precision_of(str(i), str(d)) == precision for i, d in zip(part["impl"], part["dtype"])]]
+    pairs = list(zip(part["impl"].astype(str), part["dtype"].astype(str)))
+    of = {pair: precision_of(*pair) for pair in set(pairs)}  # each implementation looked up once
+    part = part[[of[pair] == precision for pair in pairs]]
     return speedups(part, PRECISIONS[precision])
 
 

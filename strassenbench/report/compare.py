@@ -200,7 +200,9 @@ def _page(runs: list, table: pd.DataFrame, folders: list[Path], floor: Floor) ->
 def _markdown(runs: list, table: pd.DataFrame, floor: Floor) -> str:
     """compare.md: the baseline, what the ratio is, the floor, the code note, then the points; every text and
     cell with '|' and HTML's special characters escaped (io.markdown)."""
-    lines = [f"Baseline: {runs[0][0]}.", RATIO, floor.sentence[0].upper() + floor.sentence[1:] + ".", code_note(table)]
+    note = code_note(table)
+    lines = [f"Baseline: {runs[0][0]}.", RATIO, floor.sentence[0].upper() + floor.sentence[1:] + ".",
+             note and f"{note}."]
     head = "\n\n".join(html.escape(line, quote=False) for line in lines if line) + "\n\n"
     if table.empty:
         return head + "_no common points_\n"

@@ -3,10 +3,11 @@ the ratio's interval where a point has no samples.
 
 The floor is learned from the runs themselves where a results folder holds the same point measured twice: two
 bench tables of one GPU's folder with a row of the same point (samples.KEY), run the same way (timing, strategy,
-scheme) by the same code (commit, and source stamp where the rows have one), e.g. algorithms.csv and square.csv of
-data/nvidia-h100-80gb-hbm3. It is the 95th percentile of those repeats' |ln ratio| (as a fraction, e^q - 1), so
-that two runs of one GPU and one commit differ by less than the floor at 95% of points. Where no folder compared
-holds a repeated point, the floor is a stated default (`compare --noise-floor`, 2%).
+scheme) by the same code (commit, and source stamp where the rows have one), and not a copy of one row (the same
+times and sample count), e.g. algorithms.csv and square.csv of data/nvidia-h100-80gb-hbm3. It is the 95th
+percentile of those repeats' |ln ratio| (as a fraction, e^q - 1), so that two runs of one GPU and one commit
+differ by less than the floor at 95% of points. Where no folder compared holds a repeated point, the floor is a
+stated default (`compare --noise-floor`, 2%).
 
 A point without samples on both sides gets its interval from the rows: each median's relative standard error
 sqrt(pi/2) * time_rel_stdev / sqrt(samples) (the median of normal samples; one sample where the count is
@@ -33,6 +34,8 @@ DEFAULT_FLOOR = 0.02
 CONFIDENCE = 0.95
 # What makes two rows the same point measured twice: the point, how it was timed and run, and the code that ran.
 REPEAT_KEY = (*KEY, "timing", "strategy", "scheme", "commit", "source")
+# A row with the same point and these numbers as another is a copy of it, not the point measured again.
+COPY_CHECK = ("time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def repeat_ratios(folder: Path) -> pd.Series:
         return pd.Series(dtype=float)
     rows = rows[~bad_times(rows["time_median_s"], positive=True).to_numpy()]
     keys = rows.reindex(columns=list(REPEAT_KEY)).astype(object).fillna("").astype(str)
+    copied = keys.assign(**{c: rows[c] for c in COPY_CHECK if c in rows}).duplicated().to_numpy()
+    rows, keys = rows[~copied], keys[~copied]  # a row copied into another table is no second measurement
     groups = rows.groupby([keys[c] for c in REPEAT_KEY], sort=False)["time_median_s"]
     later = groups.cumcount() > 0
     return (rows["time_median_s"] / groups.transform("first"))[later].astype(float)
