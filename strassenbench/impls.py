@@ -28,6 +28,7 @@ from .algebra.levels import check_levels, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
 from .fused.launch import param_bytes
 from .gemm import check_operands
+from .inject import planted
 from .limits import MAX_LEVELS, LimitError
 from .options import OptionsError, RunOptions
 from .plan import make_plan, max_levels
@@ -181,6 +182,9 @@ class Impl:
             raise ImplError(f"{self.name} computes {', '.join(self.dtypes)}, not {C.dtype}")
         if self.kind == "auto":
             raise ImplError(f"{self.name} is chosen per shape by bench and verify (strassenbench pick), not run itself")
+        wrong = planted(self.name, m, n, k)  # the test hook's wrong result (strassenbench.inject)
+        if wrong:
+            return self._planted(wrong, A, B, C, alpha, beta, engine, options, workspace)
         if self.kind == "blas":
             ops = ops_for(C)
             compute = "tf32" if self.tensor else "fp32"
@@ -198,6 +202,56 @@ class Impl:
         if self.kind == "hybrid":  # one reference level on top, the fused 1-level kernel for its 7 products
             leaf, levels = _Leaves(engine, options), self.levels - 1
         return lambda: multiply(A, B, C, alpha, beta, levels=levels, workspace=workspace, leaf=leaf)
+
+    def _planted(self, wrong: str, A, B, C, alpha: float, beta: float, engine: str,  # noqa: ANN001
+                 options: RunOptions, workspace=None) -> Callable[[], object]:  # noqa: ANN001
+        """The call with the test hook's wrong result (strassenbench.inject.RESULT_KINDS) on ``engine``."""
+        from dataclasses import replace
+
+        from .reference.array_ops import ops_for
+        from .reference.strassen_ref import Workspace, multiply
+
+        ops = ops_for(C)
+        m, k, n = check_operands(A, B, C)
+        if wrong == "tf32":  # a 3xTF32 implementation in 1xTF32
+            if self.kind in ("blas", "cutlass"):
+                return lambda: ops.gemm(C, A, B, alpha, beta, "tf32")
+            options = replace(options, mode="1xtf32")
+            plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
+            return _engine_call(engine, options, plan, A, B, C, alpha, beta)
+        if wrong == "drop" and self.kind == "fused":
+            plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
+            if len(plan.steps) > 1:
+                return _engine_call(engine, options, replace(plan, steps=plan.steps[1:]), A, B, C, alpha, beta)
+        if wrong == "drop" and self.kind in ("reference", "hybrid"):
+            levels = self.levels - (self.kind == "hybrid")
+            leaf = _dropping(_Leaves(engine, options) if self.kind == "hybrid" else ops.gemm, ops)
+            space = workspace or Workspace(m, k, n, self.workspace_levels, C.dtype, ops)
+
+            def call() -> None:
+                leaf.reset()
+                multiply(A, B, C, alpha, beta, levels=levels, workspace=space, leaf=leaf)
+
+            return call
+        return lambda: ops.scale(C, beta)  # zero, and drop where the one product is the whole GEMM
+
+
+def _dropping(leaf: Callable, ops) -> Callable:  # noqa: ANN001
+    """A leaf that leaves out its first product of every call (out = beta out there): the test hook's drop."""
+    state = {"first": True}
+
+    def call(out, a, b, alpha: float, beta: float) -> None:  # noqa: ANN001
+        if state["first"]:
+            state["first"] = False
+            ops.scale(out, beta)
+            return
+        leaf(out, a, b, alpha, beta)
+
+    def reset() -> None:
+        state["first"] = True
+
+    call.reset = reset  # type: ignore[attr-defined]
+    return call
 
 
 def _engine_call(engine: str, options: RunOptions, plan, A, B, C, alpha: float,  # noqa: ANN001

@@ -27,25 +27,31 @@ __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS",
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 BENCH_COLUMNS = [
-    "gpu", "engine", "driver", "cuda", "cublas", "commit",
-    "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x",
+    "gpu", "engine", "driver", "cuda", "cublas", "commit", "source",
+    "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x", "order", "order_seed",
     "impl", "label", "strategy", "scheme", "levels",
     "status", "message",
-    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples", "converged", "timing",
-    "blocking_timeouts", "host_enqueue_s", "tflops",
+    "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "median_ci_rel", "samples", "converged", "stop",
+    "timing", "blocking_timeouts", "host_enqueue_s", "tflops",
     "extra_bytes", "measured_extra_bytes", "memory_check", "nvml_process_bytes",
-    "rel_error", "error_bound",
+    "rel_error", "tolerance", "expected_error", "reference", "error_bound",
     "sm_clock_start_mhz", "sm_clock_end_mhz", "mem_clock_start_mhz", "mem_clock_end_mhz", "temperature_c",
-    "power_w", "throttle_reasons", "throttled_samples", "sm_clock_median_mhz",
+    "power_w", "energy_pj_per_flop", "throttle_reasons", "capped_share", "low_clock_discards",
+    "sm_clock_median_mhz",
 ]
 # Columns added after the first release: a file written before them is read with them blank.
-BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz", "blocking_timeouts")
+BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz", "blocking_timeouts", "source", "order",
+               "order_seed", "median_ci_rel", "stop", "tolerance", "expected_error", "reference", "energy_pj_per_flop", "capped_share",
+               "low_clock_discards")
+# Columns renamed since: an older file's name is read as the new one.
+RENAMED = {"throttled_samples": "low_clock_discards"}
 MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
                     "predicted_bytes", "run_at_n", "run_above", "confirmed", "message"]
 VERIFY_COLUMNS = ["engine", "algorithm", "levels", "m", "n", "k", "dtype", "alpha", "beta", "seed", "rel_error",
-                  "bound", "status"]
+                  "tolerance", "reference", "bound", "status"]
 ACCURACY_COLUMNS = ["impl", "label", "mode", "levels", "engine", "inputs", "dtype", "m", "n", "k", "seed", "rel_error",
-                    "bound", "status"]  # strassenbench accuracy (dtype: blank in a file that predates it, float32)
+                    "tolerance", "reference", "bound", "status"]  # strassenbench accuracy (dtype: blank in a file
+# that predates it, float32; tolerance and reference: blank in a file that predates the check's tolerance)
 
 
 class ResultsError(ValueError):
@@ -72,18 +78,23 @@ KINDS = {
     "bench": Kind("bench", tuple(BENCH_COLUMNS), ("m", "n", "k", "seed"),
                   ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
                    "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
-                   "sm_clock_median_mhz", "blocking_timeouts"),
+                   "sm_clock_median_mhz", "blocking_timeouts", "order", "order_seed", "median_ci_rel", "tolerance", "expected_error",
+                   "energy_pj_per_flop", "capped_share", "low_clock_discards"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
-                   "strategy_request", "scheme_request", "timing"), BENCH_LATER,
+                   "strategy_request", "scheme_request", "timing", "source", "stop", "reference"), BENCH_LATER,
                   ("time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "host_enqueue_s")),
     "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
                      ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message"),
                      booleans=("confirmed",)),
-    "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"), ("alpha", "beta", "rel_error", "bound"),
-                   ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme")),
-    "accuracy": Kind("accuracy", tuple(ACCURACY_COLUMNS), ("levels", "m", "n", "k", "seed"), ("rel_error", "bound"),
-                     ("impl", "label", "mode", "engine", "inputs", "dtype", "status"), ("dtype",)),
+    "verify": Kind("verify", tuple(VERIFY_COLUMNS), ("m", "n", "k", "seed"),
+                   ("alpha", "beta", "rel_error", "tolerance", "bound"),
+                   ("impl", "engine", "algorithm", "dtype", "status", "strategy", "scheme", "reference"),
+                   ("tolerance", "reference")),
+    "accuracy": Kind("accuracy", tuple(ACCURACY_COLUMNS), ("levels", "m", "n", "k", "seed"),
+                     ("rel_error", "tolerance", "bound"),
+                     ("impl", "label", "mode", "engine", "inputs", "dtype", "status", "reference"),
+                     ("dtype", "tolerance", "reference")),
 }
 
 
@@ -146,6 +157,7 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
         raise ResultsError(f"{path}: not {what} (line 1 has no column {missing!r})")
     if len(set(header)) != len(header):
         raise ResultsError(f"{path}: line 1 names a column twice")
+    header = [RENAMED.get(c, c) if RENAMED.get(c) not in header else c for c in header]
     body = rows[1:]
     cut = not text.endswith("\n") or (body and len(body[-1]) < len(header))
     if cut and body:
@@ -277,7 +289,7 @@ POINT_COLUMNS = {
     "memlimit": ("engine", "impl", "dtype"),
     "accuracy": ("impl", "mode", "levels", "engine", "inputs", "m", "n", "k", "seed"),
 }
-VERIFY_RESULTS = ("rel_error", "bound", "status")
+VERIFY_RESULTS = ("rel_error", "tolerance", "reference", "bound", "status")
 
 
 def point_columns(frame: pd.DataFrame) -> list[str]:

@@ -2,7 +2,8 @@
 
 A line holds the point's key (sweep, impl, m, n, k, dtype, strategy_request, scheme_request), how it was
 timed (strassenbench.bench.timing: graph, events or host) and its samples as [seconds, SM clock in MHz or
-null, throttle reasons set, kept]. The bench appends a point's line before it rewrites the CSV, so a point in
+null, throttle reasons (NVML's bit mask), kept, power in W or null]; a file written before the reasons' mask
+and the power holds [seconds, clock, a slowing reason set (true/false), kept], read as it is. The bench appends a point's line before it rewrites the CSV, so a point in
 the CSV always has its samples; a point measured again (a resumed sweep) appends a new line, and the last line
 of a key wins. A last line cut short by an interruption is skipped, and a resumed sweep first drops it and the
 lines of points its CSV does not list (``keep_samples``); a line whose row could not be written (a full disk) is
@@ -51,7 +52,7 @@ def append_samples(path: Path, row: dict, timing: str, records: Sequence[tuple])
     through a symbolic link; the file's size before it, for ``take_back``. OutputError naming the file when the
     line cannot be written whole (a full disk), and the file is as it was."""
     line = {**{name: row.get(name, "") for name in KEY}, "timing": timing,
-            "samples": [[float(t), clock, bool(flag), bool(kept)] for t, clock, flag, kept in records]}
+            "samples": [[float(t), clock, int(reasons), bool(kept), power] for t, clock, reasons, kept, power in records]}
     data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,7 @@ def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[
         check_depth(text, f"{path}: line {number}", ResultsError)
         try:
             line = json.loads(text)
-            line["samples"] = [[float(t), c, bool(f), bool(k)] for t, c, f, k in line["samples"]]
+            line["samples"] = [_sample(record) for record in line["samples"]]
             _key(line)
         except (ValueError, KeyError, TypeError):
             if number == len(lines) and allow_cut:
@@ -140,6 +141,18 @@ def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[
             raise ResultsError(f"{path}: line {number} has a sample time of {bad}: times are finite and >= 0")
         out[_key(line)] = line
     return out
+
+
+def _sample(record: list) -> list:
+    """One sample as written ([t, clock, reasons, kept, power]), or as an older file wrote it ([t, clock,
+    throttled, kept]: the flag kept as a bool); ValueError or TypeError for anything else."""
+    if len(record) == 4:
+        t, clock, flag, kept = record
+        return [float(t), clock, bool(flag), bool(kept)]
+    t, clock, reasons, kept, power = record
+    if isinstance(reasons, bool) or not isinstance(reasons, int) or not 0 <= reasons < 2**64:
+        raise ValueError("throttle reasons are a bit mask")
+    return [float(t), clock, reasons, bool(kept), None if power is None else float(power)]
 
 
 def merge_samples(inputs: Iterable[str | os.PathLike[str]]) -> dict[tuple, dict]:
@@ -198,7 +211,7 @@ def collect_samples(inputs: Iterable[str | os.PathLike[str]], out: str | os.Path
 
 
 def kept_times(line: dict) -> np.ndarray:
-    return np.array([t for t, _, _, kept in line["samples"] if kept] or [t for t, *_ in line["samples"]])
+    return np.array([s[0] for s in line["samples"] if s[3]] or [s[0] for s in line["samples"]])
 
 
 def median_ratio_interval(base: np.ndarray, other: np.ndarray, *, confidence: float = 0.95,

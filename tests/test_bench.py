@@ -7,17 +7,18 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from strassenbench.bench.backends import NumpyBackend
 from strassenbench.bench.memlimit import needed_bytes, parse_bytes, predict_max_n
 from strassenbench.bench.runner import COLUMNS, Point, run_point, run_sweep
-from strassenbench.bench.timing import Criterion, Samples, Timer, sample
+from strassenbench.bench.timing import Criterion, Samples, Timer, median_interval, sample
 from strassenbench.cli import main
 from strassenbench.strategies import STRATEGIES
 
-FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
+FAST = Criterion(min_samples=3, min_time=0.0, precision=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 REQUIRED = ["gpu", "m", "n", "k", "dtype", "impl", "strategy", "scheme", "status", "time_median_s", "tflops",
             "extra_bytes", "rel_error"]
 
@@ -86,9 +87,11 @@ def test_out_of_memory_is_a_status(monkeypatch) -> None:  # noqa: ANN001
 
 
 def test_failed_check_is_a_status(monkeypatch) -> None:  # noqa: ANN001
-    monkeypatch.setattr(NumpyBackend, "rel_error", lambda self, C, ref: (1.0, 1.0))
+    from strassenbench.freivalds import Freivalds, Reference
+
+    monkeypatch.setattr(Reference, "check", lambda self, C: Freivalds(1.0, 1.0))
     row = run_point(Point("cublas", 32, 32, 32), NumpyBackend(), FAST)
-    assert row["status"] == "check_failed" and "above the bound" in row["message"]
+    assert row["status"] == "check_failed" and "above the tolerance" in row["message"]
 
 
 class EmulatorTiming(NumpyBackend):
@@ -99,7 +102,7 @@ class EmulatorTiming(NumpyBackend):
 
 def test_best_strategy_is_the_fastest_and_recorded() -> None:
     row = run_point(Point("strassen1", 40, 40, 40, strategy="best", scheme="atomic"), EmulatorTiming(),
-                    Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=0.1, warmup=0, warmup_time=0.0))
+                    Criterion(min_samples=2, min_time=0.0, precision=1.0, max_time=0.1, warmup=0, warmup_time=0.0))
     assert row["status"] == "ok", row["message"]
     assert row["strategy"] in STRATEGIES and row["scheme"] == "atomic"
 
@@ -116,8 +119,8 @@ def test_sampling_stops_on_noise_or_cap() -> None:
     assert steady.converged and len(steady.times) == 5
     noisy = sample(lambda: None, Fake([1.0, 3.0] * 50), Criterion(min_samples=5, min_time=0.0, max_samples=20,
                                                                   warmup=0, warmup_time=0.0))
-    assert not noisy.converged and len(noisy.times) == 20 and noisy.stop == "max_samples"
-    assert steady.stop == "noise"
+    assert not noisy.converged and len(noisy.times) == 20 and noisy.stop == "sample_cap"
+    assert steady.stop == "precision" and steady.median_ci_rel == 0.0
     assert Samples([1.0, 1.0]).rel_stdev == 0.0
 
 
@@ -131,18 +134,35 @@ class _Replay(Timer):
         return next(self.times)
 
 
-def test_noise_that_stopped_falling_ends_sampling_after_64() -> None:
-    """nvbench's exit: a point whose noise stays far above the target stops once the relative stdev has moved
-    by less than 5% over the last 16 samples (after 64), rather than running to the time cap."""
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.001, max_time=1e9, warmup=0, warmup_time=0.0)
-    noisy = sample(lambda: None, _Replay([1.0, 3.0] * 5000), criterion)
-    assert noisy.stop == "stable" and not noisy.converged
-    assert 64 <= len(noisy.times) < 200
-    window = noisy.noise[-16:]
-    assert max(window) - min(window) < 0.05 * sum(window) / 16
-    # noise still falling fast (a drift that shrinks) does not take that exit before 64 samples
-    drifting = sample(lambda: None, _Replay([1.0 + 10.0 / (i + 1) for i in range(63)] + [1.0] * 5000), criterion)
-    assert len(drifting.times) >= 64
+def test_precision_is_the_median_interval_and_a_settled_clock() -> None:
+    """A point stops on precision only once the median's 95% interval is within it and the SM clock has
+    settled: noise that will not narrow the interval runs to the cap, and so does a clock still falling."""
+    criterion = Criterion(min_samples=5, min_time=0.0, precision=0.001, max_samples=400, warmup=0, warmup_time=0.0)
+    bimodal = sample(lambda: None, _Replay([1.0, 3.0] * 5000), criterion)
+    assert bimodal.stop == "sample_cap" and not bimodal.converged and bimodal.median_ci_rel > 0.001
+    # 2% noise: the interval of the median narrows as 1/sqrt(n), below 0.5% after a few hundred samples
+    rng = np.random.default_rng(0)
+    noisy = sample(lambda: None, _Replay(list(1 + 0.02 * rng.standard_normal(5000))),
+                   Criterion(min_samples=10, min_time=0.0, precision=0.005, max_samples=5000, warmup=0,
+                             warmup_time=0.0))
+    assert noisy.stop == "precision" and 30 < len(noisy.times) < 400 and noisy.median_ci_rel <= 0.005
+    steady = iter([1900.0] * 10_000)
+    falling = iter([1900.0 - 5 * i for i in range(80)] + [1500.0] * 10_000)  # above 0.75 x 1,980
+    settled = sample(lambda: None, _Replay([1.0] * 5000), criterion, lambda: (next(steady), 0, None), 1980.0)
+    assert settled.stop == "precision" and len(settled.times) == criterion.clock_window
+    ramp = sample(lambda: None, _Replay([1.0] * 5000), criterion, lambda: (next(falling), 0x4, 690.0), 1980.0)
+    assert ramp.stop == "precision" and len(ramp.times) > 80  # not before the clock stopped falling
+    summary = ramp.summary()
+    assert summary["capped_share"] == 1.0 and summary["throttle_reasons"] == "0x4" and summary["power_w"] == 690.0
+
+
+def test_median_interval_holds_its_confidence() -> None:
+    """The distribution-free interval covers the true median in about 95% of draws (of skewed samples too)."""
+    rng = np.random.default_rng(1)
+    for n in (10, 40, 200):
+        draws = np.sort(rng.lognormal(0.0, 0.5, size=(2000, n)), axis=1)
+        covered = np.mean([low <= 1.0 <= high for low, high in (median_interval(list(d)) for d in draws)])
+        assert 0.93 <= covered <= 0.99, (n, covered)
 
 
 def test_memlimit_prediction_matches_the_formula() -> None:

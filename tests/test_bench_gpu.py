@@ -64,7 +64,7 @@ def test_blocking_time_is_free_of_host_time(build_dir: str) -> None:
     from strassenbench.bench.timing import Criterion, CudaTimer, sample
     from strassenbench.impls import get_impl
 
-    criterion = Criterion(min_samples=30, min_time=0.2, max_noise=0.01, max_time=5.0, warmup_time=0.3)
+    criterion = Criterion(min_samples=30, min_time=0.2, precision=0.01, max_time=5.0, warmup_time=0.3)
     blocking, graph = CudaBackend(timing="blocking"), CudaBackend(timing="graph")
 
     class EventsAroundTheCall(CudaTimer):

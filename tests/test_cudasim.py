@@ -284,7 +284,7 @@ def test_timing_bookkeeping_samples_and_replays(cpu_device, sim_build) -> None: 
 
     A, B, C = (cupy.asarray(x) for x in _operands("float32"))
     call = get_impl("strassen1").prepare(A, B, C, 1.0, 1.0, engine="cuda", build_dir=sim_build, strategy="Small")
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=1.0, max_time=5.0, warmup=2, warmup_time=0.0)
+    criterion = Criterion(min_samples=5, min_time=0.0, precision=1.0, max_time=5.0, warmup=2, warmup_time=0.0)
     out = sample(call, CudaBackend(timing="blocking").timer(sim_build), criterion)
     launches = [name for name, _, _ in cpu_device.device.launches]
     assert out.timing == "blocking" and out.timeouts == 0 and len(out.times) == 5
@@ -297,7 +297,7 @@ def test_a_bench_sweep_through_the_runner_times_every_row_alike(cpu_device, sim_
     single = [i for i in CUDA_IMPLS if "float32" in get_impl(i).dtypes]  # a float32 sweep: DMMA's is float64
     argv = ["bench", "--engine", "cuda", "--impl", ",".join(single), "--sizes", "40,57", "--out", str(out),
             "--build-dir", sim_build, "--strategy", "Small", "--min-time", "0", "--min-samples", "3",
-            "--max-noise", "1", "--warmup-time", "0", "--no-progress"]
+            "--precision", "1", "--warmup-time", "0", "--no-progress"]
     assert main(argv) == 0
     frame = pd.read_csv(out, keep_default_na=False)
     assert len(frame) == 2 * len(single)
@@ -327,7 +327,7 @@ def test_a_graph_sweep_captures_cublas_and_the_references(cpu_device, sim_build,
     out = tmp_path / "square.csv"
     assert main(["bench", "--engine", "cuda", "--impl", "cublas,strassen1-ref,strassen2-hybrid,gemm", "--sizes",
                  "48", "--out", str(out), "--build-dir", sim_build, "--strategy", "Small", "--timing", "graph",
-                 "--min-time", "0", "--min-samples", "3", "--max-noise", "1", "--warmup-time", "0",
+                 "--min-time", "0", "--min-samples", "3", "--precision", "1", "--warmup-time", "0",
                  "--no-progress"]) == 0
     frame = pd.read_csv(out, keep_default_na=False)
     assert (frame["status"] == "ok").all(), frame[["impl", "status", "message"]]
@@ -516,7 +516,7 @@ def test_auto_runs_what_pick_chose_on_the_cpu_device(cpu_device, sim_build, tmp_
     out = tmp_path / "square.csv"
     assert main(["bench", "--engine", "cuda", "--impl", "auto,auto-3xtf32", "--sizes", "40", "--out", str(out),
                  "--build-dir", sim_build, "--strategy", "Small", "--min-time", "0", "--min-samples", "3",
-                 "--max-noise", "1", "--warmup-time", "0", "--no-progress"]) == 0
+                 "--precision", "1", "--warmup-time", "0", "--no-progress"]) == 0
     frame = pd.read_csv(out, keep_default_na=False)
     assert (frame["status"] == "ok").all(), frame[["impl", "status", "message"]]
     for _, row in frame.iterrows():

@@ -22,7 +22,7 @@ from strassenbench.impls import get_impl
 pytestmark = pytest.mark.cudasim
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--min-time", "0", "--min-samples", "3", "--max-noise", "1", "--warmup-time", "0", "--no-progress"]
+FAST = ["--min-time", "0", "--min-samples", "3", "--precision", "1", "--warmup-time", "0", "--no-progress"]
 
 
 def _operands(shape: tuple[int, int, int] = (40, 40, 40), dtype: str = "float32"):  # noqa: ANN202
@@ -123,7 +123,7 @@ def test_the_queue_behind_a_spinning_kernel_is_bounded(cpu_device, sim_build) ->
     A, B, C = (cupy.asarray(x) for x in _operands((32, 32, 32)))
     # Two samples each, bounded by max_samples: a max_time that a loaded machine could reach first would end the
     # 49-launch call after one sample.
-    criterion = Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=600.0, max_samples=2, warmup=1,
+    criterion = Criterion(min_samples=2, min_time=0.0, precision=1.0, max_time=600.0, max_samples=2, warmup=1,
                           warmup_time=0.0)
     block = function(sim_build, device_arch(), BLOCK_KERNEL)
     for impl, full in (("strassen1", False), ("strassen2-direct", True)):

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # top-level modules and packages of strassenbench (a package: every module in it); the package's own
 # __init__ (its version) is in the first layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("limits", "env", "readers", "io", "configfile", "results", "samples", "sweeps", "strategies", "options",
-     "occupancy", "tensorcore", "gemm", "breakeven", "device"),
+    ("limits", "env", "inject", "readers", "io", "configfile", "results", "samples", "sweeps", "strategies",
+     "options", "occupancy", "tensorcore", "gemm", "breakeven", "device"),
     ("algebra",),
-    ("plan", "accuracy", "reference"),
+    ("plan", "accuracy", "freivalds", "reference"),
     ("fused",),
     ("engines",),
     ("impls",),

@@ -4,7 +4,6 @@ leave out. The CPU device's side of these is in test_cudasim.py."""
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 from pathlib import Path
@@ -16,11 +15,11 @@ from strassenbench.bench import isolate
 from strassenbench.bench.backends import NumpyBackend, sticky_error
 from strassenbench.bench.queue import QUEUE_LIMIT, TIMER_OPS, call_ops, choose_timing
 from strassenbench.bench.runner import Point, injection, run_sweep
-from strassenbench.bench.timing import Criterion, Timer, TimingError, _Running, sample
+from strassenbench.bench.timing import Criterion, Timer, TimingError, _half_width, median_interval, sample
 from strassenbench.cli import main
 from strassenbench.report.analysis import left_out, ok_rows
 
-FAST = Criterion(min_samples=2, min_time=0.0, max_noise=1.0, max_time=1.0, warmup=1, warmup_time=0.0)
+FAST = Criterion(min_samples=2, min_time=0.0, precision=1.0, max_time=1.0, warmup=1, warmup_time=0.0)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,7 +53,7 @@ def test_bench_reports_faults_and_collect_keeps_them(tmp_path, monkeypatch, caps
     monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", "cublas:48:48:48:crash")
     out = tmp_path / "square.csv"
     assert main(["bench", "--impl", "cublas,strassen1", "--sizes", "32,48", "--out", str(out), "--min-time", "0",
-                 "--min-samples", "2", "--max-noise", "1", "--warmup-time", "0", "--no-progress"]) == 0
+                 "--min-samples", "2", "--precision", "1", "--warmup-time", "0", "--no-progress"]) == 0
     assert "(1 not ok, 1 faults)" in capsys.readouterr().err
     assert main(["collect", str(out), "--out", str(tmp_path / "all.csv")]) == 0
     collected = pd.read_csv(tmp_path / "all.csv", keep_default_na=False)
@@ -73,9 +72,18 @@ def test_a_malformed_injection_is_one_line(tmp_path, monkeypatch, capsys, value)
 
 def test_injection_reads_its_kinds(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", "strassen1:1:2:3")
-    assert injection() == (("strassen1", 1, 2, 3), "error")
+    hook = injection()
+    assert (hook.impl, hook.sizes, hook.kind) == ("strassen1", (1, 2, 3), "error")
     monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", "grey322-11-50x1:4:5:6:fault")
-    assert injection() == (("grey322-11-50x1", 4, 5, 6), "fault")
+    hook = injection()
+    assert (hook.impl, hook.sizes, hook.kind) == ("grey322-11-50x1", (4, 5, 6), "fault")
+    monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", "strassen1-3xtf32:*:64:*:tf32")
+    hook = injection()
+    assert hook.matches("strassen1-3xtf32", 8, 64, 9) and not hook.matches("strassen1-3xtf32", 8, 63, 9)
+    for wrong in ("strassen1:*:*:*:tf32", "strassen1:**:1:1:zero", "strassen1:1:1:1:nothing"):
+        monkeypatch.setenv("STRASSENBENCH_INJECT_FAILURE", wrong)
+        with pytest.raises(ValueError, match="STRASSENBENCH_INJECT_FAILURE="):
+            injection()
 
 
 def test_a_fault_needs_a_cuda_context(tmp_path, monkeypatch, capsys) -> None:  # noqa: ANN001
@@ -96,19 +104,16 @@ def test_sticky_errors_are_told_from_the_others(name, status, sticky) -> None:  
     assert sticky_error(_cuda_error(name, status)) == sticky
 
 
-def test_running_noise_is_the_relative_stdev_of_every_prefix() -> None:
-    """stdrel bookkeeping in O(1) per sample (Welford) gives what statistics does over the whole prefix."""
+def test_the_running_half_width_is_the_interval_of_every_prefix() -> None:
+    """The precision test's bookkeeping (a sorted list, O(1) per test) gives the median's interval over the whole
+    prefix, as a sort of it would."""
     rng = random.Random(1)
     xs = [1e-3 * (1 + 0.1 * rng.random()) for _ in range(200)]
-    running = _Running()
-    for i, x in enumerate(xs, start=1):
-        got = running.add(x)
-        if i < 2:
-            assert math.isnan(got)
-            continue
-        want = statistics.stdev(xs[:i]) / statistics.fmean(xs[:i])
-        assert got == pytest.approx(want, rel=1e-9)
-    assert running.total == pytest.approx(sum(xs))
+    for i in range(1, len(xs) + 1):
+        ordered = sorted(xs[:i])
+        low, high = median_interval(ordered)
+        assert _half_width(ordered) == pytest.approx((high - low) / 2 / statistics.median(xs[:i]), rel=1e-12)
+        assert low <= statistics.median(xs[:i]) <= high
 
 
 class _TimingOut(Timer):
@@ -133,15 +138,15 @@ class _TimingOut(Timer):
 
 
 def test_a_timed_out_sample_is_discarded_and_counted() -> None:
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=1.0, max_time=5.0, warmup=1, warmup_time=0.0)
+    criterion = Criterion(min_samples=5, min_time=0.0, precision=1.0, max_time=5.0, warmup=1, warmup_time=0.0)
     out = sample(lambda: None, _TimingOut({1, 3}), criterion)
     assert out.timeouts == 2 and len(out.times) == 5 and max(out.times) == 1e-3
-    assert [kept for *_, kept in out.records] == [True, False, True, False, True, True, True]
+    assert [kept for _, _, _, kept, _ in out.records] == [True, False, True, False, True, True, True]
     assert out.summary()["blocking_timeouts"] == 2
 
 
 def test_every_sample_timed_out_is_an_error() -> None:
-    criterion = Criterion(min_samples=3, min_time=0.0, max_noise=1.0, max_time=0.05, max_samples=5, warmup=1,
+    criterion = Criterion(min_samples=3, min_time=0.0, precision=1.0, max_time=0.05, max_samples=5, warmup=1,
                           warmup_time=0.0)
     with pytest.raises(TimingError, match="blocking kernel's timeout"):
         sample(lambda: None, _TimingOut(set(), every=True), criterion)

@@ -18,7 +18,7 @@ from strassenbench.bench.timing import Criterion
 from strassenbench.cli import main
 from strassenbench.results import ResultsError, read_results
 
-FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
+FAST = Criterion(min_samples=3, min_time=0.0, precision=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -131,7 +131,7 @@ def test_report_refuses_an_empty_folder(tmp_path: Path, capsys: pytest.CaptureFi
 BAD = [
     (["bench", "--impl", "gemm,,strassen1", "--out", "{tmp}/b.csv"], "empty item"),
     (["bench", "--impl", "gemm", "--min-time", "-1", "--out", "{tmp}/b.csv"], "negative"),
-    (["bench", "--impl", "gemm", "--max-noise", "0", "--out", "{tmp}/b.csv"], "not positive"),
+    (["bench", "--impl", "gemm", "--precision", "0", "--out", "{tmp}/b.csv"], "not positive"),
     (["bench", "--impl", "gemm", "--sizes", "64", "--out", "{tmp}"], "is a folder"),
     (["bench", "--impl", "gemm", "--sizes", "64", "--out", "{tmp}/file.txt/b.csv"], "is a file, not a folder"),
     (["bench", "--impl", "gemm", "--sweep", "custom", "--shapes", "1000000x1000000x8", "--out", "{tmp}/b.csv"],

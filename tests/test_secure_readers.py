@@ -28,7 +28,7 @@ from strassenbench.samples import samples_path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 Cap = pytest.CaptureFixture[str]
-FAST = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
+FAST = Criterion(min_samples=3, min_time=0.0, precision=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 
 
 def _run(argv: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ from strassenbench.samples import (append_samples, collect_samples, median_ratio
                                    samples_path)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-QUICK = Criterion(min_samples=3, min_time=0.0, max_noise=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
+QUICK = Criterion(min_samples=3, min_time=0.0, precision=0.5, max_time=0.2, warmup=1, warmup_time=0.0)
 
 
 class GraphLike(Timer):
@@ -48,7 +48,7 @@ class GraphLike(Timer):
 
 def test_timing_mode_and_host_enqueue_are_recorded() -> None:
     calls = []
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.5, warmup=3, warmup_time=0.0)
+    criterion = Criterion(min_samples=5, min_time=0.0, precision=0.5, warmup=3, warmup_time=0.0)
     graph = sample(lambda: calls.append(1), GraphLike([3e-5, 1e-5, 2e-5]), criterion)
     assert graph.timing == "graph" and graph.summary()["timing"] == "graph"
     assert graph.host_enqueue_s == pytest.approx(2e-5)  # the median of the warm-up calls' enqueue times
@@ -60,7 +60,7 @@ def test_timing_mode_and_host_enqueue_are_recorded() -> None:
 
 def test_warm_up_runs_for_its_time() -> None:
     calls = []
-    criterion = Criterion(min_samples=2, min_time=0.0, max_noise=1.0, warmup=1, warmup_time=0.05)
+    criterion = Criterion(min_samples=2, min_time=0.0, precision=1.0, warmup=1, warmup_time=0.05)
 
     def call() -> None:
         calls.append(1)
@@ -80,11 +80,12 @@ def test_samples_below_the_throttle_threshold_are_discarded() -> None:
         def time(self, fn) -> float:  # noqa: ANN001
             return next(times)
 
-    criterion = Criterion(min_samples=5, min_time=0.0, max_noise=0.01, warmup=0, warmup_time=0.0)
-    out = sample(lambda: None, Fixed(), criterion, probe=lambda: (next(clocks), False), max_clock_mhz=1980.0)
+    criterion = Criterion(min_samples=5, min_time=0.0, precision=0.01, warmup=0, warmup_time=0.0, clock_window=4,
+                          clock_drift=0.05)
+    out = sample(lambda: None, Fixed(), criterion, probe=lambda: (next(clocks), 0, None), max_clock_mhz=1980.0)
     assert out.discarded == 2 and out.times == [1.0] * 5 and out.converged
-    assert [kept for *_, kept in out.records] == [True, False, True, False, True, True, True]
-    assert out.summary()["throttled_samples"] == 2 and out.summary()["sm_clock_median_mhz"] == 1820.0
+    assert [kept for _, _, _, kept, _ in out.records] == [True, False, True, False, True, True, True]
+    assert out.summary()["low_clock_discards"] == 2 and out.summary()["sm_clock_median_mhz"] == 1820.0
 
 
 def test_a_sweep_keeps_every_sample_beside_its_csv(tmp_path: Path) -> None:
@@ -106,9 +107,10 @@ def test_a_sweep_keeps_every_sample_beside_its_csv(tmp_path: Path) -> None:
 def test_samples_file_last_line_wins_and_a_cut_line_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "s.samples.jsonl"
     row = {"sweep": "square", "impl": "gemm", "m": 8, "n": 8, "k": 8, "dtype": "float32"}
-    append_samples(path, row, "graph", [(1.0, 1800.0, False, True)])
-    append_samples(path, row, "graph", [(2.0, None, True, True)])  # the point measured again
-    assert read_samples(path)[("square", "gemm", "8", "8", "8", "float32", "", "")]["samples"] == [[2.0, None, True, True]]
+    append_samples(path, row, "graph", [(1.0, 1800.0, 0, True, 300.0)])
+    append_samples(path, row, "graph", [(2.0, None, 0x4, True, None)])  # the point measured again
+    key = ("square", "gemm", "8", "8", "8", "float32", "", "")
+    assert read_samples(path)[key]["samples"] == [[2.0, None, 0x4, True, None]]
     with path.open("a") as handle:
         handle.write('{"sweep": "square", "impl": "gemm", "m"')  # an interrupted write
     assert len(read_samples(path, allow_cut=True)) == 1  # the file a running sweep appends to
@@ -142,7 +144,7 @@ def _with_samples(source: Path, target: Path, factor: float, noise: float, seed:
     rng = np.random.default_rng(seed)
     for row in square.to_dict("records"):
         times = row["time_median_s"] * factor * (1 + noise * rng.standard_normal(100))
-        append_samples(samples_path(target / "square.csv"), row, "graph", [(t, None, False, True) for t in times])
+        append_samples(samples_path(target / "square.csv"), row, "graph", [(t, None, 0, True, None) for t in times])
 
 
 def test_compare_tests_differences_on_the_samples(tmp_path: Path) -> None:
@@ -196,9 +198,9 @@ def test_clocks_in_the_row_are_read_in_the_timed_loop() -> None:
             return {"sm_clock_mhz": 1.0 if self.phase == "before" else 2.0, "temperature_c": 61,
                     "power_w": 300.0, "throttle_reasons": "0x0", "mem_clock_mhz": 2600}
 
-        def probe(self) -> tuple[float, bool]:
+        def probe(self) -> tuple[float, int, float]:
             self.phase = "after"
-            return next(self.clocks), False
+            return next(self.clocks), 0x4, 500.0
 
         def max_sm_clock_mhz(self) -> float:
             return 1980.0
@@ -212,9 +214,12 @@ def test_clocks_in_the_row_are_read_in_the_timed_loop() -> None:
         def device(self):  # noqa: ANN202
             return self.watched
 
-    criterion = Criterion(min_samples=4, min_time=0.0, max_noise=10.0, warmup=0, warmup_time=0.0)
+    criterion = Criterion(min_samples=4, min_time=0.0, precision=10.0, warmup=0, warmup_time=0.0, clock_window=4,
+                          clock_drift=0.05)
     row = run_point(Point("cublas", 32, 32, 32, sweep="square", x=32), WithDevice(), criterion)
     assert row["status"] == "ok", row["message"]
     assert row["sm_clock_start_mhz"] == 1900.0 and row["sm_clock_end_mhz"] == 1850.0
-    assert row["throttled_samples"] == 1 and row["samples"] == 4 and row["sm_clock_median_mhz"] == 1850.0
+    assert row["low_clock_discards"] == 1 and row["samples"] == 4 and row["sm_clock_median_mhz"] == 1850.0
+    assert row["power_w"] == 500.0 and row["capped_share"] == 1.0 and row["throttle_reasons"] == "0x4"
+    assert row["energy_pj_per_flop"] == pytest.approx(500.0 * row["time_median_s"] / (2 * 32**3) * 1e12)
     assert row["temperature_c"] == 61 and row["mem_clock_end_mhz"] == 2600

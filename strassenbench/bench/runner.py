@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import env
-from ..accuracy import bound_from_norms
+from .. import env, inject
+from ..accuracy import bound_from_norms, expected_error, tolerance
+from ..freivalds import REFERENCE, Reference
 from ..impls import Impl, ImplError, get_impl
 from ..model.pick import PickError, resolve
 from ..options import RunOptions
@@ -37,7 +38,7 @@ from ..samples import KEY, append_samples, check_samples_file, keep_samples, sam
 from ..strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
 from .backends import Backend, is_oom, sticky_error
 from .isolate import WorkerConfig, Workers
-from .telemetry import git_commit, host_description
+from .telemetry import git_commit, host_description, source_hash
 from .timing import Criterion, TimingError, sample
 
 __all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY",
@@ -60,47 +61,45 @@ class Point:
     scheme: str | None = None
     sweep: str = "custom"
     x: int | None = None
+    order: int | None = None  # its place among the implementations of its size (strassenbench.sweeps.order)
+    order_seed: int | None = None  # the seed that shuffled them
 
     def key(self) -> tuple:
         return (self.impl, self.m, self.n, self.k, self.dtype, self.strategy or "", self.scheme or "", self.sweep)
 
 
-INJECT_VARIABLE = "STRASSENBENCH_INJECT_FAILURE"
-# What the test hook does at its point: raise an error (the default), kill the worker process (a crash), or
-# poison the CUDA context with an illegal address (a sticky fault; the cuda engine only).
-INJECT_KINDS = ("error", "crash", "fault")
+INJECT_VARIABLE = inject.VARIABLE
+INJECT_KINDS = inject.KINDS
 
 
-def injection() -> tuple[tuple[str, int, int, int], str] | None:
-    """The test hook STRASSENBENCH_INJECT_FAILURE="impl:m:n:k[:kind]" (docs/benchmarks.md): ((impl, m, n, k),
-    kind), or None when unset or empty; ValueError naming the variable when it is malformed or names no
-    implementation."""
-    text = env.value(INJECT_VARIABLE)
-    if text is None:
+def injection() -> inject.Hook | None:
+    """The test hook STRASSENBENCH_INJECT_FAILURE (strassenbench.inject), or None when unset or empty;
+    ValueError naming the variable when it is malformed, names no implementation, or plants 1xTF32 in one that
+    does not compute in 3xTF32."""
+    hook = inject.hook()
+    if hook is None:
         return None
-    parts = text.split(":")
-    kind = parts.pop() if len(parts) == 5 else "error"
-    sizes = parts[1:]
-    if len(parts) != 4 or kind not in INJECT_KINDS or not all(p.isascii() and p.isdigit() and 0 < len(p) < 19
-                                                              and int(p) > 0 for p in sizes):
-        raise ValueError(f"{INJECT_VARIABLE}={text!r}: expected impl:m:n:k or impl:m:n:k:KIND with m, n, k "
-                         f"positive and KIND one of {', '.join(INJECT_KINDS)}")
+    text = env.value(INJECT_VARIABLE)
     try:
-        get_impl(parts[0])
+        impl = get_impl(hook.impl)
     except ValueError as err:
         raise ValueError(f"{INJECT_VARIABLE}={text!r}: {err}") from None
-    return (parts[0], int(parts[1]), int(parts[2]), int(parts[3])), kind
+    if hook.kind == "tf32" and impl.mode != "3xtf32":
+        raise ValueError(f"{INJECT_VARIABLE}={text!r}: tf32 makes a 3xTF32 implementation compute in 1xTF32, and "
+                         f"{impl.name} computes in {impl.mode}")
+    return hook
 
 
 def _inject(point: Point, backend: Backend, build_dir: str) -> None:
     """The test hook at ``point``: an error, a crash of this process (SIGKILL, as a poisoned context leaves it
-    useless), or a sticky fault (Backend.inject_fault)."""
+    useless), or a sticky fault (Backend.inject_fault). A wrong result (zero, drop, tf32) is planted by the
+    implementation itself (strassenbench.impls), on every engine."""
     hook = injection()
-    if hook is None or hook[0] != (point.impl, point.m, point.n, point.k):
+    if hook is None or hook.kind in inject.RESULT_KINDS or not hook.matches(point.impl, point.m, point.n, point.k):
         return
-    if hook[1] == "crash":
+    if hook.kind == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
-    if hook[1] == "fault":
+    if hook.kind == "fault":
         backend.inject_fault(build_dir)
     raise RuntimeError(f"injected failure ({INJECT_VARIABLE})")
 
@@ -176,15 +175,13 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
         impl.check(engine)
         strategies = _strategies(point, engine)
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
-        ref, ref_unit = backend.reference(A, B, C0, ALPHA, BETA)
+        reference = Reference(A, B, C0, ALPHA, BETA, backend.xp, seed)  # strassenbench.freivalds
         norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
-        ref_norm = backend.norm(ref)
-        bound = bound_from_norms(point.dtype, impl.bound_algorithm, row["levels"], (m, n, k), norms, ALPHA, BETA,
-                                 ref_norm, ref_unit, impl.mode)
+        check = _check_limits(impl, point, row["levels"], norms, reference.norm)
         results = {}
         for strategy in strategies:
             options = _options(point, engine, strategy, build_dir)
-            results[strategy] = (*_measure(impl, options, backend, device, criterion, (A, B, C0), ref),
+            results[strategy] = (*_measure(impl, options, backend, device, criterion, (A, B, C0), reference),
                                  options.scheme or "")
             if device:
                 end = results[strategy][3]
@@ -193,14 +190,18 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
         summary = samples.summary()
         if records is not None:
             records.extend(samples.records)
-        clocks = [clock for _, clock, _, kept in samples.records if kept and clock is not None]
+        clocks = samples.clocks
         row.update(summary)
+        flops = 2.0 * m * n * k
         row.update({
-            "strategy": best or "", "scheme": scheme, "rel_error": err, "error_bound": bound,
-            "tflops": 2.0 * m * n * k / summary["time_median_s"] / 1e12,  # paper Eq. e:gpu_etflops
+            "strategy": best or "", "scheme": scheme, "rel_error": err, **check,
+            "tflops": flops / summary["time_median_s"] / 1e12,  # paper Eq. e:gpu_etflops
+            "energy_pj_per_flop": summary["power_w"] * summary["time_median_s"] / flops * 1e12
+            if summary["power_w"] != "" else "",
             "measured_extra_bytes": measured, "memory_check": _memory_check(engine, row["extra_bytes"], measured),
-            "status": "ok" if err <= bound else "check_failed",
-            "message": "" if err <= bound else f"relative error {err:.3e} above the bound {bound:.3e}",
+            "status": "ok" if err <= check["tolerance"] else "check_failed",
+            "message": "" if err <= check["tolerance"] else
+            f"relative error {err:.3e} above the tolerance {check['tolerance']:.3e}",
         })
     except Exception as err:  # noqa: BLE001 - recorded, and the sweep goes on
         first = (str(err).splitlines() or [""])[0][:160]
@@ -227,28 +228,39 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
     return row
 
 
+def _check_limits(impl: Impl, point: Point, levels: int, norms: tuple, ref_norm: float) -> dict[str, object]:
+    """The check's columns known before a result: its reference, the tolerance (the expected error's
+    strassenbench.accuracy.TOLERANCE_FACTOR times), the expected error itself, and the paper's bound."""
+    m, n, k = point.m, point.n, point.k
+    args = (point.dtype, impl.bound_algorithm, levels)
+    return {"reference": REFERENCE, "tolerance": tolerance(*args, k, impl.mode),
+            "expected_error": expected_error(*args, k, impl.mode),
+            "error_bound": bound_from_norms(*args, (m, n, k), norms, ALPHA, BETA, ref_norm, 0.0, impl.mode)}
+
+
 def _telemetry(device, clocks: list[float], start: dict, end: dict) -> dict[str, object]:  # noqa: ANN001
-    """A point's device readings: the SM clock of the first and last kept sample (read right after each), the
-    memory clock, temperature, power and throttle reasons as the timed loop began and ended."""
+    """A point's device readings beyond its samples' (Samples.summary: median clock and power, throttle reasons
+    over every sample, the capped share): the SM clock of the first and last kept sample (read right after
+    each), the memory clock as the timed loop began and ended, and the temperature as it ended."""
     return {
         "sm_clock_start_mhz": clocks[0] if clocks else start.get("sm_clock_mhz", ""),
         "sm_clock_end_mhz": clocks[-1] if clocks else end.get("sm_clock_mhz", ""),
         "mem_clock_start_mhz": start.get("mem_clock_mhz", ""), "mem_clock_end_mhz": end.get("mem_clock_mhz", ""),
-        "temperature_c": end.get("temperature_c", ""), "power_w": end.get("power_w", ""),
-        "throttle_reasons": end.get("throttle_reasons", ""), "nvml_process_bytes": device.process_bytes() or "",
+        "temperature_c": end.get("temperature_c", ""), "nvml_process_bytes": device.process_bytes() or "",
     }
 
 
 def _measure(impl: Impl, options: RunOptions, backend: Backend, device, criterion: Criterion,  # noqa: ANN001
-             operands: tuple, ref) -> tuple:  # noqa: ANN001
-    """One strategy of a point: its result checked against ``ref``, its extra memory measured, then its prepared
-    call timed. (samples, relative error, measured extra bytes, the device's readings as the timed loop ended)."""
+             operands: tuple, reference: Reference) -> tuple:
+    """One strategy of a point: its result checked against ``reference`` (strassenbench.freivalds), its extra
+    memory measured, then its prepared call timed. (samples, relative error, measured extra bytes, the device's
+    readings as the timed loop ended)."""
     engine = backend.engine
     A, B, C0 = operands
     C = C0.copy()
     impl.run(A, B, C, ALPHA, BETA, engine, options)
     backend.synchronize()
-    err = backend.rel_error(C, ref)[0]
+    err = reference.check(C).rel_error
     measured = backend.measure_extra(lambda: impl.run(A, B, C, ALPHA, BETA, engine, options))
     # Timed calls replay prepared work: launches and parameter arrays built once, workspace allocated once.
     call = impl.prepare_run(A, B, C, ALPHA, BETA, engine, options)
@@ -270,7 +282,9 @@ def _base_row(point: Point, backend: Backend, seed: int) -> dict[str, object]:
     impl = get_impl(point.impl)
     m, n, k = point.m, point.n, point.k
     return {
-        "engine": backend.engine, "commit": git_commit(), "m": m, "n": n, "k": k, "dtype": point.dtype,
+        "engine": backend.engine, "commit": git_commit(), "source": source_hash(), "m": m, "n": n, "k": k,
+        "dtype": point.dtype, "order": point.order if point.order is not None else "",
+        "order_seed": point.order_seed if point.order_seed is not None else "",
         "alpha": ALPHA, "beta": BETA, "seed": seed, "sweep": point.sweep, "x": point.x if point.x is not None else "",
         "impl": impl.name, "label": impl.label, "strategy": "", "scheme": "", "strategy_request": point.strategy or "",
         "levels": impl.effective_levels(m, k, n), "extra_bytes": impl.extra_bytes(m, n, k, point.dtype),

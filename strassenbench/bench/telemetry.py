@@ -4,28 +4,70 @@ value instead of raising, so a missing field never loses a measurement."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["Device", "cuda_pci_bus_id", "host_description", "git_commit", "THROTTLE_MASK"]
+__all__ = ["Device", "cuda_pci_bus_id", "host_description", "git_commit", "source_hash", "source_folders",
+           "THROTTLE_MASK"]
 
 # Throttle reasons that slow a measurement down (nvmlClocksEventReason*): software power cap, hardware
 # slowdown, software/hardware thermal slowdown, power brake. Idle and application-clock settings are not.
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 
+def source_folders() -> dict[str, Path]:
+    """The sources a measurement runs, by their name in the project: the package, the CUDA kernels (as
+    strassenbench.fused.instances finds them) and the workspace-based reference."""
+    from ..fused.instances import kernels_dir
+    from ..reference import strassen_ref
+
+    package = Path(__file__).resolve().parents[1]
+    return {"strassenbench": package, "kernels": kernels_dir().resolve(),
+            "reference": Path(strassen_ref.__file__).resolve().parent}
+
+
+@lru_cache(maxsize=None)
+def source_hash() -> str:
+    """The first 12 hex digits of a SHA-256 over every source file that runs (source_folders: each file's path
+    below its folder and its bytes, in a fixed order; compiled caches left out): the same code gives the same
+    hash whatever checkout, copy or commit it sits in (the ``source`` column)."""
+    digest = hashlib.sha256()
+    for name, folder in sorted(source_folders().items()):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and p.suffix not in (".pyc", ".so", ".o")):
+            digest.update(f"{name}/{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:12]
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
 @lru_cache(maxsize=None)
 def git_commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, check=False, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
+    """The commit of the checkout the package runs from (12 hex digits), with ``+dirty`` where a source that
+    runs (source_folders) differs from it, or ``unknown`` outside a git checkout."""
+    folders = source_folders()
+    root = folders["strassenbench"].parent
+    head = (_git(root, "rev-parse", "--short=12", "HEAD") or "").strip()
+    if not head:
         return "unknown"
+    inside = [str(f) for f in folders.values() if f == root or root in f.parents]
+    if len(inside) < len(folders):  # a source from elsewhere ($STRASSENBENCH_KERNELS): not the commit's
+        return f"{head}+dirty"
+    status = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *inside)
+    return f"{head}+dirty" if status is None or any(
+        "__pycache__" not in line and not line.endswith((".pyc", ".so")) for line in status.splitlines()) else head
 
 
 def host_description() -> dict[str, object]:
@@ -98,10 +140,15 @@ class Device:
     def throttled(self) -> bool:
         return bool(self.throttle_reasons() & THROTTLE_MASK)
 
-    def probe(self) -> tuple[float | None, bool]:
-        """(SM clock in MHz now, whether a slowing throttle reason is set): read after every timed sample."""
-        clock = self._get("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM, default=None) if self.available else None
-        return (float(clock) if isinstance(clock, int) else None), self.throttled()
+    def probe(self) -> tuple[float | None, int, float | None]:
+        """(SM clock in MHz now, the throttle reasons' bit mask, power in W or None): read after every timed
+        sample (strassenbench.bench.timing.sample)."""
+        if not self.available:
+            return None, 0, None
+        clock = self._get("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM, default=None)
+        power = self._get("nvmlDeviceGetPowerUsage", default=None)
+        return ((float(clock) if isinstance(clock, int) else None), self.throttle_reasons(),
+                (power / 1000 if isinstance(power, int) else None))
 
     def max_sm_clock_mhz(self) -> float | None:
         """The SM clock the throttle threshold is a fraction of (nvbench: the device's clock rate)."""

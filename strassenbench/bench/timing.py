@@ -22,30 +22,42 @@ kept as its own column (``host_enqueue_s``). Warm-up runs for ``warmup_time`` se
 ``warmup`` calls) so that clocks ramp up first. The L2 cache is flushed before every sample (a write of a
 buffer at least the L2 size; on the host the last-level cache).
 
-After each sample the device's SM clock and throttle reasons are read (``probe``). As nvbench does, a sample
-taken below ``throttle_threshold`` of the GPU's maximum SM clock is discarded (counted in
-``throttled_samples``). Sampling stops once at least ``min_time`` seconds of kept samples and ``min_samples``
-samples are taken and their relative standard deviation is below ``max_noise``, or when ``max_time`` seconds
-have been spent, or, for inherently noisy points, once the noise has stopped falling: after ``stable_after``
-samples, when the relative standard deviation has moved by less than ``stable_change`` (relative) over the last
-``stable_window`` samples (``Samples.stop`` says which rule stopped it). Every sample (time, SM clock,
-throttle flag, kept) is in ``Samples.records``.
+After each sample the device's SM clock, throttle reasons (the bit mask) and power are read (``probe``). As
+nvbench does, a sample taken below ``throttle_threshold`` of the GPU's maximum SM clock is discarded (counted in
+``low_clock_discards``).
+
+When to stop (``Samples.stop``, the CSV's ``stop`` column): ``precision`` once at least ``min_samples`` samples
+and ``min_time`` seconds of kept samples are in, the 95% confidence interval of the median (distribution-free:
+order statistics, ``median_interval``) is within ``precision`` of the median (relative half-width), and the SM
+clock has settled (over the last ``clock_window`` kept samples the median clock of the later half is within
+``clock_drift`` of the earlier half's: a clock still falling towards a power cap is not a steady state);
+otherwise at a cap, ``time_cap`` after ``max_time`` seconds or ``sample_cap`` after ``max_samples`` samples.
+The interval's relative half-width is kept (``median_ci_rel``). Every sample (time, SM clock, throttle reasons,
+kept, power) is in ``Samples.records``.
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .telemetry import THROTTLE_MASK
 
 __all__ = ["Criterion", "Samples", "Timer", "HostTimer", "CudaTimer", "TimingError", "sample", "TIMING_MODES",
-           "GPU_TIMING"]
+           "GPU_TIMING", "STOPS", "median_interval", "CAP_MASK"]
 
 TIMING_MODES = ("blocking", "graph", "host", "events")  # events: written by earlier versions, read only
 GPU_TIMING = ("blocking", "graph")  # what `bench --timing` takes on the cuda engine
 BLOCKING_TIMEOUT_S = 10.0  # the blocking kernel gives up after this (the host never released it)
+STOPS = ("precision", "time_cap", "sample_cap")  # why sampling stopped (the ``stop`` column)
+CAP_MASK = THROTTLE_MASK  # the throttle reasons that are a power or thermal cap (strassenbench.bench.telemetry)
+Z95 = 1.959964  # the standard normal's 97.5% quantile
 
 
 class TimingError(RuntimeError):
@@ -55,34 +67,65 @@ class TimingError(RuntimeError):
 @dataclass(frozen=True)
 class Criterion:
     min_samples: int = 10
-    min_time: float = 0.5  # seconds of measured samples before the noise test applies
-    max_noise: float = 0.005  # relative standard deviation (0.5 %)
+    min_time: float = 0.5  # seconds of measured samples before the precision test applies
+    precision: float = 0.005  # relative half-width of the median's 95% confidence interval (0.5 %)
     max_time: float = 15.0  # cap on wall time per measurement, samples and flushes included
     max_samples: int = 10_000
     warmup: int = 2  # calls, at least
     warmup_time: float = 0.2  # seconds of warm-up calls, at least (clocks ramp up)
     throttle_threshold: float = 0.75  # of the maximum SM clock: samples taken below it are discarded
-    stable_after: int = 64  # samples before the noise-has-stopped-falling exit applies
-    stable_window: int = 16
-    stable_change: float = 0.05
+    clock_window: int = 16  # kept samples over which the SM clock must have settled
+    clock_drift: float = 0.01  # relative change of the median clock between the window's halves, at most
+
+
+@lru_cache(maxsize=4096)
+def _median_ranks(n: int, z: float) -> tuple[int, int]:
+    """1-based ranks (j, n + 1 - j) of the median's interval: the largest j with P(Bin(n, 1/2) < j) at most the
+    tail (exact below 1,000 samples; the normal approximation above)."""
+    tail = 0.5 * math.erfc(z / math.sqrt(2))
+    if n > 1000:
+        j = max(1, math.floor((n - z * math.sqrt(n)) / 2))
+        return j, n + 1 - j
+    total, below, j = 2**n, 0, 0
+    while j < n // 2 and (below + math.comb(n, j)) / total <= tail:
+        below += math.comb(n, j)
+        j += 1
+    return max(1, j), n + 1 - max(1, j)
+
+
+def median_interval(ordered: list[float], z: float = Z95) -> tuple[float, float]:
+    """The distribution-free 95% confidence interval of the median of ``ordered`` (sorted): the order statistics
+    whose ranks the binomial distribution gives (Conover, "Practical Nonparametric Statistics", 3rd ed.,
+    Sec. 3.2); the whole range where there are too few samples for 95% (below 6)."""
+    if not ordered:
+        return math.nan, math.nan
+    low, high = _median_ranks(len(ordered), z)
+    return ordered[low - 1], ordered[high - 1]
 
 
 @dataclass
 class Samples:
     times: list[float] = field(default_factory=list)  # the kept samples
     discarded: int = 0  # samples taken below the throttle threshold's SM clock
-    converged: bool = False
-    stop: str = ""  # "noise" (converged), "stable" (noise stopped falling), "max_time" or "max_samples"
-    noise: list[float] = field(default_factory=list)  # the relative stdev after each kept sample
+    stop: str = ""  # STOPS
+    median_ci_rel: float = float("nan")  # the median's 95% interval, half its width over the median
     timing: str = "host"  # TIMING_MODES
     timeouts: int = 0  # samples discarded because their blocking kernel gave up waiting for the host
     host_enqueue_s: float = float("nan")  # median host time of one call (without waiting), from the warm-up
-    records: list[tuple[float, float | None, bool, bool]] = field(default_factory=list)  # every sample:
-    # (seconds, SM clock in MHz or None, throttle reasons set, kept)
+    records: list[tuple] = field(default_factory=list)  # every sample: (seconds, SM clock in MHz or None,
+    # throttle reasons (a bit mask, 0 where unknown), kept, power in W or None)
+
+    @property
+    def converged(self) -> bool:
+        return self.stop == "precision"
+
+    @property
+    def kept(self) -> list[tuple]:
+        return [r for r in self.records if r[3]]
 
     @property
     def clocks(self) -> list[float]:
-        return [clock for _, clock, _, kept in self.records if kept and clock is not None]
+        return [r[1] for r in self.kept if r[1] is not None]
 
     @property
     def rel_stdev(self) -> float:
@@ -91,19 +134,29 @@ class Samples:
         mean = statistics.fmean(self.times)
         return statistics.stdev(self.times) / mean if mean > 0 else float("nan")
 
-    def summary(self) -> dict[str, float | int | bool]:
+    def summary(self) -> dict[str, float | int | bool | str]:
+        powers = [r[4] for r in self.kept if r[4] is not None]
+        reasons = 0
+        for record in self.records:
+            reasons |= record[2]
         return {
             "time_min_s": min(self.times),
             "time_median_s": statistics.median(self.times),
             "time_mean_s": statistics.fmean(self.times),
             "time_rel_stdev": self.rel_stdev,
+            "median_ci_rel": self.median_ci_rel,
             "samples": len(self.times),
             "converged": self.converged,
-            "throttled_samples": self.discarded,
+            "stop": self.stop,
+            "low_clock_discards": self.discarded,
             "timing": self.timing,
             "blocking_timeouts": self.timeouts if self.timing in GPU_TIMING else "",
             "host_enqueue_s": self.host_enqueue_s,
             "sm_clock_median_mhz": statistics.median(self.clocks) if self.clocks else "",
+            "capped_share": (sum(1 for r in self.kept if r[2] & CAP_MASK) / len(self.kept)
+                             if self.kept and any(r[1] is not None for r in self.kept) else ""),
+            "throttle_reasons": hex(reasons) if any(r[1] is not None for r in self.records) else "",
+            "power_w": statistics.median(powers) if powers else "",
         }
 
 
@@ -231,17 +284,18 @@ class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cu
         return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3 / count
 
 
-def _no_probe() -> tuple[float | None, bool]:
-    return None, False
+def _no_probe() -> tuple[float | None, int, float | None]:
+    return None, 0, None
 
 
 def sample(
     fn: Callable[[], object], timer: Timer, criterion: Criterion,
-    probe: Callable[[], tuple[float | None, bool]] = _no_probe, max_clock_mhz: float | None = None,
+    probe: Callable[[], tuple[float | None, int, float | None]] = _no_probe, max_clock_mhz: float | None = None,
 ) -> Samples:
     """Warm up (measuring the host's enqueue time), prepare the timer (a CUDA graph on the GPU), then time
-    ``fn`` until the criterion says stop. ``probe`` reads (SM clock in MHz, throttle reasons set) after each
-    sample; with ``max_clock_mhz`` a sample below the throttle threshold of it is discarded."""
+    ``fn`` until the criterion says stop (module docstring). ``probe`` reads (SM clock in MHz, throttle reasons,
+    power in W) after each sample; with ``max_clock_mhz`` a sample below the throttle threshold of it is
+    discarded."""
     enqueue: list[float] = []
     warm = time.perf_counter()
     while len(enqueue) < criterion.warmup or (time.perf_counter() - warm < criterion.warmup_time
@@ -250,67 +304,64 @@ def sample(
         enqueue.append(timer.enqueue(fn))
     out = Samples(timing=timer.prepare(fn), host_enqueue_s=statistics.median(enqueue) if enqueue else float("nan"))
     floor = criterion.throttle_threshold * max_clock_mhz if max_clock_mhz else None
-    running = _Running()
+    ordered: list[float] = []
+    clocks: list[float] = []
+    total = 0.0
     started = time.perf_counter()
     while True:
         timer.flush()
         timeouts = getattr(timer, "timeouts", 0)
         seconds = timer.time(fn)
         timed_out = getattr(timer, "timeouts", 0) > timeouts
-        clock, flagged = probe()
+        clock, reasons, power = probe()
         kept = not timed_out and (floor is None or clock is None or clock >= floor)
-        out.records.append((seconds, clock, flagged, kept))
+        out.records.append((seconds, clock, int(reasons or 0), kept, power))
         if timed_out:
             out.timeouts += 1
         elif not kept:
             out.discarded += 1
         else:
             out.times.append(seconds)
-            out.noise.append(running.add(seconds))
-        if kept and len(out.times) >= criterion.min_samples and running.total >= criterion.min_time:
-            noise = out.noise[-1]
-            if noise < criterion.max_noise:
-                out.converged, out.stop = True, "noise"
-                break
-            if len(out.times) >= criterion.stable_after and _stable(out.noise, criterion):
-                out.stop = "stable"
+            bisect.insort(ordered, seconds)
+            total += seconds
+            if clock is not None:
+                clocks.append(clock)
+        if kept and len(out.times) >= criterion.min_samples and total >= criterion.min_time:
+            out.median_ci_rel = _half_width(ordered)
+            if out.median_ci_rel <= criterion.precision and _settled(clocks, criterion):
+                out.stop = "precision"
                 break
         if time.perf_counter() - started >= criterion.max_time:
-            out.stop = "max_time"
+            out.stop = "time_cap"
             break
         if len(out.records) >= criterion.max_samples:
-            out.stop = "max_samples"
+            out.stop = "sample_cap"
             break
     if out.timeouts and not out.times:
         raise TimingError(f"every sample ({out.timeouts}) reached the blocking kernel's timeout")
-    if not out.times:  # every sample throttled: keep them all (the throttled_samples column says so)
-        out.times = [seconds for seconds, *_ in out.records]
+    if not out.times:  # every sample throttled: keep them all (the low_clock_discards column says so)
+        out.times = [record[0] for record in out.records]
+        ordered = sorted(out.times)
+    out.median_ci_rel = _half_width(ordered)
     return out
 
 
-class _Running:
-    """The relative standard deviation of the samples so far, updated in O(1) per sample (Welford's
-    algorithm; nvbench made its stdrel bookkeeping O(n) the same way, its PR 374)."""
-
-    def __init__(self) -> None:
-        self.count, self.mean, self.m2, self.total = 0, 0.0, 0.0, 0.0
-
-    def add(self, x: float) -> float:
-        self.count += 1
-        self.total += x
-        delta = x - self.mean
-        self.mean += delta / self.count
-        self.m2 += delta * (x - self.mean)
-        if self.count < 2 or self.mean <= 0:
-            return float("nan")
-        return (self.m2 / (self.count - 1)) ** 0.5 / self.mean
+def _half_width(ordered: list[float]) -> float:
+    """The median's 95% interval, half its width over the median (median_interval); O(1) on a sorted list."""
+    low, high = median_interval(ordered)
+    n = len(ordered)
+    median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+    return (high - low) / 2 / median if median > 0 else float("inf")
 
 
-def _stable(noise: list[float], criterion: Criterion) -> bool:
-    """The relative stdev moved by less than ``stable_change`` of its mean over the last ``stable_window``
-    samples (nvbench's exit for noise that will not fall below the target)."""
-    window = noise[-criterion.stable_window:]
-    if len(window) < criterion.stable_window or any(v != v for v in window):  # NaN: too few samples
+def _settled(clocks: list[float], criterion: Criterion) -> bool:
+    """Whether the SM clock has settled over the last ``clock_window`` kept samples: the later half's median
+    within ``clock_drift`` of the earlier half's. Without clocks (a CPU, no NVML) there is nothing to settle."""
+    if not clocks:
+        return True
+    window = clocks[-criterion.clock_window:]
+    if len(window) < criterion.clock_window:
         return False
-    mean = statistics.fmean(window)
-    return mean > 0 and (max(window) - min(window)) < criterion.stable_change * mean
+    half = len(window) // 2
+    early, late = statistics.median(window[:half]), statistics.median(window[half:])
+    return abs(late - early) <= criterion.clock_drift * early

@@ -88,7 +88,9 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=types.integer(0), default=0)
     p.add_argument("--min-samples", type=types.integer(1), default=10)
     p.add_argument("--min-time", type=types.seconds, default=0.5, help="seconds of samples before the noise test")
-    p.add_argument("--max-noise", type=types.positive, default=0.005, help="relative stdev to stop at (nvbench stdrel)")
+    p.add_argument("--precision", "--max-noise", dest="precision", type=types.positive, default=0.005,
+                   help="stop once the 95%% confidence interval of the median is within this fraction of it (and "
+                   "the SM clock has settled), or at --max-time")
     p.add_argument("--max-time", type=types.positive, default=15.0, help="cap per measurement, seconds")
     p.add_argument("--warmup-time", type=types.seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
     p.add_argument("--throttle-threshold", type=types.fraction, default=0.75,
@@ -226,7 +228,7 @@ def _points(args: argparse.Namespace) -> list:
 def _criterion(args: argparse.Namespace):  # noqa: ANN202
     from ..bench.timing import Criterion
 
-    return Criterion(min_samples=args.min_samples, min_time=args.min_time, max_noise=args.max_noise,
+    return Criterion(min_samples=args.min_samples, min_time=args.min_time, precision=args.precision,
                      max_time=args.max_time, warmup_time=args.warmup_time,
                      throttle_threshold=args.throttle_threshold)
 
@@ -261,8 +263,8 @@ def _bench(args: argparse.Namespace) -> int:
         hook = injection()
     except ValueError as err:
         raise UsageError(str(err)) from None
-    if hook and hook[1] == "fault" and args.engine != "cuda":
-        raise UsageError(f"{hook[0][0]}:...:fault poisons a CUDA context: it needs --engine cuda")
+    if hook and hook.kind == "fault" and args.engine != "cuda":
+        raise UsageError(f"{hook.impl}:...:fault poisons a CUDA context: it needs --engine cuda")
     points = _points(args)
     if args.engine == "numpy":  # host memory; on a GPU an out-of-memory point is recorded and the sweep goes on
         biggest = max(points, key=lambda p: p.m * p.k + p.k * p.n + p.m * p.n)

@@ -44,9 +44,13 @@ def _header(run: dict) -> tuple[list[tuple[str, str]], bool]:
         clocks = pd.to_numeric(pd.concat([sweeps["sm_clock_start_mhz"], sweeps["sm_clock_end_mhz"]]), errors="coerce")
         if clocks.notna().any():
             rows["SM clock (min-max over points)"] = f"{clocks.min():.0f}-{clocks.max():.0f} MHz"
-        throttled = pd.to_numeric(sweeps.get("throttled_samples"), errors="coerce").fillna(0)
-        rows["throttling"] = (f"{int((throttled > 0).sum())} of {len(sweeps)} points had throttled samples "
-                              f"({int(throttled.sum())} samples)")
+        low = pd.to_numeric(sweeps.get("low_clock_discards"), errors="coerce").fillna(0)
+        rows["low-clock samples"] = (f"{int((low > 0).sum())} of {len(sweeps)} points discarded samples taken "
+                                     f"below 75% of the maximum SM clock ({int(low.sum())} samples)")
+        capped = pd.to_numeric(sweeps.get("capped_share"), errors="coerce")
+        if capped.notna().any():
+            rows["power or thermal cap"] = (f"{int((capped >= 0.5).sum())} of {int(capped.notna().sum())} points "
+                                            "had half their samples or more under a power or thermal cap")
     return [(k, str(v)) for k, v in rows.items()], cpu_run
 
 
