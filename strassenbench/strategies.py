@@ -104,8 +104,9 @@ class TensorStrategy(WarpGrid):
 
 
 # The tensor-core family's strategies: Huge's 128 x 128 x 8 block on 8 warps of 64 x 32 (CUTLASS's 3xTF32
-# example runs 128 x 128 on 4 warps of 64 x 64; 8 warps keep 3xTF32 within 128 registers, 2 blocks per SM), and
-# smaller blocks for small problems and the emulator.
+# example runs 128 x 128 on 4 warps of 64 x 64; 8 warps keep 1xTF32 within 128 registers, 2 blocks per SM; 3xTF32's
+# staged accumulation takes about 212, one block per SM: strassenbench.model.latency), and smaller blocks for
+# small problems and the emulator.
 _TENSOR_TABLE = """
 TcSmall  32  32 8 2 1
 TcLarge  64  64 8 2 2

@@ -4,6 +4,7 @@ the measured H100 points against the paper's T_gmop and against the L2 model's f
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 from pathlib import Path
@@ -90,15 +91,18 @@ def test_l2_model_only_replaces_t_gmop() -> None:
 
 def test_h100_dmma_strassen_hinges_on_the_l2() -> None:
     """FP64 on an H100's tensor cores: by the paper's T_gmop, 1-level Strassen loses to the DMMA GEMM (its extra
-    operand reads from DRAM); with a wave's panels read once, it is flop-bound at 8/7."""
+    operand reads from DRAM); with a wave's panels read once, it wins. DmmaHuge holds one block per SM (the
+    register count), so both are then bound by their slices' load latency (strassenbench.model.latency), whose
+    chain a product's extra operand terms lengthen: a little under 8/7."""
     spec = SPECS["H100"]
     speedup = {}
     for name in ("issue", "l2"):
         t = {impl: impl_time(spec, impl, HUGE, 8192, 8192, 8192, "float64", None, name)
              for impl in ("gemm-dmma", "strassen1-dmma")}
-        speedup[name] = (t["gemm-dmma"].seconds / t["strassen1-dmma"].seconds, t["strassen1-dmma"].limiter)
-    assert speedup["issue"][0] < 0.7 and speedup["issue"][1] == "gmop"
-    assert math.isclose(speedup["l2"][0], 8 / 7, rel_tol=1e-3) and speedup["l2"][1] == "flop"
+        speedup[name] = (t["gemm-dmma"].seconds / t["strassen1-dmma"].seconds, t["strassen1-dmma"].limiter,
+                         t["gemm-dmma"].limiter)
+    assert speedup["issue"][0] < 0.8 and speedup["issue"][1] == "gmop"
+    assert 1.05 < speedup["l2"][0] < 8 / 7 and speedup["l2"][1:] == ("latency", "latency")
 
 
 def _h100_points() -> pd.DataFrame:
@@ -148,12 +152,14 @@ def test_cli_predict_writes_rows_of_each_model(tmp_path: Path) -> None:
 def test_cli_pick_names_its_model(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     empty = tmp_path / "nodata"
     empty.mkdir()
+    speedup = {}
     for name in ("issue", "l2"):
         assert main(["pick", "--gpu", "H100", "--m", "8192", "--n", "8192", "--k", "8192", "--dtype", "float64",
                      "--data", str(empty), "--model", name, "--format", "csv"]) == 0
         captured = capsys.readouterr()
-        first = captured.out.splitlines()[1].split(",")
+        rows = pd.read_csv(io.StringIO(captured.out)).set_index("impl")
         assert f"model predictions ({name}, scheme sequential)" in captured.err
-        assert (first[1] == "strassen1-dmma") == (name == "l2")
+        speedup[name] = rows.loc["strassen1-dmma", "speedup_vs_cublas"]
+    assert speedup["issue"] < 0.8 < speedup["l2"]  # its extra operand reads from DRAM, or reused in the L2
     assert main(["pick", "--gpu", "H100", "--m", "8", "--n", "8", "--k", "8", "--model", "cache"]) == 2
     assert "--model: invalid choice: 'cache'" in capsys.readouterr().err

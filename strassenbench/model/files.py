@@ -58,7 +58,7 @@ PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and st
     "model predictions", ("gpu", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "impl", "strategy", "time_s",
                           "tflops"),
     ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s",
-                           "t_stream_s"),
+                           "t_stream_s", "t_latency_s"),
     ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy",
      "model", "scheme"))
 SPEEDUP = Kind(  # `model speedup`: where each implementation of predictions overtakes the GEMM, per sweep

@@ -72,7 +72,7 @@ class Choice:
     strategy: str
     seconds: float
     source: str  # "model", or "measured: <file>"
-    limiter: str  # flop, gmop, smop or issue (the model's), or "" for a measured time
+    limiter: str  # flop, gmop, smop, issue, latency, ... (the model's term: Timing.limiter), "" for a measured time
 
     def row(self, m: int, k: int, n: int, dtype: str, baseline: float) -> dict[str, object]:
         """The row pick prints: the time, its speedup over ``baseline`` (cuBLAS's), and what the candidate costs:

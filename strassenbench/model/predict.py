@@ -43,7 +43,7 @@ def predict(
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
                 "time_s": t.seconds, "tflops": effective_tflops(m, k, n, t.seconds), "limiter": t.limiter,
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
-                "t_dram_s": t.t_dram, "t_l2_s": t.t_l2, "t_stream_s": t.t_stream,
+                "t_dram_s": t.t_dram, "t_l2_s": t.t_l2, "t_stream_s": t.t_stream, "t_latency_s": t.t_latency,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
                 "model": model, "scheme": scheme,
                 "occupancy": occupancy_source,

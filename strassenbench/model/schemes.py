@@ -59,6 +59,7 @@ class Load:
     work: tuple[float, float, float]
     rates: tuple[float, float, float]
     traffic: tuple[float, float, float]
+    latency: float = 0.0  # seconds one block's slices take one after another at least (model.latency's chain)
 
     def batched(self, products: int) -> "Load":
         """The launch of ``products`` products of this one in a batch (blockIdx.z): their blocks and traffic."""
@@ -73,7 +74,7 @@ def alone(model: str, load: Load | None) -> Timing:
     waves = math.ceil(load.blocks / load.resident)
     t_flop, t_smop, t_issue = (waves * load.resident * w / r for w, r in zip(load.work, load.rates))
     t_gmop, t_dram, t_l2 = load.traffic
-    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2)
+    return bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_latency=waves * load.latency)
 
 
 def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
@@ -88,8 +89,9 @@ def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
     t_flop, t_smop, t_issue = (fill * sum(load.blocks * load.work[i] / load.rates[i] for load in loads)
                                for i in range(3))
     t_gmop, t_dram, t_l2 = (sum(load.traffic[i] for load in loads) for i in range(3))
+    t_latency = fill * sum(load.blocks / load.resident * load.latency for load in loads)  # each a resident slot
     t_stream = max(sum(alone(model, load).seconds for load in lane) for lane in lanes)
-    shared = bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream)
+    shared = bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream, t_latency)
     # Never slower than the launches one after another: the rounding to whole waves charges a stage's idle tail
     # at its blocks' average cost, which a few costly blocks beside many cheap ones can make exceed that.
     serial = sum((alone(model, load) for load in loads), ZERO)

@@ -8,10 +8,13 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
     N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
     N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
     T_issue = waves #blocks warps slices I / (4 #SM clock rate)
+    T_latency = waves slices (max(lambda, w d) + w (I - d)) / clock rate     (strassenbench.model.latency)
     T_dram, T_l2: global traffic through the L2 (strassenbench.model.memory), for T_gmop in model "l2"
 
-where I is the main loop's instructions per warp and k_S slice: the build's (resources.csv, its machine code)
-where it read them, else counted from what the loop does. The DMMA kernels (float64 on the FP64 tensor cores,
+where I is the main loop's instructions per warp and k_S slice and d its loads' load-use distance: the build's
+(resources.csv, its machine code) where it read them, else counted from what the loop does; w the block's warps
+per sub-partition. #blocks = #SM x active blocks per SM: the build's blocks_per_sm, else a register count
+(the 3xTF32 kernels' staged accumulation takes TcHuge to one block per SM, which T_latency charges). The DMMA kernels (float64 on the FP64 tensor cores,
 a DmmaStrategy) take the same terms with P = 1, 8-byte elements and tau_tensor the dense FP64 tensor peak.
 Every number is a prediction.
 """
@@ -26,6 +29,7 @@ from ..occupancy import blocks_per_sm
 from ..strategies import DMMA_MODE, DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS, per_table
+from .latency import load_latency_clocks, slice_chain_clocks
 from .memory import global_times
 from .schemes import Load, alone
 from .timing import DEFAULT_MODEL, Timing
@@ -47,15 +51,20 @@ def dmma_slice_instructions(s: DmmaStrategy, w: tuple[int, int, int], arch: str 
     per 8 x 8 tile side and k-step, and per thread the loader's work (a global load and an address add per term
     and 2-double chunk, a DFMA per element and extra term, a store per chunk); the barrier and the loop's count,
     compare and branch."""
-    k_steps, m_tiles, n_tiles = s.k_S // 4, s.m_W // 8, s.n_W // 8
-    wide = int(arch.removeprefix("sm_").rstrip("a")) >= 90 and m_tiles % 2 == 0
-    k_per_dmma = (16 if s.k_S % 16 == 0 else 8) if wide else 4
-    dmma = (m_tiles // (2 if wide else 1)) * n_tiles * (s.k_S // k_per_dmma)
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
     chunks = math.ceil(a_elems / 2) + math.ceil(b_elems / 2)
     loads = 2 * (w[0] * math.ceil(a_elems / 2) + w[1] * math.ceil(b_elems / 2))
     sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
-    return dmma + k_steps * (m_tiles + n_tiles) + loads + sums + chunks + 4
+    return _dmma_phase(s, arch) + loads + sums + chunks + 4
+
+
+def _dmma_phase(s: DmmaStrategy, arch: str) -> float:
+    """A DMMA kernel's mma phase per warp and slice: its DMMA and 64-bit fragment loads (dmma_slice_instructions)."""
+    k_steps, m_tiles, n_tiles = s.k_S // 4, s.m_W // 8, s.n_W // 8
+    wide = int(arch.removeprefix("sm_").rstrip("a")) >= 90 and m_tiles % 2 == 0
+    k_per_dmma = (16 if s.k_S % 16 == 0 else 8) if wide else 4
+    dmma = (m_tiles // (2 if wide else 1)) * n_tiles * (s.k_S // k_per_dmma)
+    return dmma + k_steps * (m_tiles + n_tiles)
 
 
 def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple[int, int, int],
@@ -69,37 +78,57 @@ def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple
 
 def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: str) -> float:
     """Instructions per warp and k_S slice, counted: the HMMA, the fragment loads (4 per 16 x 8 A tile, 2 per
-    8 x 8 B tile and part), and per thread the loader's work: a global load and an address add per term and
-    4-element chunk, an FFMA per element and extra term, a TF32 rounding (and subtraction) per element and part,
-    a store per chunk and part; the barrier and the loop's count, compare and branch."""
-    parts, k_steps = PARTS[mode], s.k_S // 8
-    m_tiles, n_tiles = s.m_W // 16, s.n_W // 8
-    hmma = m_tiles * n_tiles * k_steps * _HMMA[mode]
-    lds = parts * k_steps * (4 * m_tiles + 2 * n_tiles)
+    8 x 8 B tile and part), for 3xTF32 the staged accumulation's 4 FADD per 16 x 8 tile and k-step (its three
+    products summed apart, then added to the accumulator: kernels/tensorcore_primitive.cuh), and per thread the
+    loader's work: a global load and an address add per term and 4-element chunk, an FFMA per element and extra
+    term, a TF32 rounding (and subtraction) per element and part, a store per chunk and part; the barrier and the
+    loop's count, compare and branch."""
+    parts = PARTS[mode]
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
     chunks = math.ceil(a_elems / 4) + math.ceil(b_elems / 4)
     loads = 2 * (w[0] * math.ceil(a_elems / 4) + w[1] * math.ceil(b_elems / 4))
     sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
     split = (2 * parts - 1) * (a_elems + b_elems)
-    return hmma + lds + loads + sums + split + parts * chunks + 4
+    staged = 4 * _mma_tiles(s) * (s.k_S // 8) if parts == 2 else 0
+    return _mma_phase(s, mode, "") + staged + loads + sums + split + parts * chunks + 4
+
+
+def _mma_tiles(s: TensorStrategy) -> int:
+    """A warp's 16 x 8 mma tiles."""
+    return (s.m_W // 16) * (s.n_W // 8)
+
+
+def _mma_phase(s: TensorStrategy | DmmaStrategy, mode: str, arch: str) -> float:
+    """A slice's mma phase per warp, counted: its fragment loads and mma (HMMA, or DMMA: _dmma_phase), the
+    instructions between the slice's global loads and their first use (kernels/mma_mainloop.cuh issues the
+    loads before the mma)."""
+    if mode == DMMA_MODE:
+        return _dmma_phase(s, arch)
+    k_steps, m_tiles, n_tiles = s.k_S // 8, s.m_W // 16, s.n_W // 8
+    return _mma_tiles(s) * k_steps * _HMMA[mode] + PARTS[mode] * k_steps * (4 * m_tiles + 2 * n_tiles)
 
 
 @per_table
-def _slice_instructions(arch: str, s: TensorStrategy, w: tuple[int, int, int], mode: str,
-                        resources: pd.DataFrame | None) -> float:
-    """Instructions per warp and slice: the build's machine code (resources.csv) where it was read, else counted."""
+def _slice_loop(arch: str, s: TensorStrategy, w: tuple[int, int, int], mode: str,
+                resources: pd.DataFrame | None) -> tuple[float, float]:
+    """(instructions per warp and slice, the loads' load-use distance): the build's machine code (resources.csv)
+    where it was read, else counted."""
     rows = _rows(resources, arch, s, w, mode)
-    measured = len(rows) and pd.notna(rows["loop_instructions"].iloc[0])
-    if measured:
-        return float(rows["loop_instructions"].iloc[0])
-    return dmma_slice_instructions(s, w, arch) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
+    counted = dmma_slice_instructions(s, w, arch) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
+    instructions, load_use = counted, _mma_phase(s, mode, arch)
+    if len(rows) and pd.notna(rows["loop_instructions"].iloc[0]):
+        instructions = float(rows["loop_instructions"].iloc[0])
+        if "load_use_distance" in rows and pd.notna(rows["load_use_distance"].iloc[0]):
+            load_use = float(rows["load_use_distance"].iloc[0])
+    return instructions, load_use
 
 
 @per_table
 def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, int], mode: str,
                          resources: pd.DataFrame | None = None) -> tuple[int, str]:
-    """(active blocks per SM, where from): the compiled kernel's, else registers counted from its
-    accumulator and fragments and the tiles' shared memory."""
+    """(active blocks per SM, where from): the compiled kernel's (resources.csv), else registers counted from its
+    accumulator and fragments (and for 3xTF32 the staged accumulation's 4-register sum per mma tile: about 210
+    for TcHuge's 256 threads, one block per SM) and the tiles' shared memory."""
     rows = _rows(resources, spec.arch, s, w, mode)
     if len(rows):
         return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
@@ -107,7 +136,8 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
         registers = 2 * (s.m_W * s.n_W // 32 + s.m_W // 8 + s.n_W // 8) + 32
         return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes()), "register count"
     parts = PARTS[mode]
-    registers = s.m_W * s.n_W // 32 + parts * (4 * s.m_W // 16 + 2 * s.n_W // 8) + 32
+    staged = 4 * _mma_tiles(s) if parts == 2 else 0
+    registers = s.m_W * s.n_W // 32 + parts * (4 * s.m_W // 16 + 2 * s.n_W // 8) + staged + 32
     return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes(4, parts)), "register count"
 
 
@@ -126,11 +156,12 @@ def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
-    per_slice = _slice_instructions(spec.arch, s, w, mode, resources)
-    warp_clocks = (s.threads // 32) * (kk // s.k_S) * per_slice
-    return Load(tiles, blocks, (n_flop, itemsize * n_smop, warp_clocks),
+    per_slice, load_use = _slice_loop(spec.arch, s, w, mode, resources)
+    warps = s.threads // 32
+    chain = slice_chain_clocks(load_latency_clocks(spec), warps / SUB_PARTITIONS, per_slice, load_use)
+    return Load(tiles, blocks, (n_flop, itemsize * n_smop, warps * (kk // s.k_S) * per_slice),
                 (spec.tau_tensor(mode), spec.tau_smop, SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
-                (t_gmop, t_dram, t_l2))
+                (t_gmop, t_dram, t_l2), (kk // s.k_S) * chain / spec.boost_clock_hz)
 
 
 def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,

@@ -3,12 +3,14 @@ whole implementations, strassenbench.model.tensor for the tensor-core kernels), 
 it by different terms:
 
     paper   max(T_flop, T_gmop, T_smop)                       the paper's model alone (Sec. s:analysis)
-    issue   max(T_flop, T_gmop, T_smop, T_issue)              with the main loop's issue slots: the default
-    l2      max(T_flop, T_dram, T_l2, T_smop, T_issue)        and global traffic through the L2 for T_gmop
+    issue   max(T_flop, T_gmop, T_smop, T_issue, T_latency)   with the main loop's issue slots and the slices'
+                                                              load latency: the default
+    l2      max(T_flop, T_dram, T_l2, T_smop, T_issue, T_latency)   and global traffic through the L2 for T_gmop
 
 and, in every model, T_stream: a stage of concurrent launches takes at least its longest stream's launches one
 after another (strassenbench.model.schemes; 0 for a launch alone).
-T_issue, T_dram, T_l2 and T_stream are this project's terms (strassenbench.model.issue, .memory, .schemes).
+T_issue, T_latency, T_dram, T_l2 and T_stream are this project's terms (strassenbench.model.issue, .latency,
+.memory, .schemes).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ __all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded"]
 
 # The terms each model bounds a kernel's time by (Timing's fields)
 MODELS: dict[str, tuple[str, ...]] = {
-    "issue": ("t_flop", "t_gmop", "t_smop", "t_issue", "t_stream"),
+    "issue": ("t_flop", "t_gmop", "t_smop", "t_issue", "t_latency", "t_stream"),
     "paper": ("t_flop", "t_gmop", "t_smop", "t_stream"),
-    "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue", "t_stream"),
+    "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue", "t_latency", "t_stream"),
 }
 
 
@@ -43,6 +45,7 @@ class Timing:
     t_dram: float = 0.0  # DRAM with a wave's reuse (strassenbench.model.memory): this project's
     t_l2: float = 0.0  # every block's words through the L2 (strassenbench.model.memory): this project's
     t_stream: float = 0.0  # a stage's longest stream, its launches each alone (strassenbench.model.schemes)
+    t_latency: float = 0.0  # each slice's load latency left uncovered (strassenbench.model.latency): this project's
     model: str = ""  # which of MODELS bounds ``seconds`` ("": ZERO or INFINITE, which any model may add)
 
     def __add__(self, other: "Timing") -> "Timing":
@@ -57,26 +60,27 @@ class Timing:
         """Every field but ``model``, in order (spelled out: dataclasses.astuple copies, and the model adds
         Timings millions of times for one `pick` table)."""
         return (self.seconds, self.t_flop, self.t_gmop, self.t_smop, self.t_issue, self.t_dram, self.t_l2,
-                self.t_stream)
+                self.t_stream, self.t_latency)
 
     @property
     def limiter(self) -> str:
-        """Which term of its model dominates: flop, gmop, smop, issue, dram, l2 or stream."""
+        """Which term of its model dominates: flop, gmop, smop, issue, latency, dram, l2 or stream."""
         parts = {name.removeprefix("t_"): getattr(self, name) for name in MODELS[self.model or DEFAULT_MODEL]}
         return max(parts, key=parts.__getitem__)
 
 
 def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: float, t_dram: float,
-            t_l2: float, t_stream: float = 0.0) -> Timing:
+            t_l2: float, t_stream: float = 0.0, t_latency: float = 0.0) -> Timing:
     """One kernel's or stage's Timing: every term, and its seconds the largest of ``model``'s terms (ModelError
-    for a model that is not one of MODELS). ``t_stream``: a stage's longest stream (0 for one launch alone)."""
+    for a model that is not one of MODELS). ``t_stream``: a stage's longest stream (0 for one launch alone);
+    ``t_latency``: the slices' uncovered load latency (strassenbench.model.latency; 0 where not modeled)."""
     if model not in MODELS:
         raise ModelError(f"no model {model!r} (choose from {', '.join(MODELS)})")
     terms = {"t_flop": t_flop, "t_gmop": t_gmop, "t_smop": t_smop, "t_issue": t_issue, "t_dram": t_dram,
-             "t_l2": t_l2, "t_stream": t_stream}
+             "t_l2": t_l2, "t_stream": t_stream, "t_latency": t_latency}
     return Timing(max(terms[name] for name in MODELS[model]), **terms, model=model)
 
 
 ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
 # A kernel that cannot run (no block fits an SM, or the GPU has no such unit).
-INFINITE = Timing(*(float("inf"),) * 8)
+INFINITE = Timing(*(float("inf"),) * 9)
