@@ -516,8 +516,8 @@ class DeviceArray:
         _wait_current()
         return self._h.copy()
 
-    def max(self) -> DeviceArray:
-        return _read(lambda: np.asarray(self._h.max()))
+    def max(self, axis: object = None, keepdims: bool = False) -> DeviceArray:
+        return _read(lambda: np.asarray(self._h.max(axis=axis, keepdims=keepdims)))
 
     def min(self) -> DeviceArray:
         return _read(lambda: np.asarray(self._h.min()))
@@ -643,6 +643,10 @@ def zeros(shape: object, dtype: object = float) -> DeviceArray:
 
 def ones(shape: object, dtype: object = float) -> DeviceArray:
     return full(shape, 1, dtype)
+
+
+def concatenate(arrays: object, axis: int = 0) -> DeviceArray:
+    return _read(lambda: np.concatenate([_host(a) for a in arrays], axis=axis))
 
 
 def norm(x: DeviceArray, *args: object, **kwargs: object) -> DeviceArray:
@@ -1152,6 +1156,7 @@ def install(monkeypatch, **options: object) -> CpuDevice:  # noqa: ANN001 - pyte
     monkeypatch.setattr(isolate, "START_METHOD", "fork")  # bench's workers inherit this device
     for name, value in {"RawModule": RawModule, "ElementwiseKernel": ElementwiseKernel, "asarray": asarray,
                         "asnumpy": asnumpy, "empty": empty, "zeros": zeros, "full": full, "ones": ones,
+                        "concatenate": concatenate,
                         "get_default_memory_pool": _Pool}.items():
         monkeypatch.setattr(cupy, name, value)
     monkeypatch.setattr(cupy.random, "default_rng", _Generator)
