@@ -1,5 +1,6 @@
 """The model of the tensor-core kernels (beyond the paper): the paper's three terms (Sec. s:analysis) with the
-tensor cores' rate, and issue slots as for the SIMT kernels (strassenbench.model.issue).
+tensor cores' rate, issue slots as for the SIMT kernels (strassenbench.model.issue), and the load latency that
+one block per SM leaves uncovered (strassenbench.model.latency).
 
 Per thread block of a tensor-core strategy (m_S x n_S x k_S, warps_m x warps_n warps of m_W x n_W) and a
 variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF32) TF32 parts per operand:
@@ -8,14 +9,15 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
     N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
     N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
     T_issue = waves #blocks warps slices I / (4 #SM clock rate)
-    T_latency = waves slices (max(lambda, w d) + w (I - d)) / clock rate     (strassenbench.model.latency)
+    T_latency = waves slices (max(lambda, w d) + w (I - d)) / clock rate   (strassenbench.model.latency)
     T_dram, T_l2: global traffic through the L2 (strassenbench.model.memory), for T_gmop in model "l2"
 
 where I is the main loop's instructions per warp and k_S slice and d its loads' load-use distance: the build's
 (resources.csv, its machine code) where it read them, else counted from what the loop does; w the block's warps
 per sub-partition. #blocks = #SM x active blocks per SM: the build's blocks_per_sm, else a register count
-(the 3xTF32 kernels' staged accumulation takes TcHuge to one block per SM, which T_latency charges). The DMMA kernels (float64 on the FP64 tensor cores,
-a DmmaStrategy) take the same terms with P = 1, 8-byte elements and tau_tensor the dense FP64 tensor peak.
+(the 3xTF32 kernels' staged accumulation takes TcHuge to one block per SM, which T_latency charges). The DMMA
+kernels (float64 on the FP64 tensor cores, a DmmaStrategy) take the same terms with P = 1, 8-byte elements and
+tau_tensor the dense FP64 tensor peak.
 Every number is a prediction.
 """
 

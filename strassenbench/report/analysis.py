@@ -9,10 +9,11 @@ import pandas as pd
 from ..breakeven import break_even
 from ..impls import ImplError, get_impl
 from ..options import SCHEMES
+from ..strategies import ALL_STRATEGIES
 from ..tensorcore import MODES as TENSOR_MODES
 
-__all__ = ["ok_rows", "left_out", "speedups", "measured_crossover", "claims", "scheme_name", "schemes_of",
-           "PRECISIONS", "precision_of", "precision_speedups"]
+__all__ = ["ok_rows", "best_rows", "POINT", "chosen_strategies", "left_out", "speedups", "measured_crossover",
+           "claims", "scheme_name", "schemes_of", "PRECISIONS", "precision_of", "precision_speedups"]
 
 BASELINE = "cublas"
 # The precisions compare draws apart, each against its own cuBLAS (in the precision's dtype): SIMT FP32 against
@@ -51,6 +52,35 @@ def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["status"] == "ok") & (_timeouts(frame) == 0)]
 
 
+# A point of a sweep: an implementation in a dtype at one shape. A sweep may hold several rows of one point, timed
+# with different strategies (`--strategy` per run, a strategies file) or again.
+POINT = ["sweep", "impl", "dtype", "m", "n", "k"]
+
+
+def best_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """ok_rows, one per point (POINT): the fastest by median time, whose ``strategy`` column says which strategy
+    that was. The paper draws each implementation at its best strategy per size (Sec. s:gpu_exp), as `bench
+    --strategy best` records it; the measured figures, speedups and crossovers take these rows."""
+    good = ok_rows(frame)
+    if good.empty:
+        return good
+    times = pd.to_numeric(good["time_median_s"], errors="coerce")
+    fastest = times.sort_values(kind="stable").index  # NaN last: a timed row wins over one without a time
+    return good.loc[fastest].drop_duplicates([c for c in POINT if c in good]).sort_index()
+
+
+def chosen_strategies(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Per implementation, the strategies best_rows keeps where a point of it was timed with several (a name
+    that is not a strategy shows as "(unknown)"); empty where every point has one."""
+    good = ok_rows(frame)
+    if good.empty or "strategy" not in good:
+        return {}
+    several = good.groupby([c for c in POINT if c in good])["strategy"].transform("nunique") > 1
+    best = best_rows(good[several])
+    return {str(impl): sorted({s if s in ALL_STRATEGIES else "(unknown)" for s in part["strategy"].astype(str)})
+            for impl, part in best.groupby("impl", sort=False)}
+
+
 def left_out(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows ok_rows leaves out, each with why: its status (fault, error, oom, check_failed) and message,
     or how many of its samples reached the blocking kernel's timeout."""
@@ -66,8 +96,8 @@ def left_out(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedups(frame: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """time(baseline) / time(impl) per (sweep, x, dtype, impl)."""
-    good = ok_rows(frame)
+    """time(baseline) / time(impl) per (sweep, x, dtype, impl), each at its fastest strategy (best_rows)."""
+    good = best_rows(frame)
     if good.empty or baseline not in set(good["impl"]):
         return pd.DataFrame(columns=["sweep", "x", "dtype", "impl", "label", "speedup"])
     keys = ["sweep", "x", "dtype"]
@@ -106,7 +136,7 @@ def precision_speedups(frame: pd.DataFrame, precision: str, sweep: str = "square
 
 def measured_crossover(frame: pd.DataFrame, impl: str, baseline: str = BASELINE, sweep: str = "square",
                        dtype: str = "float32") -> dict[str, object] | None:
-    good = ok_rows(frame)
+    good = best_rows(frame)
     if good.empty:
         return None
     part = good[(good["sweep"] == sweep) & (good["dtype"] == dtype) & good["impl"].isin([impl, baseline])]

@@ -20,6 +20,7 @@ from .captions import SOURCES, checked_caption
 from .contents import REPORT_FIGURES, REPORT_TABLES
 from .figures import (Drawn, fig_intro_comparison, fig_memlimit, fig_stra_square, fig_stra_square_more,
                       fig_tensorcore_square, fig_dmma_square, label_of)
+from .figures_clock import CAPPED_SHARE, fig_clock_square
 from .figures_model import fig_algorithms, fig_issue_bounds, fig_model_square, fig_model_sweeps
 from .inputs import ModelGPU, device_of, load_report_inputs, load_run, model_frame, model_gpu
 from .palette import PAPER_LINES
@@ -49,8 +50,8 @@ def _header(run: dict) -> tuple[list[tuple[str, str]], bool]:
                                      f"below 75% of the maximum SM clock ({int(low.sum())} samples)")
         capped = pd.to_numeric(sweeps.get("capped_share"), errors="coerce")
         if capped.notna().any():
-            rows["power or thermal cap"] = (f"{int((capped >= 0.5).sum())} of {int(capped.notna().sum())} points "
-                                            "had half their samples or more under a power or thermal cap")
+            rows["power or thermal cap"] = (f"{int((capped >= CAPPED_SHARE).sum())} of {int(capped.notna().sum())} "
+                                            "points had half their samples or more under a power or thermal cap")
     return [(k, str(v)) for k, v in rows.items()], cpu_run
 
 
@@ -81,6 +82,7 @@ def _figures(run: dict, model: ModelGPU, figures: Path, device: str, cpu_run: bo
     return [
         fig_stra_square(sweeps, figures, peak, device, cpu=cpu_run),
         fig_stra_square_more(sweeps, figures, peak, device, cpu=cpu_run),
+        fig_clock_square(sweeps, figures, (run["system"].get("gpu") or {}).get("max_sm_clock_mhz"), device, cpu_run),
         fig_intro_comparison(sweeps, figures, device, cpu=cpu_run),
         fig_model_square(run["models"]["model_strategies.csv"], run["strategies"], figures, gpu, device),
         fig_model_sweeps(paper_lines, figures, gpu),

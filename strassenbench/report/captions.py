@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .figures import Drawn, check_caption
+from ..impls import get_impl
+from .figures import BEST_STRATEGY, Drawn, check_caption
+from .figures_clock import CAPPED
+from .figures_model import LEFT_OUT
 
 __all__ = ["SOURCES", "caption", "checked_caption"]
 
@@ -17,6 +20,7 @@ SOURCES = {  # the files of the run's folder each figure's measured lines come f
     "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
     "fig_winners": ["square.csv", "rankk.csv", "panel.csv"],
     "fig_tensorcore_square": ["square.csv"], "fig_dmma_square": ["square.csv"],
+    "fig_clock_square": ["square.csv", "system.json"],
 }
 
 
@@ -122,11 +126,14 @@ def _winners(drawn: Drawn, context: dict) -> str:
 
 
 def _tensorcore_square(drawn: Drawn, context: dict) -> str:
+    cutlass = get_impl("cutlass-3xtf32").label
+    with_cutlass = (f" {cutlass}: CUTLASS's 3xTF32 SGEMM (its own kernel, 3-stage cp.async pipeline), the "
+                    "yardstick of ours in 3xTF32." if any(line.startswith(cutlass) for line in drawn.lines) else "")
     return _peak("Beyond the paper: effective TFLOPS (float32, median time per point) of the square sweep's SIMT "
                  "FP32 implementations beside their TF32 tensor-core counterparts: cuBLAS with "
                  "CUBLAS_COMPUTE_32F_FAST_TF32, and our fused GEMM and Strassen kernels in 1xTF32 (operands and "
                  "operand sums rounded to TF32) and 3xTF32 (split into two TF32 parts, three products: FP32-level "
-                 "accuracy, see the tensorcore accuracy table).", drawn,
+                 "accuracy, see the tensorcore accuracy table)." + with_cutlass, drawn,
                  " Dotted: the GPU's FP32 and dense TF32 peaks.")
 
 
@@ -136,6 +143,20 @@ def _dmma_square(drawn: Drawn, context: dict) -> str:
                  "and on the FP64 tensor cores (mma.m8n8k4.f64) CUTLASS's DGEMM and our fused GEMM and 1- and "
                  "2-level Strassen, the operand sums formed in the tile loads as in single precision.", drawn,
                  " Dotted: the GPU's FP64 and FP64 tensor peaks.")
+
+
+def _clock_square(drawn: Drawn, context: dict) -> str:
+    if left := drawn.marks.get(LEFT_OUT):
+        return f"Per-clock TFLOPS of the square sweep: left out, as {left[0].lstrip('_')}."
+    text = ("Beyond the paper: the square sweep's effective TFLOPS (float32, median time per point) as measured "
+            "(left) and per clock (right): TFLOPS x the GPU's maximum SM clock / the point's median SM clock, what "
+            "the point would reach if its time scaled with the clock. Per-clock figures are a diagnosis of how much "
+            "of a difference the clock explains, not an achievable speedup: a GPU under its power cap does not "
+            "hold its maximum clock.")
+    if CAPPED in drawn.marks:
+        text += (" Circled: power-capped points (half their samples or more under a power or thermal cap; in "
+                 "files from before that count, NVML's software power cap or power brake set as the point ended).")
+    return text
 
 
 def _memlimit(drawn: Drawn, context: dict) -> str:
@@ -152,13 +173,24 @@ CAPTIONS = {"fig_stra_square": _stra_square, "fig_stra_square_more": _stra_squar
             "fig_intro_comparison": _intro_comparison, "fig_model_square": _model_square,
             "fig_model_sweeps": _model_sweeps, "fig_issue_bounds": _issue_bounds, "fig_algorithms": _algorithms,
             "fig_winners": _winners,
-            "fig_tensorcore_square": _tensorcore_square, "fig_dmma_square": _dmma_square, "fig_memlimit": _memlimit}
+            "fig_tensorcore_square": _tensorcore_square, "fig_dmma_square": _dmma_square, "fig_memlimit": _memlimit,
+            "fig_clock_square": _clock_square}
+
+
+def _strategies(drawn: Drawn) -> str:
+    """Where a point was timed with several strategies (the figure's BEST_STRATEGY marks), which were drawn."""
+    chosen = [label.lstrip("_") for label in drawn.marks.get(BEST_STRATEGY, [])]
+    if not chosen:
+        return ""
+    return (" Where the data time a point with several strategies, it is drawn at the fastest, as the paper draws "
+            f"each implementation at its best strategy per size (the data's strategy column says which): "
+            f"{'; '.join(chosen)}.")
 
 
 def caption(drawn: Drawn, context: dict[str, str]) -> str:
     """A figure's caption, written from what the figure shows (``drawn``) and the run (``context``: device,
     model, missing paper lines); check_caption holds it to the figure. KeyError for an unknown figure."""
-    text = CAPTIONS[drawn.stem](drawn, context)
+    text = CAPTIONS[drawn.stem](drawn, context) + _strategies(drawn)
     sources = context["sources"]
     where = (f" Data: {', '.join(sources)} in {context['data']}, measured on {context['device']}." if sources
              else "")

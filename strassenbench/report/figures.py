@@ -22,17 +22,19 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
-from .analysis import measured_crossover, ok_rows, precision_speedups  # noqa: E402
+from .analysis import best_rows, chosen_strategies, measured_crossover, precision_speedups  # noqa: E402
 from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
 
 __all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
            "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square",
            "panel_labels",
-           "label_of", "draw_line", "size_axis", "legend_below", "empty_note", "Y_TFLOPS"]
+           "label_of", "draw_line", "draw_measured", "BEST_STRATEGY", "size_axis", "legend_below", "empty_note",
+           "Y_TFLOPS"]
 
 Y_TFLOPS = "effective TFLOPS = 2mnk / time"
 PEAK = "peak"  # gid of the FP32 peak line
 BREAK_EVEN = "break-even"  # gid of a break-even marker
+BEST_STRATEGY = "best strategy"  # gid of an implementation drawn at the fastest of several strategies per point
 
 
 class CaptionError(ValueError):
@@ -193,6 +195,22 @@ def _present(frame: pd.DataFrame, impls) -> list[str]:  # noqa: ANN001
     return [impl for impl in impls if impl in set(frame["impl"])] if not frame.empty else []
 
 
+def draw_measured(ax: plt.Axes, part: pd.DataFrame, impls, y: str = "tflops",  # noqa: ANN001
+                  cpu: bool = False) -> list[str]:
+    """The measured curve of each of ``impls`` in ``part`` (a sweep's rows of one dtype), each point at its
+    fastest strategy (analysis.best_rows; the paper's figures, Sec. s:gpu_exp); an implementation chosen among
+    several strategies somewhere is marked (BEST_STRATEGY: its label and the strategies that won). The
+    implementations drawn, in order."""
+    best = best_rows(part)
+    present = _present(best, impls)
+    chosen = chosen_strategies(part) if present else {}
+    for impl in present:
+        draw_line(ax, best[best["impl"] == impl], impl, y, label_of(impl, cpu))
+        if impl in chosen:
+            ax.plot([], [], gid=BEST_STRATEGY, label=f"_{label_of(impl, cpu)}: {', '.join(chosen[impl])}")
+    return present
+
+
 def _peak(ax: plt.Axes, peak_tflops: float | None, name: str = "FP32 peak") -> None:
     if peak_tflops:
         ax.axhline(peak_tflops, color="black", linestyle=":", linewidth=1, gid=PEAK,
@@ -205,14 +223,10 @@ def _sweep_panels(frame: pd.DataFrame, impls: list[str], peak_tflops: float | No
                   nothing: str) -> plt.Figure:
     sns.set_theme(style="whitegrid", context="paper")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
-    good = ok_rows(frame)
     for ax, sweep in zip(axes, SWEEPS):
-        part = good[(good["sweep"] == sweep) & (good["dtype"] == "float32")] if not good.empty else good
-        present = _present(part, impls)
-        if not present:
+        part = frame[(frame["sweep"] == sweep) & (frame["dtype"] == "float32")] if not frame.empty else frame
+        if not draw_measured(ax, part, impls, cpu=cpu):
             empty_note(ax, nothing.format(sweep=sweep))
-        for impl in present:
-            draw_line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
         _peak(ax, peak_tflops)
         ax.set_ylim(bottom=0)
         panel_title, x_name = panel_labels(sweep, _fixed(part, sweep))
@@ -236,7 +250,7 @@ def fig_stra_square(frame: pd.DataFrame, out: Path, peak_tflops: float | None, d
 def more_impls(frame: pd.DataFrame) -> list[str]:
     """The implementations a run timed beyond the paper's six lines (our GEMM, 2-level direct, other
     algorithms), in the order they were run."""
-    good = ok_rows(frame)
+    good = best_rows(frame)
     return [] if good.empty else [i for i in dict.fromkeys(good["impl"].astype(str)) if i not in PAPER_LINES]
 
 
@@ -256,12 +270,8 @@ def _square_lines(frame: pd.DataFrame, impls, cpu: bool, size: tuple[float, floa
     axes, the implementations drawn)."""
     sns.set_theme(style="whitegrid", context="paper")
     fig, ax = plt.subplots(figsize=size)
-    good = ok_rows(frame)
-    part = good[(good["sweep"] == "square") & (good["dtype"] == dtype)] if not good.empty else good
-    present = _present(part, impls)
-    for impl in present:
-        draw_line(ax, part[part["impl"] == impl], impl, "tflops", label_of(impl, cpu))
-    return fig, ax, present
+    part = frame[(frame["sweep"] == "square") & (frame["dtype"] == dtype)] if not frame.empty else frame
+    return fig, ax, draw_measured(ax, part, impls, cpu=cpu)
 
 
 def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
@@ -292,8 +302,8 @@ def _family_square(frame: pd.DataFrame, out: Path, lines: tuple[str, ...], peaks
 def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
                           cpu: bool = False) -> Drawn:
     """Beyond the paper: the square sweep's SIMT FP32 lines (cuBLAS, our GEMM, 1- and 2-level Strassen) beside
-    their tensor-core counterparts (cuBLAS TF32, ours in 1xTF32 and 3xTF32), with the FP32 and dense TF32 peaks
-    (``peaks``: label -> TFLOPS, measured GPU only)."""
+    their tensor-core counterparts (cuBLAS TF32, CUTLASS's 3xTF32 SGEMM, ours in 1xTF32 and 3xTF32), each where
+    the run timed it, with the FP32 and dense TF32 peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
     return _family_square(frame, out, TENSORCORE_LINES, peaks, cpu, "float32", "tensor",
                           f"SIMT FP32 and TF32 tensor cores, single precision: {device}", "fig_tensorcore_square")
 

@@ -24,6 +24,7 @@ _FIXED = {
     "strassen2-direct": ("#bcbd22", "*"),
     # Beyond the paper: the tensor-core implementations (darker kin of their SIMT counterparts' colours).
     "cublas-tf32": ("#a65628", "o"),
+    "cutlass-3xtf32": ("#253494", "s"),
     "gemm-tf32": ("#0b6e79", "X"),
     "gemm-3xtf32": ("#084c61", "X"),
     "strassen1-tf32": ("#f781bf", "^"),
@@ -36,9 +37,10 @@ _FIXED = {
     "strassen1-dmma": ("#d95f0e", "^"),
     "strassen2-dmma": ("#31a354", "*"),
 }
-# Figure fig_tensorcore_square: the SIMT FP32 lines and their tensor-core counterparts.
-TENSORCORE_LINES = ("cublas", "gemm", "strassen1", "strassen2-direct", "cublas-tf32", "gemm-tf32", "gemm-3xtf32",
-                    "strassen1-tf32", "strassen1-3xtf32", "strassen2-tf32", "strassen2-3xtf32")
+# Figure fig_tensorcore_square: the SIMT FP32 lines and their tensor-core counterparts, CUTLASS's 3xTF32 SGEMM
+# (the yardstick of ours in 3xTF32) among them.
+TENSORCORE_LINES = ("cublas", "gemm", "strassen1", "strassen2-direct", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
+                    "gemm-3xtf32", "strassen1-tf32", "strassen1-3xtf32", "strassen2-tf32", "strassen2-3xtf32")
 # Figure fig_dmma_square: float64, the SIMT lines and the FP64 tensor-core ones.
 DMMA_LINES = ("cublas", "gemm", "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma")
 # Implementations of other algorithms (grey322-11-50x1, mixed specs): a colour and marker chosen from their
