@@ -64,9 +64,10 @@ def best_rows(frame: pd.DataFrame) -> pd.DataFrame:
     good = ok_rows(frame)
     if good.empty:
         return good
-    times = pd.to_numeric(good["time_median_s"], errors="coerce")
-    fastest = times.sort_values(kind="stable").index  # NaN last: a timed row wins over one without a time
-    return good.loc[fastest].drop_duplicates([c for c in POINT if c in good]).sort_index()
+    times = pd.Series(pd.to_numeric(good["time_median_s"], errors="coerce").to_numpy())  # by position
+    order = times.sort_values(kind="stable", na_position="last").index.to_numpy()  # fastest first
+    first = ~good.iloc[order].duplicated([c for c in POINT if c in good]).to_numpy()
+    return good.iloc[sorted(order[first])]  # in the rows' order
 
 
 def chosen_strategies(frame: pd.DataFrame) -> dict[str, list[str]]:
