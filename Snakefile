@@ -49,6 +49,7 @@ wildcard_constraints:
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/forecast.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/sweep.smk"

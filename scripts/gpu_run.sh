@@ -23,13 +23,14 @@
 # after it: the run ends with one line per step (status, seconds) in data/<gpu>/gpu_run.txt, and exits non-zero
 # when any step failed. A rerun resumes the sweeps where they stopped.
 #
-# Environment: PYTHON (default .venv/bin/python if present, else python3), SIZES (default 1024:8192:1024),
+# Environment: PYTHON (default .venv/bin/python if present, else python3), SIZES (default
+# 1024,1536,2048,2560,3072,3584,4096,8192: the crossover region, where wave quantization decides),
 # MAX_TIME (seconds per point, default 3), MEMORY_BUDGET (memlimit's, default 16GiB), STEP_LIMIT (seconds per step,
 # default 1800), DATA (default data), BUILD (default build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
-SIZES=${SIZES:-1024:8192:1024}
+SIZES=${SIZES:-1024,1536,2048,2560,3072,3584,4096,8192}
 MAX_TIME=${MAX_TIME:-3}
 STEP_LIMIT=${STEP_LIMIT:-1800}
 BUILD=${BUILD:-build}
@@ -63,10 +64,12 @@ if [ "${ARCH#sm_}" -ge 80 ]; then
   TENSOR=(--strategy TcSmall --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge --strategy DmmaHuge)
 fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
-  --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" --out "$BUILD"
+  --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" \
+  --plan classical222-8-24x1:1 --out "$BUILD"
 [ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_$ARCH.csv"
 
-IMPLS=cublas,gemm,strassen1,strassen1-ref,strassen2-hybrid,strassen2-ref,strassen2-direct
+# classical222-8-24x1: the control (the fused machinery with one term per operand, 8 products, atomic scheme)
+IMPLS=cublas,gemm,strassen1,strassen1-ref,strassen2-hybrid,strassen2-ref,strassen2-direct,classical222-8-24x1
 [ -f "$BUILD/libsb_cutlass_$ARCH.so" ] && IMPLS=$IMPLS,cutlass  # the CUTLASS baseline needs nvcc
 if [ ${#TENSOR[@]} -gt 0 ]; then
   IMPLS=$IMPLS,cublas-tf32,gemm-tf32,gemm-3xtf32,strassen1-tf32,strassen1-3xtf32,strassen2-3xtf32

@@ -23,13 +23,13 @@ from .readers import MAX_CELL_BYTES, MAX_TABLE_BYTES, check_schema, read_json, r
 
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "ACCURACY_COLUMNS",
            "read_results", "read_system", "bad_times", "collect_rows", "point_columns", "POINT_COLUMNS",
-           "kind_of", "timing_modes", "folder_devices", "check_folder_device", "leaves_the_folder"]
+           "kind_of", "timing_modes", "folder_devices", "check_folder_device", "leaves_the_folder", "by_strategy"]
 
 # CUTLASS profiler order: tags, problem, configuration, status, timing, TFLOPS, memory, error, telemetry.
 BENCH_COLUMNS = [
     "gpu", "engine", "driver", "cuda", "cublas", "commit", "source",
     "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x", "order", "order_seed",
-    "impl", "label", "strategy", "scheme", "levels",
+    "impl", "label", "strategy", "strategy_times", "scheme", "levels",
     "status", "message",
     "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "median_ci_rel", "samples", "converged", "stop",
     "timing", "blocking_timeouts", "host_enqueue_s", "tflops",
@@ -41,8 +41,8 @@ BENCH_COLUMNS = [
 ]
 # Columns added after the first release: a file written before them is read with them blank.
 BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz", "blocking_timeouts", "source", "order",
-               "order_seed", "median_ci_rel", "stop", "tolerance", "expected_error", "reference", "energy_pj_per_flop", "capped_share",
-               "low_clock_discards")
+               "order_seed", "strategy_times", "median_ci_rel", "stop", "tolerance", "expected_error", "reference",
+               "energy_pj_per_flop", "capped_share", "low_clock_discards")
 # Columns renamed since: an older file's name is read as the new one.
 RENAMED = {"throttled_samples": "low_clock_discards"}
 MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
@@ -78,11 +78,13 @@ KINDS = {
     "bench": Kind("bench", tuple(BENCH_COLUMNS), ("m", "n", "k", "seed"),
                   ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
                    "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
-                   "sm_clock_median_mhz", "blocking_timeouts", "order", "order_seed", "median_ci_rel", "tolerance", "expected_error",
+                   "sm_clock_median_mhz", "blocking_timeouts", "order", "order_seed", "median_ci_rel", "tolerance",
+                   "expected_error",
                    "energy_pj_per_flop", "capped_share", "low_clock_discards"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
-                   "strategy_request", "scheme_request", "timing", "source", "stop", "reference"), BENCH_LATER,
+                   "strategy_request", "scheme_request", "timing", "source", "stop", "reference", "strategy_times"),
+                  BENCH_LATER,
                   ("time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "host_enqueue_s")),
     "memlimit": Kind("memlimit", tuple(MEMLIMIT_COLUMNS), ("free_bytes",), ("step", "predicted_n", "predicted_bytes"),
                      ("gpu", "engine", "impl", "label", "dtype", "run_at_n", "run_above", "message"),
@@ -353,3 +355,30 @@ def _check_points_once(joined: pd.DataFrame, where: pd.DataFrame) -> None:
     at = " and ".join(f"row {r.row} of {r.file}" for r in rows.itertuples())
     point = ", ".join(f"{c}={v}" for c, v in first.items())
     raise ResultsError(f"the point {point} is given twice ({at}): a collected table holds each point once")
+
+
+# The columns of a point's kept strategy that the other strategies it timed have no value for (by_strategy).
+_KEPT_ONLY = ("time_min_s", "time_mean_s", "time_rel_stdev", "median_ci_rel", "samples", "converged", "stop",
+              "low_clock_discards", "capped_share", "power_w", "energy_pj_per_flop", "sm_clock_median_mhz")
+
+
+def by_strategy(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bench rows one per strategy each point timed (its ``strategy_times``, ``--strategy best``): the median
+    time and TFLOPS of each, ``best`` True on the strategy the row kept (whose other statistics stay; the others'
+    are blank), ``strategy_request`` the strategy itself. A row that timed one strategy is itself, best."""
+    rows = []
+    for row in frame.to_dict("records"):
+        times = str(row.get("strategy_times", "") or "").split()
+        if not times or str(row.get("status")) != "ok":
+            rows.append({**row, "best": True})
+            continue
+        for item in times:
+            name, _, seconds = item.partition("=")
+            t = float(seconds)
+            if not name or not t > 0:
+                raise ResultsError(f"strategy_times of {row['impl']} {row['m']}x{row['n']}x{row['k']} holds {item!r}")
+            kept = name == row["strategy"]
+            rows.append({**row, **({} if kept else dict.fromkeys(_KEPT_ONLY, "")), "strategy": name,
+                         "strategy_request": name, "time_median_s": t,
+                         "tflops": 2.0 * row["m"] * row["n"] * row["k"] / t / 1e12, "best": kept})
+    return pd.DataFrame(rows, columns=[*frame.columns, "best"])

@@ -52,7 +52,8 @@ def append_samples(path: Path, row: dict, timing: str, records: Sequence[tuple])
     through a symbolic link; the file's size before it, for ``take_back``. OutputError naming the file when the
     line cannot be written whole (a full disk), and the file is as it was."""
     line = {**{name: row.get(name, "") for name in KEY}, "timing": timing,
-            "samples": [[float(t), clock, int(reasons), bool(kept), power] for t, clock, reasons, kept, power in records]}
+            "samples": [[float(t), clock, int(reasons), bool(kept), power]
+                        for t, clock, reasons, kept, power in records]}
     data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

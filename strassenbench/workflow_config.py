@@ -94,7 +94,7 @@ def check_names(config: dict) -> None:
     logs/...): each part of an algorithm spec (a name or a coefficient file's path) relative, without an empty,
     '.' or '..' folder, at most MAX_NAME bytes a name; no Snakemake wildcard braces; no leading '-'."""
     listed = [("algorithm", config["algorithm"])]
-    for key in ("algorithms", "impls", "tensor_impls", "accuracy_impls"):
+    for key in ("algorithms", "impls", "controls", "tensor_impls", "accuracy_impls"):
         listed += [(f"{key}[{i}]", name) for i, name in enumerate(config[key])]
     for profile, grid in config["profiles"].items():
         if isinstance(grid.get("tensorcore"), list):

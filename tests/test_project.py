@@ -81,7 +81,10 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
 
     impls = config()["impls"]
     assert "grey322-11-50x1" in impls and config()["algorithms"] == ["grey322-11-50"]
-    assert counts["sweep"] == 3 * len(impls)  # one job per (sweep, implementation), cutlass included on a GPU
+    controls = config()["controls"]
+    assert controls == ["classical222-8-24x1"] and "--plan classical222-8-24x1:1" in proc.stdout
+    # one job per (sweep, implementation), cutlass included on a GPU; the control in the square sweep only
+    assert counts["sweep"] == 3 * len(impls) + len(controls)
     # Strassen at levels 0, 1, 2 and every other algorithm at 1 and 2; 2 dtypes, 4 shapes.
     assert counts["verify"] == verify_cases("paper") == (3 + 2 * len(config()["algorithms"])) * 2 * 4
     assert counts["verify_impl"] == sum(len(get_impl(i).dtypes) for i in impls)
@@ -91,7 +94,15 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     assert counts["collect_sweep"] == 3 and counts["model_predict"] == 3
     assert "data/nvidia-h100-80gb-hbm3/square.csv" in proc.stdout
     assert "--sizes 512:20480:512" in proc.stdout and "--strategy best" in proc.stdout
+    from strassenbench.sweeps import parse_sizes
+
+    assert {2560, 3072, 3584} <= set(parse_sizes(config()["profiles"]["paper"]["sweeps"]["square"]["sizes"]))
     assert "--arch sm_80 --arch sm_90" in proc.stdout
+    assert "--strategy best+Huge+Small --scheme sequential" in proc.stdout and "--by-strategy" in proc.stdout
+    # the dry run ends with the forecast of its timed jobs (strassenbench.bench.forecast), a prediction
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"strassenbench: profile paper on NVIDIA H100 80GB HBM3: predicted wall time "
+                        r"[0-9.]+ (s|min|h)", last), last
 
 
 def test_dry_run_of_records_profile_on_the_cpu_takes_every_catalogue_algorithm(workdir):

@@ -168,3 +168,88 @@ def test_planted_wrong_results_fail_the_check_on_the_cpu_device(cpu_device, sim_
     assert main(argv) == 0
     frame = pd.read_csv(out, keep_default_na=False)
     assert {(r.impl, r.m) for r in frame.itertuples() if r.status == "check_failed"} == {("strassen1-3xtf32", 40)}
+
+
+def test_best_times_every_strategy_up_to_4096_and_the_models_top_three_above() -> None:
+    """The paper's tuning: every strategy where the largest side is at most 4,096, the model's three fastest
+    above (by the GPU's model), named ones always; three per tensor-core family; none where none is taken."""
+    from strassenbench.bench.forecast import candidates
+    from strassenbench.model.gpus import SPECS
+    from strassenbench.model.perf import ranked_strategies
+    from strassenbench.strategies import STRATEGIES, TENSOR_STRATEGIES
+
+    h100 = SPECS["H100"]
+    assert candidates("strassen1", 4096, 4096, 4096, "float32", "best", "cuda", h100) == list(STRATEGIES)
+    top = candidates("strassen1", 8192, 8192, 8192, "float32", "best", "cuda", h100, scheme="atomic")
+    ranked = [name for name, _ in ranked_strategies(h100, "strassen1", 8192, 8192, 8192, "float32", scheme="atomic")]
+    assert len(top) == 3 and set(top) == set(ranked[:3])
+    named = candidates("strassen1", 8192, 8192, 8192, "float32", "best+Huge+Small", "cuda", h100)
+    assert {"Huge", "Small"} <= set(named) and len(named) <= 5
+    assert candidates("gemm-3xtf32", 8192, 8192, 8192, "float32", "best", "cuda", h100) == list(TENSOR_STRATEGIES)
+    assert candidates("gemm-3xtf32", 64, 64, 64, "float32", "Small", "cuda") == ["TcSmall"]
+    assert candidates("cublas", 64, 64, 64, "float32", "best", "cuda") == [None]
+    assert candidates("strassen1", 64, 64, 64, "float32", None, "numpy") == [None]
+
+
+def test_the_forecast_is_a_labelled_prediction_under_the_caps() -> None:
+    from strassenbench.bench.forecast import describe, forecast
+    from strassenbench.model.gpus import SPECS
+
+    points = [Point(i, x, x, x, strategy="best", scheme="atomic") for x in (2048, 8192) for i in ("gemm", "strassen1",
+                                                                                                   "cublas")]
+    criterion = Criterion()
+    found = forecast(points, criterion, "cuda", SPECS["H100"])
+    assert found.points == 6 and found.calls == (6 + 6 + 1) + (3 + 3 + 1) and 0 < found.predicted_s < found.cap_s
+    assert found.cap_s == pytest.approx(found.calls * (0.3 + criterion.warmup_time + criterion.max_time))
+    assert "predicted wall time" in describe(found, "H100") and "prediction" in describe(found, "H100")
+    blind = forecast(points, criterion, "numpy")
+    assert blind.predicted_s is None and "predicted" not in describe(blind)
+
+
+def test_the_order_is_shuffled_per_size_from_a_recorded_seed() -> None:
+    """No implementation always follows another: each size's order is drawn from the seed and the size, the
+    same whatever else the sweep holds (a resumed sweep keeps it), and each point knows its place and seed."""
+    from strassenbench.bench.runner import shuffled
+
+    impls = ("cublas", "gemm", "strassen1", "strassen2-direct", "strassen1-ref", "cutlass")
+    points = [Point(i, x, x, x) for x in (1024, 2048, 4096, 8192) for i in impls]
+    once = shuffled(points, 7)
+    assert shuffled(points, 7) == once and shuffled(points, 8) != once
+    for x in (1024, 2048, 4096, 8192):
+        group = [p for p in once if p.m == x]
+        assert sorted(p.impl for p in group) == sorted(impls) and [p.order for p in group] == list(range(6))
+        assert all(p.order_seed == 7 for p in group)
+        alone = shuffled([p for p in points if p.m == x], 7)
+        assert [p.impl for p in alone] == [p.impl for p in group]
+    firsts = {next(p.impl for p in once if p.m == x) for x in (1024, 2048, 4096, 8192)}
+    assert len(firsts) > 1
+
+
+def test_strategies_table_has_a_row_per_strategy_and_marks_the_best(tmp_path) -> None:  # noqa: ANN001
+    """--strategy best records every strategy's median (strategy_times); collect --by-strategy makes
+    strategies.csv of it: a row each, best on the kept one, its other statistics blank."""
+    from strassenbench.cli import main
+    from strassenbench.results import by_strategy
+
+    frame = pd.DataFrame([{"impl": "strassen1", "m": 1000, "n": 1000, "k": 1000, "status": "ok", "strategy": "Large",
+                           "strategy_request": "best", "time_median_s": 2e-3, "tflops": 1.0, "samples": 40,
+                           "strategy_times": "Small=3e-3 Large=2e-3 Huge=2.5e-3"}])
+    rows = by_strategy(frame)
+    assert list(rows["strategy"]) == ["Small", "Large", "Huge"] and list(rows["best"]) == [False, True, False]
+    assert list(rows["samples"]) == ["", 40, ""] and rows["tflops"].iloc[0] == pytest.approx(2e9 / 3e-3 / 1e12)
+    assert list(rows["strategy_request"]) == ["Small", "Large", "Huge"]
+    from strassenbench.bench.runner import COLUMNS
+
+    class EmulatorTiming(NumpyBackend):  # the emulator timed by host clocks: --strategy best without a GPU
+        engine = "emu"
+
+    part = tmp_path / "best.csv"
+    run = run_point(Point("strassen1", 40, 40, 40, strategy="best", scheme="atomic", sweep="square", x=40),
+                    EmulatorTiming(), ONCE)
+    assert run["status"] == "ok" and len(run["strategy_times"].split()) == 6
+    row = {**run, "strategy_request": "best", "scheme_request": "atomic"}
+    pd.DataFrame([row]).reindex(columns=[*COLUMNS, "strategy_request", "scheme_request"]).to_csv(part, index=False)
+    assert main(["collect", str(part), "--by-strategy", "--out", str(tmp_path / "strategies.csv")]) == 0
+    table = read_results(tmp_path / "strategies.csv", "bench")
+    assert len(table) == 6 and table["best"].astype(str).eq("True").sum() == 1
+    assert table.loc[table["best"].astype(str) == "True", "strategy"].item() == run["strategy"]

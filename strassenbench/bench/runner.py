@@ -35,13 +35,14 @@ from ..options import RunOptions
 from ..io import OutputError, check_replace, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
-from ..strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
 from .backends import Backend, is_oom, sticky_error
+from .forecast import SMALL_SIDE, candidates
 from .isolate import WorkerConfig, Workers
 from .telemetry import git_commit, host_description, source_hash
 from .timing import Criterion, TimingError, sample
 
-__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "system_description", "system_json", "MEMORY_GRANULARITY",
+__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "shuffled", "system_description", "system_json",
+           "MEMORY_GRANULARITY",
            "INJECT_VARIABLE", "INJECT_KINDS", "injection", "queue_points", "SYSTEM_HEAD",
            "check_sweep_files"]
 
@@ -104,6 +105,23 @@ def _inject(point: Point, backend: Backend, build_dir: str) -> None:
     raise RuntimeError(f"injected failure ({INJECT_VARIABLE})")
 
 
+def shuffled(points: list[Point], seed: int) -> list[Point]:
+    """``points`` with the points of each shape (its implementations and dtypes) in an order drawn from
+    ``seed`` and the shape, shapes in their order; each point knows its place and the seed (the ``order`` and
+    ``order_seed`` columns). Drawn per shape, the order of a shape is the same whatever else the sweep holds, so a
+    resumed sweep runs what is left in the order it would have."""
+    import numpy as np
+
+    groups: dict[tuple, list[Point]] = {}
+    for point in points:
+        groups.setdefault((point.m, point.n, point.k), []).append(point)
+    out = []
+    for (m, n, k), group in groups.items():
+        rng = np.random.default_rng([seed, m, n, k])
+        out += [replace(group[i], order=place, order_seed=seed) for place, i in enumerate(rng.permutation(len(group)))]
+    return out
+
+
 def _options(point: Point, engine: str, strategy: str | None, build_dir: str = "build") -> RunOptions:
     """The --strategy/--scheme of a sweep apply to the implementations that take them on this engine
     (Impl.takes); the others (cuBLAS, the references, every implementation on the numpy engine) run without."""
@@ -112,27 +130,28 @@ def _options(point: Point, engine: str, strategy: str | None, build_dir: str = "
                             point.scheme if impl.takes("scheme", engine) else None, build_dir)
 
 
-def _strategies(point: Point, engine: str) -> list[str | None]:
-    """The strategies a point times on ``engine`` (the fastest is kept): every one for ``best``, Huge by
-    default, in the tensor-core family for a tensor-core implementation (tensor_counterpart); [None] where the
-    implementation takes no strategy there."""
+def _strategies(point: Point, engine: str, build_dir: str = "build") -> list[str | None]:
+    """The strategies a point times on ``engine`` (the fastest is kept; strassenbench.bench.forecast.candidates):
+    on a GPU, ``best`` above 4,096 ranks them by the device's model with the build's resources."""
+    spec = resources = None
     impl = get_impl(point.impl)
-    if not impl.takes("strategy", engine):
-        return [None]
-    strategies = list(STRATEGIES) if point.strategy == "best" else [point.strategy or "Huge"]
-    if impl.mode != "simt":
-        family = DMMA_STRATEGIES if impl.dmma else TENSOR_STRATEGIES
-        strategies = list(family) if point.strategy == "best" else \
-            [tensor_counterpart(s, impl.dmma) for s in strategies]
-    return strategies
+    if engine == "cuda" and point.strategy and point.strategy.startswith("best") and impl.mode == "simt" \
+            and impl.takes("strategy", engine) and max(point.m, point.n, point.k) > SMALL_SIDE:
+        from ..model.perf import load_resources
+        from ..model.pick import auto_spec
+
+        spec, resources = auto_spec(engine), load_resources(Path(build_dir) / "resources.csv")
+    return candidates(point.impl, point.m, point.k, point.n, point.dtype, point.strategy, engine, spec, resources,
+                      point.scheme)
 
 
 def queue_points(point: Point) -> list[tuple]:
     """What each timed call of ``point`` on the GPU is, for strassenbench.bench.queue.call_ops: (impl, m, n, k,
-    dtype, strategy, scheme) per strategy it times."""
+    dtype, strategy, scheme) per strategy it may time (for ``best`` every one: no GPU is asked for its model)."""
     point, _ = resolve_auto(point, "cuda")
+    strategies = candidates(point.impl, point.m, point.k, point.n, point.dtype, point.strategy, "cuda")
     return [(point.impl, point.m, point.n, point.k, point.dtype, strategy,
-             _options(point, "cuda", strategy).scheme) for strategy in _strategies(point, "cuda")]
+             _options(point, "cuda", strategy).scheme) for strategy in strategies]
 
 
 def resolve_auto(point: Point, engine: str) -> tuple[Point, str]:
@@ -173,7 +192,7 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
     try:
         _inject(point, backend, build_dir)
         impl.check(engine)
-        strategies = _strategies(point, engine)
+        strategies = _strategies(point, engine, build_dir)
         A, B, C0 = backend.operands(m, n, k, point.dtype, seed)
         reference = Reference(A, B, C0, ALPHA, BETA, backend.xp, seed)  # strassenbench.freivalds
         norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
@@ -185,7 +204,8 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
                                  options.scheme or "")
             if device:
                 end = results[strategy][3]
-        best = min(results, key=lambda s: results[s][0].summary()["time_median_s"])
+        medians = {s: results[s][0].summary()["time_median_s"] for s in results}
+        best = min(results, key=medians.__getitem__)
         samples, err, measured, _, scheme = results[best]
         summary = samples.summary()
         if records is not None:
@@ -195,6 +215,7 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
         flops = 2.0 * m * n * k
         row.update({
             "strategy": best or "", "scheme": scheme, "rel_error": err, **check,
+            "strategy_times": " ".join(f"{s}={t:.6e}" for s, t in medians.items()) if len(medians) > 1 else "",
             "tflops": flops / summary["time_median_s"] / 1e12,  # paper Eq. e:gpu_etflops
             "energy_pj_per_flop": summary["power_w"] * summary["time_median_s"] / flops * 1e12
             if summary["power_w"] != "" else "",
@@ -361,10 +382,10 @@ def _key_of(row: dict | pd.Series) -> tuple:
 def run_sweep(
     points: Iterable[Point], backend: Backend, out: Path, criterion: Criterion, *, seed: int = 0,
     build_dir: str = "build", progress: bool | None = None, on_point: Callable[[dict], None] | None = None,
-    retry_faults: bool = False,
+    retry_faults: bool = False, announce: Callable[[list[Point]], None] | None = None,
 ) -> pd.DataFrame:
     """Run every point not already in ``out`` (fault rows too with ``retry_faults``) in worker processes;
-    rewrite ``out`` atomically after each one."""
+    rewrite ``out`` atomically after each one. ``announce`` is given the points to run before any runs."""
     from tqdm import tqdm
 
     out = Path(out)
@@ -377,6 +398,8 @@ def run_sweep(
     rows = [r for r in records_of if not (retry_faults and r.get("status") == "fault")]
     done = {_key_of(r) for r in rows}
     todo = [p for p in points if p.key() not in done]
+    if announce:
+        announce(todo)
     samples, system = samples_path(out), out.parent / "system.json"
     check_sweep_files(out)
     keep_samples(samples, {tuple(str(r.get(name, "")) for name in KEY) for r in records_of})

@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("collect", help="concatenate one-row CSVs into one table")
     p.add_argument("inputs", nargs="+", type=types.input_name, metavar="CSV")
     p.add_argument("--out", metavar="FILE", required=True)
+    p.add_argument("--by-strategy", action="store_true",
+                   help="a row per strategy each point timed (--strategy best), best True on the fastest: "
+                        "data/<gpu>/strategies.csv (without the samples: they are the kept strategy's)")
     p.set_defaults(func=run)
 
 
@@ -96,6 +99,10 @@ def _collect(args: argparse.Namespace) -> int:
     # CSV's rows, before anything is written
     joined, frames = collect_rows(args.inputs)
     merged = checked_samples(args.inputs, frames)
+    if args.by_strategy:
+        from ..results import by_strategy
+
+        joined, merged = by_strategy(joined), {}
     text = joined.to_csv(index=False)
     check_replace(args.out, text.split("\n", 1)[0])
     collect_samples(args.inputs, args.out, merged, table=text)  # the table and its samples: both or neither

@@ -79,13 +79,19 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shapes", type=types.shapes, help="--sweep custom: MxNxK[,MxNxK...]")
     p.add_argument("--fixed", type=types.integer(1),
                    help="the sweep's fixed size: k of rankk (4096), m = n of panel (8192)")
-    p.add_argument("--strategy", type=types.any_case(["best", *STRATEGIES]), choices=["best", *STRATEGIES],
-                   help="fused kernels: a strategy or best of six")
+    p.add_argument("--strategy", type=types.strategy_request, metavar="{best," + ",".join(STRATEGIES) + "}",
+                   help="fused kernels: a strategy, or best (the paper's tuning: the fastest of every strategy up to "
+                   "4,096, of the model's top three above); best+Huge+Small times those two always too")
     p.add_argument("--scheme", choices=SCHEMES, help="fused Strassen: task-parallel scheme (default sequential)")
     p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
     p.add_argument("--out", required=True, metavar="FILE.csv", help="results; an existing file is resumed")
     p.add_argument("--seed", type=types.integer(0), default=0)
+    p.add_argument("--order", choices=("shuffle", "fixed"), default="shuffle",
+                   help="the implementations' order at each size: shuffled (default; the seed is in each row's "
+                   "order_seed, its place in order), so that none always runs right after another's power-capped "
+                   "kernels, or as given")
+    p.add_argument("--order-seed", type=types.integer(0), help="the shuffle's seed (default: --seed)")
     p.add_argument("--min-samples", type=types.integer(1), default=10)
     p.add_argument("--min-time", type=types.seconds, default=0.5, help="seconds of samples before the noise test")
     p.add_argument("--precision", "--max-noise", dest="precision", type=types.positive, default=0.005,
@@ -199,7 +205,7 @@ def _accuracy(args: argparse.Namespace) -> int:
 
 
 def _points(args: argparse.Namespace) -> list:
-    from ..bench.runner import Point
+    from ..bench.runner import Point, shuffled
 
     points = []
     if args.sweep == "custom":
@@ -222,7 +228,8 @@ def _points(args: argparse.Namespace) -> list:
             for dtype in dtypes:
                 if dtype in get_impl(impl).dtypes:
                     points.append(Point(impl, m, n, k, dtype, args.strategy, args.scheme, args.sweep, x))
-    return points
+    return shuffled(points, args.seed if args.order_seed is None else args.order_seed) \
+        if args.order == "shuffle" else points
 
 
 def _criterion(args: argparse.Namespace):  # noqa: ANN202
@@ -278,7 +285,7 @@ def _bench(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         frame = run_sweep(points, backend, Path(args.out), _criterion(args), seed=args.seed,
                           build_dir=args.build_dir, progress=False if args.no_progress else None,
-                          retry_faults=args.retry_faults)
+                          retry_faults=args.retry_faults, announce=lambda todo: _announce(args, todo))
     except (ValueError, CudaError) as err:  # an --out that is not a results file, or of another timing; no build
         raise UsageError(str(err)) from None
     bad = frame[frame["status"] != "ok"] if len(frame) else frame
@@ -286,6 +293,22 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok"
           f"{f', {faults} faults' if faults else ''})", file=sys.stderr)
     return 0
+
+
+def _announce(args: argparse.Namespace, todo: list) -> None:
+    """The run's forecast before it starts (strassenbench.bench.forecast): on a GPU predicted by its model."""
+    from ..bench.forecast import describe, forecast
+    from ..model.perf import ModelError, load_resources
+    from ..model.pick import auto_spec
+
+    spec = resources = None
+    if args.engine == "cuda":
+        try:
+            spec, resources = auto_spec("cuda"), load_resources(Path(args.build_dir) / "resources.csv")
+        except (ImplError, ModelError) as err:
+            print(f"strassenbench: no predicted wall time ({err})", file=sys.stderr)
+    found = forecast(todo, _criterion(args), args.engine, spec, resources)
+    print(f"strassenbench: {describe(found, spec.name if spec else None)}", file=sys.stderr)
 
 
 def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:

@@ -60,6 +60,18 @@ def any_case(options: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
+def strategy_request(text: str) -> str:
+    """bench's --strategy: a strategy, ``best``, or ``best+NAME[+NAME]`` (best, those always timed too), any case."""
+    from ..strategies import STRATEGIES
+
+    one = any_case(["best", *STRATEGIES])
+    first, *also = text.split("+")
+    if one(first) != "best" and also:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (a strategy, best, or best+NAME such as "
+                                         "best+Huge+Small)")
+    return "+".join([one(first), *(any_case(list(STRATEGIES))(name) for name in also)])
+
+
 def seconds(text: str) -> float:
     value = finite(text)
     if value < 0:

@@ -61,6 +61,7 @@ __all__ = [
     "impl_time",
     "load_resources",
     "best_strategy",
+    "ranked_strategies",
     "effective_tflops",
 ]
 
@@ -252,10 +253,17 @@ def best_strategy(
     model: str = DEFAULT_MODEL, scheme: str = "sequential",
 ) -> tuple[str, Timing]:
     """The fastest of the six strategies for this point (the paper picked the best per point)."""
-    timed = {name: impl_time(spec, impl, s, m, k, n, dtype, resources, model, scheme)
-             for name, s in STRATEGIES.items()}
-    name = min(timed, key=lambda key: timed[key].seconds)
-    return name, timed[name]
+    return ranked_strategies(spec, impl, m, k, n, dtype, resources, model, scheme)[0]
+
+
+def ranked_strategies(
+    spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
+    model: str = DEFAULT_MODEL, scheme: str = "sequential",
+) -> list[tuple[str, Timing]]:
+    """The six strategies for this point, fastest first by the model (ties in the paper's order)."""
+    timed = [(name, impl_time(spec, impl, s, m, k, n, dtype, resources, model, scheme))
+             for name, s in STRATEGIES.items()]
+    return sorted(timed, key=lambda item: item[1].seconds)
 
 
 def effective_tflops(m: int, k: int, n: int, seconds: float) -> float:

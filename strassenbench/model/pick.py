@@ -47,7 +47,7 @@ from .perf import best_strategy, effective_tflops
 from .timing import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
-           "auto_spec", "resolve", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
+           "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
 AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
@@ -123,6 +123,13 @@ def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, res
     elif get_impl(impl).mode != "simt":  # the tensor-core kernels take the family's strategy in that one's role
         strategy = tensor_counterpart(strategy, get_impl(impl).dmma)
     return strategy, timing.seconds, timing.limiter
+
+
+def predicted_time(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str = "float32",
+                   resources: pd.DataFrame | None = None, scheme: str = "sequential") -> float:
+    """The model's seconds for one call of ``impl`` at its best strategy (a baseline predicted as the GEMM of its
+    math): what a run's predicted wall time is made of (strassenbench.bench.forecast)."""
+    return _predicted(spec, impl, m, k, n, dtype, resources, scheme=scheme)[1]
 
 
 def _spec_key(name: str) -> str | None:

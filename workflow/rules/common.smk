@@ -71,6 +71,8 @@ def model_gpu(wildcards):
     name = GPUS[wildcards.device]["name"].lower()
     return next((key for key in SPECS if key.lower() in name), "device")
 GRID = config["profiles"][PROFILE]
+# The sweeps' strategy: the profile's where it names one, else the top-level one (best: the paper's tuning).
+SWEEP_STRATEGY = {s.lower(): s for s in ["best", *STRATEGIES]}[GRID.get("strategy", config["strategy"]).lower()]
 
 
 def _algorithms():
@@ -114,7 +116,7 @@ def _check_config():
     checks = [("algorithm", config["algorithm"], algorithm_impl)]
     checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
     checks += [("impls", impl, get_impl) for impl in config["impls"]]
-    checks += [(key, impl, get_impl) for key in ("tensor_impls", "accuracy_impls") for impl in config[key]]
+    checks += [(key, impl, get_impl) for key in ("controls", "tensor_impls", "accuracy_impls") for impl in config[key]]
     checks += [(f"profiles.{name}.tensorcore", impl, get_impl) for name, grid in config["profiles"].items()
                if isinstance(grid.get("tensorcore"), list) for impl in grid["tensorcore"]]
     for key, value, check in checks:
@@ -178,7 +180,8 @@ def kernel_plans():
     verified = BACKEND == "cuda" or PROFILE == "records"
     plans = [(alg, levels) for alg in [config["algorithm"], *ALGORITHMS]
              for levels in GRID["verify"]["levels"] if verified and levels and plan_fits(alg, levels)]
-    plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, config["impls"]) if impl.kind == "fused"]
+    plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, [*config["impls"], *config["controls"]])
+              if impl.kind == "fused"]
     return [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
             for word in ("--plan", f"{alg}:{levels}")]
 
@@ -207,6 +210,11 @@ def run_impls():
 
     impls = [*config["impls"], *TENSOR_RUN]
     return [i for i in dict.fromkeys(impls) if BACKEND == "cuda" or set(get_impl(i).engines) - {"cuda"}]
+
+
+def sweep_impls(sweep):
+    """The implementations a sweep times: run_impls, and in the square sweep the controls."""
+    return list(dict.fromkeys([*run_impls(), *(config["controls"] if sweep == "square" else [])]))
 
 
 def impl_dtypes(impl):
@@ -250,26 +258,45 @@ def swept_dtypes(sweep, impl):
     return ["float32"]
 
 
+STRATEGIES_REQUEST = "best+Huge+Small"  # the strategies rule: the best per size, and fig:model_square's pair
+
+
+def strategy_impls():
+    """The strategies rule's implementations: our GEMM and every fused SIMT Strassen this run times."""
+    from strassenbench.impls import get_impl
+
+    fused = [i for i in run_impls() if get_impl(i).kind in ("fused", "hybrid") and get_impl(i).mode == "simt"]
+    return list(dict.fromkeys(["gemm", *fused]))
+
+
+def timed_points():
+    """Every point the GPU jobs time: the sweeps (strassenbench.bench.runner.Point) and the strategies rule's."""
+    from strassenbench.bench.runner import Point
+    from strassenbench.sweeps import parse_sizes, shape
+
+    points = []
+    for sweep, grid in GRID["sweeps"].items():
+        for x in parse_sizes(grid["sizes"]):
+            m, k, n = shape(sweep, x, grid.get("fixed"))
+            points += [Point(impl, m, n, k, dtype, SWEEP_STRATEGY, config["scheme"], sweep, x)
+                       for impl in sweep_impls(sweep) for dtype in swept_dtypes(sweep, impl)]
+    for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # the strategies rule
+        points += [Point(impl, x, x, x, "float32", STRATEGIES_REQUEST, "sequential", "square", x)
+                   for impl in strategy_impls()]
+    return points
+
+
 def run_timing():
     """The GPU timing method of the whole run, said once when auto chose graph; None on the CPU backend. It is
     strassenbench.bench.queue.choose_timing over every call that the sweeps and the strategies job time (auto
     is blocking unless one queues more than the blocking kernel may hold)."""
     from strassenbench.bench.queue import choose_timing
-    from strassenbench.bench.runner import Point, queue_points
+    from strassenbench.bench.runner import queue_points
     from strassenbench.impls import ImplError
-    from strassenbench.sweeps import parse_sizes, shape
 
     if BACKEND != "cuda":
         return None
-    points = []
-    for sweep, grid in GRID["sweeps"].items():
-        for x in parse_sizes(grid["sizes"]):
-            m, k, n = shape(sweep, x, grid.get("fixed"))
-            points += [Point(impl, m, n, k, dtype, config["strategy"], config["scheme"]) for impl in run_impls()
-                       for dtype in swept_dtypes(sweep, impl)]
-    for x in parse_sizes(GRID["model_strategies"]["sizes"]):  # the strategies rule
-        points += [Point(impl, x, x, x, "float32", s, "sequential")
-                   for s in ("Huge", "Small") for impl in ("gemm", "strassen1", "strassen2-direct")]
+    points = timed_points()
     try:
         choice = choose_timing(GRID["timing"].get("method", "auto"),
                                (call for p in points for call in queue_points(p)))
@@ -303,7 +330,8 @@ def fused_args(impl):
     from strassenbench.impls import get_impl
 
     options = get_impl(impl).options if BACKEND == "cuda" else ()
-    return [word for option in options for word in (f"--{option}", config[option])]
+    values = {"strategy": SWEEP_STRATEGY, "scheme": config["scheme"]}
+    return [word for option in options for word in (f"--{option}", values[option])]
 
 
 def schedule_targets():

@@ -37,7 +37,7 @@ rule sweep:
 
 rule collect_sweep:
     input:
-        expand("results/{{device}}/parts/{{sweep}}/{impl}.csv", impl=run_impls()),
+        lambda wc: [f"results/{wc.device}/parts/{wc.sweep}/{impl}.csv" for impl in sweep_impls(wc.sweep)],
     output:
         "data/{device}/{sweep}.csv",
     log:
@@ -51,9 +51,11 @@ rule collect_sweep:
 
 
 rule strategies:
-    """Figure fig:model_square (GPU runs): GEMM and direct 1- and 2-level Strassen with the Huge and Small
-    strategies, their 1/7/49 products one after another (scheme sequential, as the paper ran them), and CUTLASS
-    (its kernel is the Huge strategy's) when the configured implementations include it."""
+    """The paper's tuning (GPU runs): our GEMM and every fused SIMT Strassen of the run at each size with every
+    strategy up to 4,096 and the model's top three above (--strategy best), Huge and Small always (figure
+    fig:model_square's pair), their products one after another (scheme sequential, as the paper ran them); a row
+    per strategy, best marking the fastest (collect --by-strategy). CUTLASS (its kernel is the Huge strategy's)
+    beside them when the configured implementations include it."""
     input:
         "build/resources.csv",
     output:
@@ -72,15 +74,16 @@ rule strategies:
         timing=timing_args(),
         partial="results/{device}/strategies",
         cutlass=lambda wc: "yes" if "cutlass" in config["impls"] else "no",
+        impls=",".join(strategy_impls()),
+        request=STRATEGIES_REQUEST,
     shell:
         "(parts=; if [ {params.cutlass:q} = yes ]; then strassenbench bench --engine cuda --impl cutlass "
         "--sweep square --sizes {params.sizes:q} {params.timing:q} {params.expect:q} --no-progress "
         "--out {params.partial:q}/CUTLASS.csv || exit 1; parts={params.partial:q}/CUTLASS.csv; fi; "
-        "for s in Huge Small; do strassenbench bench --engine cuda --impl gemm,strassen1,strassen2-direct "
-        "--sweep square --sizes {params.sizes:q} --strategy $s --scheme sequential {params.timing:q} "
-        "{params.expect:q} --no-progress --out {params.partial:q}/$s.csv || exit 1; done; "
-        "strassenbench collect $parts {params.partial:q}/Huge.csv {params.partial:q}/Small.csv --out {output:q}) "
-        "> {log:q} 2>&1"
+        "strassenbench bench --engine cuda --impl {params.impls:q} --sweep square --sizes {params.sizes:q} "
+        "--strategy {params.request:q} --scheme sequential {params.timing:q} {params.expect:q} --no-progress "
+        "--out {params.partial:q}/best.csv || exit 1; "
+        "strassenbench collect $parts {params.partial:q}/best.csv --by-strategy --out {output:q}) > {log:q} 2>&1"
 
 
 rule sysinfo:
