@@ -16,7 +16,7 @@ never skipped in favour of a default.
   package when unset); a relative path is from the current folder.
 - ``STRASSENBENCH_PROBE_TIMEOUT`` (30) and ``STRASSENBENCH_COMPILE_TIMEOUT`` (1800): seconds a toolchain probe
   (``nvcc --version``) and one compiler run (nvcc, ptxas, fatbinary, cuobjdump, the emulator's g++) may take.
-- ``STRASSENBENCH_INJECT_FAILURE``: the test hook of strassenbench.bench.runner.
+- ``STRASSENBENCH_INJECT_FAILURE``: the test hook of strassenbench.inject (planted failures and wrong results).
 - ``CUDA_VISIBLE_DEVICES`` is CUDA's and keeps CUDA's meaning: empty hides every GPU (``visible_devices``).
 """
 
