@@ -456,11 +456,12 @@ def test_the_timer_probe_makes_one_nvml_call_for_the_throttle_reasons(monkeypatc
     for name, value in {"nvmlInit": lambda: None, "nvmlDeviceGetHandleByPciBusId": lambda bus: "h",
                         "nvmlDeviceGetCurrentClocksEventReasons": reasons,
                         "nvmlDeviceGetCurrentClocksThrottleReasons": old_reasons,
-                        "nvmlDeviceGetClockInfo": lambda h, which: 1755}.items():
+                        "nvmlDeviceGetClockInfo": lambda h, which: 1755,
+                        "nvmlDeviceGetPowerUsage": lambda h: 412_500}.items():
         monkeypatch.setattr(pynvml, name, value)
     device = Device(pci_bus_id="0000:00:00.0")
     calls.clear()
-    assert device.probe() == (1755.0, False)
+    assert device.probe() == (1755.0, 0, 412.5)  # the clock, the reasons' mask, the power in W
     assert calls == ["reasons"]
 
 

@@ -236,5 +236,6 @@ def test_the_model_and_pick_put_dmma_beside_cublas_dgemm() -> None:
         times = {c.impl: c for c in ranked}
         assert {"gemm-dmma", "strassen1-dmma", "strassen2-dmma"} <= set(times)
         assert times["cublas"].seconds == times["gemm-dmma"].seconds
-        assert times["cublas"].seconds < times["gemm"].seconds / 1.9  # the tensor cores' 2x over FP64 SIMT
+        # the tensor cores have 2x FP64 SIMT's peak; one DMMA block per SM (the latency term) keeps it under that
+        assert times["cublas"].seconds < times["gemm"].seconds / 1.5
         assert {c.source for c in ranked} == {"model"}

@@ -82,7 +82,7 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     impls = config()["impls"]
     assert "grey322-11-50x1" in impls and config()["algorithms"] == ["grey322-11-50"]
     controls = config()["controls"]
-    assert controls == ["classical222-8-24x1"] and "--plan classical222-8-24x1:1" in proc.stdout
+    assert controls == ["classical222-8-24x1"] and "--plan classical222-8-24:1" in proc.stdout
     # one job per (sweep, implementation), cutlass included on a GPU; the control in the square sweep only
     assert counts["sweep"] == 3 * len(impls) + len(controls)
     # Strassen at levels 0, 1, 2 and every other algorithm at 1 and 2; 2 dtypes, 4 shapes.
@@ -143,12 +143,12 @@ def test_dry_run_on_slurm_with_two_gpu_models(workdir):
     proc = _snakemake(["-n", "-p", "--profile", str(ROOT / "workflow/profiles/slurm"), "--config", "profile=paper",
                        TWO_GPUS], workdir)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    impls = config()["impls"]
+    impls, controls = config()["impls"], config()["controls"]
     sweeps = [job for job in _planned(proc.stdout) if job[0] == "sweep"]
-    assert len(sweeps) == 2 * 3 * len(impls)
+    assert len(sweeps) == 2 * (3 * len(impls) + len(controls))  # the controls in the square sweep only
     for model, device in (("a100", "nvidia-a100-sxm4-80gb"), ("h100", "nvidia-h100-80gb-hbm3")):
         mine = [job for job in sweeps if f"device={device}" in job[1]]
-        assert len(mine) == 3 * len(impls)
+        assert len(mine) == 3 * len(impls) + len(controls)
         assert all("gpu=1" in res and f"gpu_model={model}" in res and "slurm_extra=--exclusive" in res
                    and "slurm_partition=gpu" in res for _, _, res in mine)
         assert f"--expect-device {device}" in proc.stdout
