@@ -133,10 +133,12 @@ def output_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     over."""
     target = Path(path)
     lock = _lock_path(target)
+    made = [f for f in (lock.parent, *lock.parent.parents) if not os.path.lexists(f)]  # deepest first
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = _take_lock(lock, target)
     except OSError as err:
+        _remove_empty(made)
         raise OutputError(f"cannot take the lock {lock} of {target}: {err.strerror or err}") from None
     try:
         yield
@@ -145,6 +147,14 @@ def output_lock(path: str | os.PathLike[str]) -> Iterator[None]:
             if _same_file(lock, fd):
                 lock.unlink()
         os.close(fd)
+        _remove_empty(made)  # a refused or failed command leaves no folder of its --out behind
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders this process made (deepest first) that are still empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _take_lock(lock: Path, target: Path) -> int:

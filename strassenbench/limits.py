@@ -10,7 +10,8 @@ import re
 
 __all__ = ["MAX_LEVELS", "MAX_STREAMS", "MAX_PRODUCTS", "MAX_SCHEDULE_PRODUCTS", "MAX_RANK", "MAX_ALGORITHM_BYTES",
            "MAX_GRID_SIDE", "MAX_RECORD_BYTES", "MAX_DIMENSION",
-           "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_PATH_BYTES", "LimitError", "decimal", "check_products"]
+           "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_COMMON_DENOMINATOR", "MAX_PATH_BYTES", "LimitError", "decimal",
+           "check_products"]
 
 # Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
 MAX_LEVELS = 4
@@ -25,6 +26,9 @@ MAX_SCHEDULE_PRODUCTS = 7**3
 MAX_RANK = 1_000
 MAX_ALGORITHM_BYTES = 4 << 20
 MAX_ENTRY = 10**6
+# The common denominator of one coefficient matrix: its numerators (at most MAX_ENTRY times it, under 2^51)
+# fit the int64 the kernels' coefficients are made from; the Brent check itself is exact for any size.
+MAX_COMMON_DENOMINATOR = 2**31
 # A record algorithm in its publisher's format (strassenbench.algebra.records): each side of its format (the
 # collections reach 5x5x5; a 64 x 64 x 64 Brent tensor is the most the exact check forms quickly), and an npz
 # archive's size, packed and unpacked (AlphaTensor's 93 formats take 0.75 MB).

@@ -11,9 +11,9 @@ from strassenbench.algebra.algorithm import (
     AlgorithmError,
     Algorithm,
     catalogue_rows,
-    matmul_tensor,
     parse_algorithm,
 )
+from strassenbench.algebra.brent import matmul_tensor
 from strassenbench.algebra.levels import multilevel
 
 

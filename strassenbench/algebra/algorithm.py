@@ -141,24 +141,29 @@ class Algorithm:
         """Per-level error growth e = max_c sum_r |W[r,c]| ||U_r||_1 ||V_r||_1.
 
         This is the stability factor of Bini and Lotti (Ballard et al., 2016). It gives Higham's constants:
-        12 for Strassen (Higham, Thm 23.2) and 18 for Winograd's variant (Thm 23.3).
+        12 for Strassen (Higham, Thm 23.2) and 18 for Winograd's variant (Thm 23.3). In Python's integers:
+        exact for any numerators the files may hold.
         """
-        weights = np.abs(self.U).sum(axis=1) * np.abs(self.V).sum(axis=1)
-        scaled = int((np.abs(self.W) * weights[:, None]).sum(axis=0).max())
+        U, V, W = (np.abs(M).astype(object) for M in (self.U, self.V, self.W))
+        weights = U.sum(axis=1) * V.sum(axis=1)
+        scaled = int((W * weights[:, None]).sum(axis=0).max())
         return Fraction(scaled, math.prod(self.denominators))
 
     def brent_residual(self) -> np.ndarray:
         """sum_r U[r,a] V[r,b] W[r,c] minus the matrix multiplication tensor, both scaled by the product of
-        the denominators so that it is exact in integers (zero iff correct)."""
-        return (np.einsum("ra,rb,rc->abc", self.U, self.V, self.W)
-                - math.prod(self.denominators) * matmul_tensor(*self.dims))
+        the denominators, exactly: zero iff correct (strassenbench.algebra.brent)."""
+        from .brent import residual
+
+        return residual(self)
 
     def check(self) -> "Algorithm":
         """Verify the Brent equations in exact arithmetic; raise naming the faulty product and entry."""
         residual = self.brent_residual()
         if not residual.any():
             return self
-        raise AlgorithmError(_diagnose(self, residual))
+        from .brent import diagnose
+
+        raise AlgorithmError(diagnose(self, residual))
 
     def check_random(self, trials: int = 4, seed: int = 0) -> "Algorithm":
         """Check the algorithm on random integer blocks (1 x 1), exactly: what ``check`` proves, with a
@@ -175,67 +180,6 @@ class Algorithm:
                 raise AlgorithmError(f"algorithm '{self.name}' ({self.label}, {self.levels} levels) does not "
                                      "multiply matrices: its coefficients fail a random exact test")
         return self
-
-
-def matmul_tensor(mt: int, kt: int, nt: int) -> np.ndarray:
-    """T[(i,p), (p',j), (i',j')] = [p = p'][i = i'][j = j']: C_ij = sum_p A_ip B_pj."""
-    T = np.zeros((mt * kt, kt * nt, mt * nt), dtype=np.int64)
-    for i, p, j in itertools.product(range(mt), range(kt), range(nt)):
-        T[i * kt + p, p * nt + j, i * nt + j] = 1
-    return T
-
-
-def _format(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
-
-def _diagnose(alg: Algorithm, residual: np.ndarray) -> str:
-    """Name the coefficients whose change alone would satisfy every Brent equation.
-
-    A wrong U[r, a] (by e, in numerator units) adds e V_r (x) W_r to plane a of the scaled residual and
-    nothing elsewhere, and likewise for V and W; so the entry is found from the residual's support. When
-    several single entries explain it (a residual of one entry), each is named."""
-    mt, kt, nt = alg.dims
-    labels = {
-        "U": [alg.block_name("A", a // kt, a % kt) for a in range(mt * kt)],
-        "V": [alg.block_name("B", b // nt, b % nt) for b in range(kt * nt)],
-        "W": [alg.block_name("C", c // nt, c % nt) for c in range(mt * nt)],
-    }
-    fixes = []
-    for axis, which in enumerate("UVW"):
-        planes = np.flatnonzero(np.moveaxis(residual, axis, 0).reshape(residual.shape[axis], -1).any(axis=1))
-        if planes.size != 1:
-            continue
-        idx = int(planes[0])
-        plane = np.moveaxis(residual, axis, 0)[idx].reshape(-1)
-        others = [alg.numerators(w) for w in "UVW" if w != which]
-        for r in range(alg.rank):
-            outer = np.outer(others[0][r], others[1][r]).reshape(-1)
-            nonzero = np.flatnonzero(outer)
-            if not nonzero.size:
-                continue
-            i0 = int(nonzero[0])
-            if not np.array_equal(plane * int(outer[i0]), outer * int(plane[i0])):
-                continue
-            # The plane is e_num (v_r (x) w_r) for a numerator wrong by e_num: the coefficient by e_num / d.
-            error = Fraction(int(plane[i0]), int(outer[i0]) * alg.denominators[axis])
-            have = alg.coefficient(which, r, idx)
-            where = ""
-            if alg.source:
-                line = alg.lines[axis][idx] if alg.lines else None
-                where = f"{alg.source}" + (f" line {line}" if line else "") + f", column {r + 1}: "
-            fixes.append(f"{where}product {alg.product_names[r]} has coefficient {_format(have)} on "
-                         f"{labels[which][idx]}, expected {_format(have - error)}")
-    if fixes:
-        shown = "; or ".join(fixes[:4]) + (f" (or {len(fixes) - 4} more single entries)" if len(fixes) > 4 else "")
-        return f"algorithm '{alg.name}' fails the Brent equations: {shown}"
-    a, b, c = (int(x[0]) for x in np.nonzero(residual))
-    involved = [alg.product_names[r] for r in range(alg.rank) if alg.U[r, a] and alg.V[r, b] and alg.W[r, c]]
-    where = f" ({alg.source})" if alg.source else ""
-    return (
-        f"algorithm '{alg.name}'{where} fails the Brent equations at ({labels['U'][a]}, {labels['V'][b]}, "
-        f"{labels['W'][c]}); products involved: {', '.join(involved) or 'none'}"
-    )
 
 
 _PRODUCT = re.compile(r"^\s*(M\d+)\s*=\s*(.+)$")
@@ -356,7 +300,7 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
             if len(tokens) != rank:
                 raise AlgorithmError(f"{path} line {lineno}: {len(tokens)} entries, expected {rank} (one per product)")
             rows.append([parse_entry(tok, f"{path} line {lineno}") for tok in tokens])
-        matrix, denominator = fraction_matrix([list(col) for col in zip(*rows)])
+        matrix, denominator = fraction_matrix([list(col) for col in zip(*rows)], f"{path} line {block[0][0]}")
         matrices.append(matrix)
         denominators.append(denominator)
     dims = _grid_from_sizes(str(path), tuple(m.shape[1] for m in matrices))  # type: ignore[arg-type]
@@ -367,11 +311,14 @@ def load_algorithm(path: str | Path, name: str | None = None) -> Algorithm:
     ).check()
 
 
-def parse_entry(token: str, where: str) -> Fraction:
+def parse_entry(token: str, where: str) -> int | Fraction:
     """A coefficient written as an integer or a fraction 'p/q', numerator and denominator at most MAX_ENTRY;
     checked before any Fraction is made ('1e999999999' would take forever). Errors name ``where``."""
     from ..limits import MAX_ENTRY
 
+    digits = token[1:] if token[:1] in ("+", "-") else token
+    if digits.isascii() and digits.isdigit() and len(digits) <= 7 and int(digits) <= MAX_ENTRY:
+        return int(token)  # the common case, without the pattern: an int has numerator and denominator too
     entry = re.fullmatch(r"[+-]?([0-9]+)(?:/([0-9]+))?", token)
     if entry is None or (entry[2] is not None and int(entry[2]) == 0):
         raise AlgorithmError(f"{where}: entry '{token[:40]}' is not an integer or a fraction")
@@ -380,9 +327,20 @@ def parse_entry(token: str, where: str) -> Fraction:
     return Fraction(token)
 
 
-def fraction_matrix(rows: list[list[Fraction]]) -> tuple[np.ndarray, int]:
-    """Exact rational rows as integer numerators (int64) over their least common denominator."""
-    denominator = math.lcm(*(x.denominator for row in rows for x in row))
+def fraction_matrix(rows: list[list[int | Fraction]], where: str = "the coefficients") -> tuple[np.ndarray, int]:
+    """Exact rational rows as integer numerators (int64) over their least common denominator; AlgorithmError
+    naming ``where`` when that denominator is above MAX_COMMON_DENOMINATOR (the numerators would not fit the
+    integers the kernels' coefficients and the checks are made from)."""
+    from ..limits import MAX_COMMON_DENOMINATOR
+
+    denominator = 1
+    for d in {x.denominator for row in rows for x in row}:
+        denominator = math.lcm(denominator, d)
+        if denominator > MAX_COMMON_DENOMINATOR:
+            raise AlgorithmError(f"{where}: the fractions' common denominator is above {MAX_COMMON_DENOMINATOR:,} "
+                                 "(2^31): coefficients over that many distinct denominators are not carried")
+    if denominator == 1:  # integers (Python ints, as the readers make them): no Fraction arithmetic
+        return np.array([[int(x) for x in row] for row in rows], dtype=np.int64).reshape(len(rows), -1), 1
     return np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).reshape(
         len(rows), -1), denominator
 

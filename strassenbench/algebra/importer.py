@@ -107,8 +107,12 @@ def import_algorithms(path: str | Path, fmt: str, out: str | Path, key: str | No
 def _every(found: list[Factors], prefix: str, attribution: tuple[str, str, str], stage: Path, out: Path,
            progress: Callable[[Imported], None]) -> Iterator[Imported]:
     source, licence, order = attribution
+    seen: set[str] = set()
     for factors in found:
         name = _name(f"{prefix}-{'x'.join(map(str, factors.dims))}-{len(factors.u)}")
+        if name in seen:  # two formats of one name: the second would overwrite the first
+            raise AlgorithmError(f"{factors.origin}: a second algorithm named {name} in the archive")
+        seen.add(name)
         alg, convention = _identified(factors, name, order)
         text = coefficient_text(alg, _header(name, alg, factors, convention, source, licence, order))
         write_atomic(stage / f"{name}.txt", text)

@@ -23,6 +23,7 @@ import math
 import pickle
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -68,16 +69,19 @@ def read_records(path: str | Path, fmt: str, keys: list[str] | None = None) -> l
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def _entry(value: object, where: str) -> Fraction:
-    """An integer (a JSON or NumPy integer, or an integral float) or a fraction 'p/q', within MAX_ENTRY."""
+def _entry(value: object, where: str) -> int | Fraction:
+    """An integer (a JSON or NumPy integer, or an integral float) or a fraction 'p/q', within MAX_ENTRY. An
+    integer stays a Python int (it has numerator and denominator too): AlphaTensor's 93 formats are 2.4 M of them."""
     if isinstance(value, (bool, np.bool_)):
         raise AlgorithmError(f"{where}: entry {value!r} is not a number")
+    if isinstance(value, (int, np.integer)):
+        if abs(int(value)) > MAX_ENTRY:
+            raise AlgorithmError(f"{where}: entry {value} is larger than {MAX_ENTRY:,} in numerator or denominator")
+        return int(value)
     if isinstance(value, (float, np.floating)):  # AlphaTensor's larger formats hold 0.125: exact in binary
         if not math.isfinite(value) or Fraction(float(value)).denominator > MAX_ENTRY:
             raise AlgorithmError(f"{where}: entry {value!r} is not a fraction with a denominator up to {MAX_ENTRY:,}")
         number = Fraction(float(value))
-    elif isinstance(value, (int, np.integer)):
-        number = Fraction(int(value))
     elif isinstance(value, str):  # an SMS value or a JSON string: the coefficient files' own syntax
         return parse_entry(value, where)
     else:
@@ -88,12 +92,23 @@ def _entry(value: object, where: str) -> Fraction:
 
 
 def _check_dims(dims: tuple[int, ...], rank: int, where: str) -> tuple[int, int, int]:
-    if len(dims) != 3 or not all(1 <= d <= MAX_GRID_SIDE for d in dims):
+    if len(dims) != 3 or not all(_integer(d) and 1 <= d <= MAX_GRID_SIDE for d in dims):
         raise AlgorithmError(f"{where}: format {'x'.join(map(str, dims))} is not three sides of 1 to "
                              f"{MAX_GRID_SIDE}")
-    if not 1 <= rank <= MAX_RANK:
-        raise AlgorithmError(f"{where}: rank {rank:,} is not 1 to {MAX_RANK:,}")
+    if not _integer(rank) or not 1 <= rank <= MAX_RANK:
+        shown = f"{rank:,}" if _integer(rank) else f"{str(rank)[:20]} (not an integer)"
+        raise AlgorithmError(f"{where}: rank {shown} is not 1 to {MAX_RANK:,}")
     return dims[0], dims[1], dims[2]
+
+
+def _integer(value: object) -> bool:
+    """A JSON or NumPy integer: not a float (2.0), not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _digits(token: str) -> bool:
+    """ASCII digits only: str.isdigit() takes Unicode digits ('²', '٣') that int() refuses or reads otherwise."""
+    return token.isascii() and token.isdigit()
 
 
 def _rows(rows: list, count: int, width: int, what: str, where: str) -> list[list[Fraction]]:
@@ -132,7 +147,7 @@ def _read_sms_matrix(path: Path) -> tuple[int, int, dict[tuple[int, int], Fracti
     text = read_text(path, limit=MAX_ALGORITHM_BYTES, what="an SMS matrix", error=AlgorithmError)
     lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1)
              if line.strip() and not line.lstrip().startswith("#")]
-    if not lines or len(lines[0][1]) != 3 or lines[0][1][2] != "R" or not all(t.isdigit() for t in lines[0][1][:2]):
+    if not lines or len(lines[0][1]) != 3 or lines[0][1][2] != "R" or not all(_digits(t) for t in lines[0][1][:2]):
         raise AlgorithmError(f"{path}: not an SMS matrix (its first line is 'rows cols R')")
     rows, cols = (int(t[:7]) for t in lines[0][1][:2])
     if not (1 <= rows <= MAX_RANK and 1 <= cols <= MAX_RANK):
@@ -141,7 +156,7 @@ def _read_sms_matrix(path: Path) -> tuple[int, int, dict[tuple[int, int], Fracti
     for lineno, tokens in lines[1:]:
         if tokens == ["0", "0", "0"]:
             return rows, cols, entries
-        if len(tokens) != 3 or not tokens[0].isdigit() or not tokens[1].isdigit():
+        if len(tokens) != 3 or not _digits(tokens[0]) or not _digits(tokens[1]):
             raise AlgorithmError(f"{path} line {lineno}: not 'i j value'")
         i, j = int(tokens[0][:7]), int(tokens[1][:7])
         if not (1 <= i <= rows and 1 <= j <= cols) or (i, j) in entries:
@@ -162,7 +177,7 @@ def _read_sms(path: Path) -> Factors:
     (rl, al, el), (rr, br, er), (cp, rp, ep) = (_read_sms_matrix(f) for f in files)
     if not rl == rr == rp:
         raise AlgorithmError(f"{files[0].with_suffix('')}: L, R and P name {rl}, {rr} and {rp} products")
-    found = re.match(r"(\d+)x(\d+)x(\d+)_", files[0].name)
+    found = re.match(r"([0-9]{1,3})x([0-9]{1,3})x([0-9]{1,3})_", files[0].name)
     dims = tuple(int(d) for d in found.groups()) if found else _sides(al, br, cp, str(files[0]))
     n1, n2, n3 = _check_dims(dims, rl, str(files[0]))
     if (al, br, cp) != (n1 * n2, n2 * n3, n1 * n3):
@@ -216,10 +231,12 @@ def _npy(data: bytes, where: str) -> np.ndarray:
             raise AlgorithmError(f"{where}: refused: the pickle {err}") from None
         except Exception as err:  # noqa: BLE001 (any malformed pickle is the same refusal)
             raise AlgorithmError(f"{where}: not a NumPy array ({type(err).__name__})") from None
+        if not isinstance(array, np.ndarray):
+            raise AlgorithmError(f"{where}: not a NumPy array (its pickle holds a {type(array).__name__})")
         return array
     try:
         return npformat.read_array(io.BytesIO(data), allow_pickle=False)
-    except ValueError as err:
+    except (ValueError, EOFError, OSError) as err:
         raise AlgorithmError(f"{where}: not a NumPy array ({err})") from None
 
 
@@ -228,8 +245,10 @@ def _read_npz(path: Path, keys: list[str] | None) -> list[Factors]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
-    except zipfile.BadZipFile:
+    except (zipfile.BadZipFile, ValueError, EOFError):
         raise AlgorithmError(f"{path}: not an npz archive (not a zip file)") from None
+    if len(members) != len(archive.infolist()):
+        raise AlgorithmError(f"{path}: an npz archive that holds one name twice")
     wanted = list(members) if keys is None else keys
     for key in wanted:
         if key not in members:
@@ -237,24 +256,51 @@ def _read_npz(path: Path, keys: list[str] | None) -> list[Factors]:
     total = sum(members[key].file_size for key in wanted)
     if total > MAX_RECORD_BYTES:
         raise AlgorithmError(f"{path}: its arrays unpack to {total:,} bytes, above the limit of {MAX_RECORD_BYTES:,}")
-    return [_npz_factors(path, key, _npy(archive.read(members[key]), f"{path}[{key}]")) for key in wanted]
+    return [_npz_factors(path, key, _npy(_member(archive, members[key], path), f"{path}[{key}]")) for key in wanted]
+
+
+def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> bytes:
+    """One member's bytes, at most its declared size (zipfile stops there); a bad CRC, a truncated or
+    unsupported stream is a format error."""
+    try:
+        return archive.read(info)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as err:
+        raise AlgorithmError(f"{path}: member {info.filename[:40]!r} is damaged ({str(err)[:60]})") from None
 
 
 def _npz_factors(path: Path, key: str, value: np.ndarray) -> Factors:
     where = f"{path}[{key}]"
-    try:
-        dims = tuple(int(x) for x in key.split(","))
-    except ValueError:
-        raise AlgorithmError(f"{where}: the key is not 'a,b,c'") from None
+    if not re.fullmatch(r"[1-9][0-9]?,[1-9][0-9]?,[1-9][0-9]?", key):  # canonical: '02,2,2' would name 2,2,2 again
+        raise AlgorithmError(f"{where}: the key is not 'a,b,c' (three sides of 1 to 99, no leading zeros)")
+    dims = tuple(int(x) for x in key.split(","))
     parts = list(value) if value.dtype.hasobject or value.ndim == 3 else []
     if len(parts) != 3 or not all(isinstance(p, np.ndarray) and p.ndim == 2 for p in parts):
         raise AlgorithmError(f"{where}: not three 2-dimensional factor matrices (u, v, w)")
     rank = parts[0].shape[1]
     n1, n2, n3 = _check_dims(dims, rank, where)
     # u is (a b) x R, v (b c) x R, w (c a) x R: a row per entry, a column per product
-    u, v, w = (_rows(p.T.tolist(), rank, size, name, where)
+    u, v, w = (_array_rows(p, rank, size, name, where)
                for p, size, name in zip(parts, (n1 * n2, n2 * n3, n1 * n3), "uvw"))
     return Factors((n1, n2, n3), u, v, w, f"{path.name}[{key}]")
+
+
+def _array_rows(p: np.ndarray, count: int, width: int, what: str, where: str) -> list[list[int | Fraction]]:
+    """_rows of a factor matrix (an entry per row, a product per column); an array of integers, or of
+    integral floats, is checked at once (AlphaTensor's 93 formats hold 2.4 M entries)."""
+    a = p.T
+    if a.dtype.kind in "iuf" and a.shape == (count, width) and np.isfinite(a).all():
+        if np.abs(a).max(initial=0) > MAX_ENTRY:
+            raise AlgorithmError(f"{where}: {what} has an entry larger than {MAX_ENTRY:,}")
+        if a.dtype.kind != "f" or (a == np.rint(a)).all():
+            return a.astype(np.int64).tolist()
+        for k in range(1, 20):  # dyadic (AlphaTensor's 0.5 and 0.125): ints, and a Fraction where one is not
+            scaled = a * 2.0**k
+            if (scaled == np.rint(scaled)).all():
+                rows = np.floor_divide(scaled, 2.0**k).astype(np.int64).tolist()
+                for i, j in zip(*np.nonzero(scaled % 2.0**k)):
+                    rows[i][j] = Fraction(int(scaled[i, j]), 2**k)
+                return rows
+    return _rows(a.tolist(), count, width, what, where)
 
 
 # --------------------------------------------------------------------------------------- the conventions
@@ -269,11 +315,11 @@ def identify(factors: Factors, name: str) -> tuple[Algorithm, str]:
     """The algorithm in the project's order (blocks row-major, Eq. eqn:strassenpart) and the convention of C
     that made it pass the Brent equations exactly; AlgorithmError when neither does."""
     n1, n2, n3 = factors.dims
-    U, du = fraction_matrix(factors.u)
-    V, dv = fraction_matrix(factors.v)
+    U, du = fraction_matrix(factors.u, f"{factors.origin} (u)")
+    V, dv = fraction_matrix(factors.v, f"{factors.origin} (v)")
     for convention in CONVENTIONS:
         order = _c_order(n1, n3, convention)
-        W, dw = fraction_matrix([[row[p] for p in order] for row in factors.w])
+        W, dw = fraction_matrix([[row[p] for p in order] for row in factors.w], f"{factors.origin} (w)")
         alg = Algorithm(name=name, dims=(n1, n2, n3), U=U, V=V, W=W, denominators=(du, dv, dw),
                         source=factors.origin)
         if not alg.brent_residual().any():
@@ -286,6 +332,8 @@ def coefficient_text(alg: Algorithm, header: list[str]) -> str:
     """The project's coefficient format (algorithms/README.md): ``# header`` lines, then U, V and W, a row per
     block and a column per product, separated by ``#`` lines."""
     def block(matrix: np.ndarray, denominator: int) -> list[str]:
+        if denominator == 1:
+            return [" ".join(map(str, row)) for row in matrix.T.tolist()]
         return [" ".join(_fraction(Fraction(int(x), denominator)) for x in row) for row in matrix.T]
 
     lines = [f"# {line}" for line in header]
@@ -301,7 +349,7 @@ def _fraction(x: Fraction) -> str:
 def literal_key(text: str) -> str:
     """An npz key as the collection writes it ('3,4,5'), from '3,4,5' or '3x4x5'."""
     parts = re.split(r"[,x]", text.strip())
-    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 2 for p in parts):
+    if len(parts) != 3 or not all(_digits(p) and len(p) <= 2 for p in parts):
         raise AlgorithmError(f"--key {text[:40]!r} is not 'a,b,c' (three sides, e.g. 3,4,5)")
     return ",".join(str(int(p)) for p in parts)
 

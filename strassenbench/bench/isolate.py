@@ -54,6 +54,7 @@ def _serve(conn, config: WorkerConfig, backend=None) -> None:  # noqa: ANN001 - 
     worker measures with its parent's backend (inherited); a spawned one makes its own."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops this process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's cleanup (strassenbench.cli): a plain stop
     from .backends import make_backend
 
     if backend is None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from .. import __version__
 from ..algebra.algorithm import AlgorithmError
@@ -76,7 +78,35 @@ def _join_signed(argv: Sequence[str]) -> list[str]:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: unwound as Ctrl-C is, so that every staging folder, partial file and lock goes."""
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # once: the cleanup itself is not interrupted again
+    raise Terminated(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _terminable() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Terminated while a command runs (in the main thread); the former handlers after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    former = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in former.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _terminable():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(_join_signed(sys.argv[1:] if argv is None else argv))
@@ -94,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except INPUT_ERRORS as err:
         print(f"strassenbench: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated as stop:
+        print(f"strassenbench: stopped by {stop}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("strassenbench: interrupted", file=sys.stderr)
         return 130

@@ -76,12 +76,19 @@ def _check_results_file(out: str, kind: str) -> None:
                          "first")
 
 
+def _imports_every_key(args: argparse.Namespace) -> bool:
+    """`algorithms import` of every key of an npz: its --out is a folder (FILE.txt|FOLDER)."""
+    if args.command != "algorithms" or getattr(args, "action", None) != "import" or args.key is not None:
+        return False
+    return (args.format or {".npz": "npz"}.get(Path(args.path).suffix.lower())) == "npz"
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Every command's --out, checked before it does any work."""
     out = getattr(args, "out", None)
     if not out:
         return
-    if args.command in FOLDER_OUTPUTS:
+    if args.command in FOLDER_OUTPUTS or _imports_every_key(args):
         if Path(out).exists() and not Path(out).is_dir():
             raise UsageError(f"output folder {out} is a file")
         check_output(Path(out) / "probe")  # its folder (or the nearest existing one) writable
