@@ -25,7 +25,7 @@ import pandas as pd
 
 from .limits import MAX_PATH_BYTES
 
-__all__ = ["OutputError", "write_atomic", "render", "markdown", "write_table", "first_line", "check_replace",
+__all__ = ["OutputError", "write_atomic", "render", "csv_text", "neutral", "markdown", "write_table", "first_line", "check_replace",
            "output_lock",
            "check_names", "side_names", "staging", "publish", "write_error"]
 
@@ -404,19 +404,41 @@ def _roll_back(undo: list[tuple[Path, Path | None]], made: list[Path]) -> None:
 
 
 def render(frame: pd.DataFrame, fmt: str) -> str:
-    """A table as CSV or markdown text."""
-    return frame.to_csv(index=False) if fmt == "csv" else markdown(frame)
+    """A table as CSV (csv_text) or markdown text (markdown)."""
+    return csv_text(frame) if fmt == "csv" else markdown(frame)
 
 
-def markdown(frame: pd.DataFrame, *, escape_html: bool = False, **options: object) -> str:
-    """A table as markdown, each text cell's '|' escaped and line breaks made spaces (a value from a results
-    folder must not split a row or a column); with ``escape_html`` also HTML's special characters (&, <, >), so
-    that no cell becomes markup where the markdown is rendered."""
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula (it begins with = + - @, a tab or a carriage
+    return, and is not a number) behind a ' (OWASP's CSV injection advice); anything else as it is."""
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """A table as CSV, every text cell neutral (values from a results folder never become formulas)."""
+    text = frame.select_dtypes(include=["object", "string"]).columns
+    if len(text):
+        frame = frame.copy()
+        frame[text] = frame[text].map(neutral)
+    return frame.to_csv(index=False)
+
+
+def markdown(frame: pd.DataFrame, **options: object) -> str:
+    """A table as markdown, each text cell's HTML special characters (&, <, >) escaped, so that no cell becomes
+    markup where the markdown is rendered, its '|' escaped and line breaks made spaces (a value from a results
+    folder must not split a row or a column)."""
     def safe(value: object) -> object:
         if not isinstance(value, str):
             return value
-        value = html.escape(value, quote=False) if escape_html else value
-        return value.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+        return html.escape(value, quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
     return frame.map(safe).to_markdown(index=False, **options) + "\n"
 

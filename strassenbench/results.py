@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,8 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
             frame[column] = parsed
     for column in (c for c in NAMED_CODE if c in frame):  # names the package may read a coefficient file by
         refuse(column, frame[column].map(leaves_the_folder), "a name inside the working folder")
+    for column, grammar in ((c, g) for c, g in NAME_GRAMMAR.items() if c in frame):
+        refuse(column, ~frame[column].map(lambda v, g=grammar: not v or bool(g.fullmatch(v))), grammar.what)
     for column in expected.later:
         if column not in frame:
             frame[column] = float("nan") if column in expected.numbers else ""
@@ -207,6 +210,29 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
 # file's path (strassenbench.algebra.algorithm.get_algorithm): a results folder from another machine must not
 # make it open a file outside the working folder.
 NAMED_CODE = ("impl", "algorithm")
+
+
+class _Grammar:
+    """The names the project itself makes, which a value read from data must match (or be blank): no markup,
+    no spreadsheet formula, no quote or shell character ever comes from a results folder."""
+
+    def __init__(self, pattern: str, what: str) -> None:
+        self.pattern, self.what = re.compile(pattern), what
+
+    def fullmatch(self, value: str) -> bool:
+        return self.pattern.fullmatch(value) is not None
+
+
+# An implementation or algorithm: strassen2-direct, perminov-3x3x3-23x1, a mixed spec a+b, a coefficient file's
+# relative path; a GPU as NVML or CUDA names it (NVIDIA H100 80GB HBM3, Tesla V100-SXM2-16GB) or cpu.
+NAME_GRAMMAR = {
+    "impl": _Grammar(r"[A-Za-z0-9][A-Za-z0-9._+:/-]{0,199}",
+                     "a name of letters, digits and . _ + : / - (starting with a letter or digit)"),
+    "algorithm": _Grammar(r"[A-Za-z0-9][A-Za-z0-9._+:/-]{0,199}",
+                          "a name of letters, digits and . _ + : / - (starting with a letter or digit)"),
+    "gpu": _Grammar(r"[A-Za-z0-9][A-Za-z0-9 ._()+/@:-]{0,99}",
+                    "a GPU name of letters, digits, spaces and . _ ( ) + / @ : - (starting with a letter or digit)"),
+}
 
 
 def leaves_the_folder(value: object) -> bool:
@@ -236,6 +262,9 @@ def read_system(path: str | Path) -> dict | None:
         return None
     system = read_json(path, what="a system description", error=ResultsError)
     check_schema(system, "system", str(path), "a system description", ResultsError)
+    gpu = (system.get("gpu") or {}).get("gpu") if isinstance(system.get("gpu"), dict) else None
+    if isinstance(gpu, str) and gpu and not NAME_GRAMMAR["gpu"].fullmatch(gpu):
+        raise ResultsError(f"{path}: gpu.gpu is not {NAME_GRAMMAR['gpu'].what}: {gpu[:80]!r}")
     arch = (system.get("model_spec") or {}).get("arch")
     if arch is not None:
         from .occupancy import ARCHS

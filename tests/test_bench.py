@@ -348,7 +348,7 @@ def test_a_dtype_an_implementation_does_not_compute_is_no_point_of_it(tmp_path, 
     from strassenbench.cli import main
 
     out = tmp_path / "square.csv"
-    common = ["--engine", "numpy", "--sizes", "24", "--min-time", "0", "--min-samples", "1", "--no-progress"]
+    common = ["--engine", "numpy", "--sizes", "24", "--min-time", "0", "--min-samples", "1", "--precision", "1", "--no-progress"]
     assert main(["bench", "--impl", "gemm,strassen1-tf32,strassen1-dmma", "--dtype", "float32", "--dtype", "float64",
                  "--out", str(out), *common]) == 0
     frame = pd.read_csv(out)

@@ -15,7 +15,7 @@ from strassenbench.impls import get_impl
 from strassenbench.report.analysis import precision_of, precision_speedups
 from strassenbench.report.compare import compare_runs, interval_verdict
 from strassenbench.report.figures import COMPARE_PANELS, fig_compare
-from strassenbench.results import read_results
+from strassenbench.results import ResultsError, read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "data" / "nvidia-h100-80gb-hbm3"
@@ -181,16 +181,15 @@ def test_one_panel_per_precision_each_against_its_own_cublas(tmp_path: Path, mon
 
 def test_compare_markdown_escapes_html(tmp_path: Path) -> None:
     """Values from the results folders are text in compare.md: HTML's special characters and '|' escaped."""
-    a = tmp_path / "a"
-    shutil.copytree(FIXTURES / "gpu_a", a)
     gpu = '<img src=x onerror="alert(1)"> & | co'
+    a = tmp_path / gpu  # a folder name: any text but '/'
+    shutil.copytree(FIXTURES / "gpu_a", a)
     _edit(a / "square.csv", source="<b>stamp</b>")
-    for path in a.glob("*.csv"):
-        if "gpu" in pd.read_csv(path, nrows=0).columns:
-            _edit(path, gpu=gpu)
-    (a / "system.json").write_text((a / "system.json").read_text().replace("synthetic-fixture-A100-model", gpu
-                                                                           .replace('"', '\\"')))
     compare_runs([a, FIXTURES / "gpu_b"], tmp_path / "cmp")
     text = (tmp_path / "cmp" / "compare.md").read_text()
     assert "<img" not in text and "<b>" not in text and "&lt;img src=x onerror=" in text
     assert "&lt;b&gt;stamp&lt;/b&gt;" in text and "&amp; \\| co" in text
+    _edit(a / "square.csv", gpu=gpu)  # a GPU or implementation name outside the names' grammar: refused on read
+    with pytest.raises(ResultsError, match=r"square.csv: line 2: column 'gpu' is not a GPU name"):
+        compare_runs([a, FIXTURES / "gpu_b"], tmp_path / "cmp2")
+    assert not (tmp_path / "cmp2").exists()

@@ -19,7 +19,7 @@ from strassenbench.io import output_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu_a"
-QUICK = ["--min-time", "0", "--warmup-time", "0", "--min-samples", "2", "--no-progress"]
+QUICK = ["--min-time", "0", "--warmup-time", "0", "--min-samples", "2", "--precision", "1", "--no-progress"]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

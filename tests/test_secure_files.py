@@ -22,7 +22,7 @@ from strassenbench.samples import KEY, read_samples, samples_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-QUICK = ["--min-time", "0", "--warmup-time", "0", "--min-samples", "2", "--no-progress"]
+QUICK = ["--min-time", "0", "--warmup-time", "0", "--min-samples", "2", "--precision", "1", "--no-progress"]
 
 
 def _snapshot(folder: Path) -> dict[str, object]:
@@ -421,7 +421,7 @@ def test_bench_on_a_full_disk(small_disk: Path, capsys) -> None:  # noqa: ANN001
     out = small_disk / "square.csv"
     sizes = ",".join(str(16 + 8 * i) for i in range(24))
     code = main(["bench", "--impl", "gemm", "--sizes", sizes, "--out", str(out), "--min-time", "0",
-                 "--warmup-time", "0", "--min-samples", "400", "--no-progress"])
+                 "--warmup-time", "0", "--min-samples", "400", "--precision", "1", "--no-progress"])
     _one_line_naming(capsys, code, small_disk)
     _consistent(out)
     assert not list(small_disk.glob(".*.lock"))

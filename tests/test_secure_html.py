@@ -1,6 +1,7 @@
-"""Nothing from a results folder becomes markup or mathtext: GPU names (system.json and a CSV's gpu column),
-folder names and file names are escaped in report/index.html and compare's index.html, in text and in
-attributes, and drawn literally in the figures; compare refuses times it cannot divide by."""
+"""Nothing from a results folder becomes markup or mathtext: a GPU name outside the names' grammar (system.json
+or a CSV's gpu column) is refused on read; folder names, file names and GPU names are escaped in
+report/index.html and compare's index.html, in text and in attributes, and drawn literally in the figures;
+compare refuses times it cannot divide by."""
 
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ from strassenbench.report.figures import fig_compare, fig_memlimit, fig_stra_squ
 FIXTURES = Path(__file__).parent / "fixtures"
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
-GPU = f"{SCRIPT}{IMG} O'Brien & Co"
-FOLDER = f"run{IMG}'&"  # a folder name cannot hold '/', so not SCRIPT
+HOSTILE = f"{SCRIPT}{IMG} O'Brien & Co"  # refused as a GPU name (strassenbench.results.NAME_GRAMMAR)
+GPU = "NVIDIA Test-GPU (A) 80GB"
+FOLDER = f"run{IMG}'& O'Brien & Co"  # a folder name cannot hold '/', so not SCRIPT
 TABLE = """q"uote'd<svg>&x.md"""
-RAW = (SCRIPT, IMG, "<svg>", "O'Brien & Co")
+RAW = (IMG, "<svg>", "O'Brien & Co")
 
 
 def _run_folder(where: Path, name: str, gpu: str, source: Path = FIXTURES / "gpu_a") -> Path:
@@ -76,8 +78,8 @@ def _assert_inert(page: str, tags: set[str]) -> _Page:
     assert not any(name.startswith("on") for _, attrs in parsed.tags for name in attrs)
     assert {attrs["src"] for tag, attrs in parsed.tags if tag == "img"} <= {
         *(f"figures/{f}.png" for f in REPORT_FIGURES), "fig_compare_speedup.png"}
-    assert GPU in "".join(parsed.text)
-    assert str(escape(GPU)) in page
+    assert GPU in "".join(parsed.text) and FOLDER in "".join(parsed.text)
+    assert str(escape(FOLDER)) in page
     return parsed
 
 
@@ -136,9 +138,9 @@ def test_figures_draw_names_literally(tmp_path: Path, monkeypatch: pytest.Monkey
         assert not any(t.get_parse_math() or t.get_usetex() for t in _texts(fig)), stem
 
 
-def test_report_and_compare_with_a_mathtext_gpu_name(tmp_path: Path) -> None:
-    data = _run_folder(tmp_path, "math", MATH)
-    lone = _run_folder(tmp_path, "lone", "one $ sign")
+def test_report_and_compare_with_a_mathtext_folder_name(tmp_path: Path) -> None:
+    data = _run_folder(tmp_path, MATH, GPU)
+    lone = _run_folder(tmp_path, "one $ sign", "lone")
     build_report(data, tmp_path / "report")
     page = (tmp_path / "report" / "index.html").read_text()
     assert MATH in page
@@ -149,9 +151,34 @@ def test_report_and_compare_with_a_mathtext_gpu_name(tmp_path: Path) -> None:
 def test_caption_checks_ignore_what_names_say(tmp_path: Path, modeled) -> None:  # noqa: ANN001
     """A GPU or folder name that reads like a caption's words (a file name, 'dashed', '; ' or '. ') is text,
     not a claim about the figure (the model's GPU name among them)."""
-    data = _run_folder(tmp_path, "run.json", "GPU. dashed; dotted line, break-even.csv", modeled("gpu_a"))
+    data = _run_folder(tmp_path, "run; dashed, break-even.json", "GPU. dashed dotted line break-even.csv",
+                       modeled("gpu_a"))
     build_report(data, tmp_path / "report")
-    assert "GPU. dashed; dotted line, break-even.csv" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "GPU. dashed dotted line break-even.csv" in page and "run; dashed, break-even.json" in page
+
+
+@pytest.mark.parametrize("where", ["csv", "system.json"])
+def test_a_gpu_name_outside_the_grammar_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              where: str) -> None:
+    """Markup in a GPU name never reaches a page, a table or a figure: report and compare refuse the folder in
+    one line (file and line named), and write nothing."""
+    data = _run_folder(tmp_path, "run", GPU)
+    if where == "csv":
+        _run_folder(tmp_path, "hostile", HOSTILE)
+        shutil.copy(tmp_path / "hostile" / "square.csv", data / "square.csv")
+        fragment = "square.csv: line 2: column 'gpu' is not a GPU name"
+    else:
+        system = json.loads((data / "system.json").read_text())
+        system["gpu"]["gpu"] = HOSTILE
+        (data / "system.json").write_text(json.dumps(system))
+        fragment = "system.json: gpu.gpu"
+    for argv in (["report", "--data", str(data), "--out", str(tmp_path / "report")],
+                 ["compare", str(data), str(FIXTURES / "gpu_b"), "--out", str(tmp_path / "cmp")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err and SCRIPT not in err.replace(repr(HOSTILE)[1:-1], ""), err
+    assert not (tmp_path / "report").exists() and not (tmp_path / "cmp").exists()
 
 
 def _set_time(folder: Path, value: str) -> None:

@@ -412,7 +412,7 @@ def test_accuracy_table_report_figure_and_kernel_table(tmp_path: Path, sim_build
     assert main(["accuracy", "--engine", "emu", "--impl", impls, "--sizes", "64", "--no-progress",
                  "--out", str(data / "accuracy.csv")]) == 0
     assert main(["bench", "--engine", "numpy", "--impl", "cublas,gemm,cublas-tf32,gemm-3xtf32", "--sizes", "32,48",
-                 "--min-time", "0", "--min-samples", "2", "--warmup-time", "0", "--no-progress",
+                 "--min-time", "0", "--min-samples", "2", "--precision", "1", "--warmup-time", "0", "--no-progress",
                  "--out", str(data / "square.csv")]) == 0
     build_report(data, tmp_path / "report", Path(sim_build) / "resources.csv")
     accuracy = (tmp_path / "report" / "tables" / "tensorcore_accuracy.md").read_text()

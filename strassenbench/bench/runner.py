@@ -32,7 +32,7 @@ from ..freivalds import REFERENCE, Reference
 from ..impls import Impl, ImplError, get_impl
 from ..model.pick import PickError, resolve
 from ..options import RunOptions
-from ..io import OutputError, check_replace, write_atomic
+from ..io import OutputError, check_replace, csv_text, write_atomic
 from ..results import BENCH_COLUMNS, read_results, timing_modes
 from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
 from .backends import Backend, is_oom, sticky_error
@@ -420,7 +420,7 @@ def run_sweep(
             frame = pd.DataFrame(rows)
             frame = frame.reindex(columns=[*COLUMNS, *[c for c in frame.columns if c not in COLUMNS]], fill_value="")
             try:
-                write_atomic(out, frame.to_csv(index=False))
+                write_atomic(out, csv_text(frame))
             except OutputError:  # the row could not be written (a full disk): nor are its samples kept
                 if size is not None:
                     take_back(samples, size)

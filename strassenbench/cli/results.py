@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..io import check_replace
+from ..io import check_replace, csv_text
 from ..model.perf import load_resources
 from . import types
 from .checks import UsageError, outside_inputs
@@ -103,7 +103,7 @@ def _collect(args: argparse.Namespace) -> int:
         from ..results import by_strategy
 
         joined, merged = by_strategy(joined), {}
-    text = joined.to_csv(index=False)
+    text = csv_text(joined)
     check_replace(args.out, text.split("\n", 1)[0])
     collect_samples(args.inputs, args.out, merged, table=text)  # the table and its samples: both or neither
     return 0

@@ -14,7 +14,7 @@ from ..fused.arch import CudaError
 from ..fused.launch import FusedError
 from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
-from ..io import check_replace, write_atomic, write_table
+from ..io import check_replace, csv_text, write_atomic, write_table
 from ..limits import MAX_STREAMS
 from ..options import SCHEMES, RunOptions
 from ..results import check_folder_device
@@ -174,7 +174,7 @@ def _verify(args: argparse.Namespace) -> int:
                     options=options)
     print(" ".join(f"{key}={value}" for key, value in result.items()))
     if args.out:
-        text = pd.DataFrame([result]).to_csv(index=False)
+        text = csv_text(pd.DataFrame([result]))
         check_replace(args.out, text.split("\n", 1)[0])
         write_atomic(args.out, text)
     return 0 if result["status"] == "ok" else EXIT_FAIL
@@ -197,7 +197,7 @@ def _accuracy(args: argparse.Namespace) -> int:
     rows = accuracy_rows(impls, args.sizes, tuple(args.inputs.split(",")), args.engine, args.seed, args.build_dir,
                          say, dtypes)
     frame = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
-    write_atomic(args.out, frame.to_csv(index=False))
+    write_atomic(args.out, csv_text(frame))
     failed = frame[frame["status"] != "ok"]
     for row in failed.itertuples():
         limit = f"the tolerance {row.tolerance}" if row.tolerance else f"the bound {row.bound:.3e}"

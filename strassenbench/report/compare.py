@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import markdown, publish, staging, write_atomic
+from ..io import csv_text, markdown, publish, staging, write_atomic
 from ..results import ResultsError, bad_times, timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
@@ -207,7 +207,7 @@ def _markdown(runs: list, table: pd.DataFrame, floor: Floor) -> str:
     if table.empty:
         return head + "_no common points_\n"
     cells = table.map(lambda v: ("" if v != v else f"{v:.4g}") if isinstance(v, float) else v)  # NaN: blank
-    return head + markdown(cells, escape_html=True, disable_numparse=True)
+    return head + markdown(cells, disable_numparse=True)
 
 
 def compare_runs(folders: list[Path], out: Path, noise_floor: float = DEFAULT_FLOOR) -> pd.DataFrame:
@@ -223,7 +223,7 @@ def compare_runs(folders: list[Path], out: Path, noise_floor: float = DEFAULT_FL
     parts = [_pairs(runs[0], other, columns, floor) for other in runs[1:]]
     table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
     with staging(out) as stage:  # made beside out, then published all or nothing (strassenbench.io.publish)
-        write_atomic(stage / "compare.csv", table.to_csv(index=False))
+        write_atomic(stage / "compare.csv", csv_text(table))
         write_atomic(stage / "compare.md", _markdown(runs, table, floor))
         fig_compare({name: run["sweeps"] for name, run, _ in runs}, stage)
         write_atomic(stage / "index.html", _page(runs, table, folders, floor))
