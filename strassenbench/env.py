@@ -6,8 +6,8 @@ EnvError, one line naming the variable and what it expects (the command exits wi
 never skipped in favour of a default.
 
 - ``STRASSENBENCH_CACHE``: the emulator's cache folder; under ``XDG_CACHE_HOME``, else ``HOME``/.cache, when
-  unset. Each an absolute path of a folder this user can create or write (XDG's rule: a relative cache path
-  is invalid).
+  unset. Each an absolute path of a folder this user can write, or create in a folder that exists (XDG's
+  rule: a relative cache path is invalid); HOME a folder that exists.
 - ``CXX``: the emulator's C++ compiler, a command and optional arguments (shell quoting); g++ or c++ on PATH
   when unset. ``NVCC_CCBIN``: the host compiler nvcc calls, an executable or the folder of one.
 - ``STRASSENBENCH_EMU_FLAGS``: extra emulator compiler flags (shell quoting), each starting with '-'.
@@ -73,18 +73,23 @@ def _existing(path: Path) -> Path:
             return path
 
 
-def cache_folder(name: str) -> Path | None:
-    """A folder to write a cache in: absolute, and a folder this user can write or create; None when unset."""
+def cache_folder(name: str, *, exists: bool = False) -> Path | None:
+    """A folder to write a cache in: absolute, and a folder this user can write, or create in a folder that
+    exists (a path whose folder is missing too is a typo, not a cache to make); with ``exists`` (HOME) a folder
+    that exists. None when unset."""
     text = value(name)
     if text is None:
         return None
     path = Path(text)
-    expects = "an absolute path of a folder this user can create or write"
+    expects = ("an absolute path of a folder that exists" if exists else
+               "an absolute path of a folder this user can write, or create in a folder that exists")
     if not path.is_absolute():
         raise _refuse(name, text, f"{expects} (it is relative)")
     if any(len(os.fsencode(part)) > MAX_PATH_BYTES for part in path.parts):
         raise _refuse(name, text, f"{expects} (a name in it is longer than {MAX_PATH_BYTES} bytes)")
     base = _existing(path)
+    if base != path and (exists or base != path.parent):
+        raise _refuse(name, text, f"{expects} ({path if exists else path.parent} does not exist)")
     if not os.path.isdir(base):
         raise _refuse(name, text, f"{expects} ({base} is not a folder)")
     if not os.access(base, os.W_OK | os.X_OK):
@@ -95,7 +100,7 @@ def cache_folder(name: str) -> Path | None:
 def home_cache() -> Path:
     """~/.cache: $HOME checked as cache_folder does (the default cache is under it), else, when HOME is unset or
     empty, the home folder of the password database."""
-    home = cache_folder("HOME")
+    home = cache_folder("HOME", exists=True)
     if home is None:
         try:
             home = Path(pwd.getpwuid(os.getuid()).pw_dir)

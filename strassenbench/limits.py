@@ -10,7 +10,7 @@ import re
 
 __all__ = ["MAX_LEVELS", "MAX_STREAMS", "MAX_PRODUCTS", "MAX_SCHEDULE_PRODUCTS", "MAX_RANK", "MAX_ALGORITHM_BYTES",
            "MAX_GRID_SIDE", "MAX_RECORD_BYTES", "MAX_DIMENSION",
-           "MAX_SWEEP_POINTS", "MAX_ENTRY", "MAX_COMMON_DENOMINATOR", "MAX_PATH_BYTES", "LimitError", "decimal",
+           "MAX_SWEEP_POINTS", "MAX_WINNER_POINTS", "MAX_VALIDATE_ROWS", "MAX_ENTRY", "MAX_COMMON_DENOMINATOR", "MAX_PATH_BYTES", "LimitError", "decimal",
            "check_products"]
 
 # Strassen levels: 7^L products; beyond 4 levels (2,401 products, 16^4 block terms) no plan is practical here.
@@ -39,6 +39,11 @@ MAX_RECORD_BYTES = 64 << 20
 MAX_DIMENSION = 1 << 20
 # Points of one sweep (sizes x implementations x dtypes are timed one by one).
 MAX_SWEEP_POINTS = 10_000
+# Model rankings of one `model winners` (GPUs x sweeps x sizes: each ranks every candidate, about a second or
+# more; the paper profile asks for 276), and measured rows one `model validate` predicts (a GPU's sweeps hold a
+# few hundred).
+MAX_WINNER_POINTS = 400
+MAX_VALIDATE_ROWS = MAX_SWEEP_POINTS
 # A file name the operating system takes (NAME_MAX of Linux file systems).
 MAX_PATH_BYTES = 255
 

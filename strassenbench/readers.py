@@ -115,12 +115,13 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "a file"
 
 def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "a file",
               error: type[Exception] = ReadError) -> str:
-    """The UTF-8 text of ``path`` (read_bytes), refused when it is binary (a NUL byte) or not UTF-8."""
+    """The UTF-8 text of ``path`` (read_bytes), a leading byte-order mark dropped (as spreadsheets save a CSV);
+    refused when it is binary (a NUL byte) or not UTF-8."""
     data = read_bytes(path, limit=limit, what=what, error=error)
     if b"\0" in data:
         raise error(f"{path}: not {what} (binary data)")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise error(f"{path}: not {what} (not UTF-8 text at byte {err.start})") from None
 

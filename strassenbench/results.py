@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .readers import MAX_CELL_BYTES, MAX_TABLE_BYTES, check_schema, read_json, read_text
+from .limits import MAX_DIMENSION
 
 __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS", "VERIFY_COLUMNS", "ACCURACY_COLUMNS",
            "read_results", "read_system", "bad_times", "collect_rows", "point_columns", "POINT_COLUMNS",
@@ -196,6 +197,11 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
+    for column in (c for c in ("m", "n", "k") if c in frame and c in expected.integers):
+        refuse(column, (frame[column] < 1) | (frame[column] > MAX_DIMENSION), f"a side of 1 to {MAX_DIMENSION:,}")
+    for column in (c for c in MEASURED_TIMES if c in frame):  # blank for a failed point; else a plausible time
+        refuse(column, frame[column] < MIN_PLAUSIBLE_TIME, f"a time of at least {MIN_PLAUSIBLE_TIME:g} s (the "
+               "timers' resolution: no launch is shorter)")
     for column in (c for c in NAMED_CODE if c in frame):  # names the package may read a coefficient file by
         refuse(column, frame[column].map(leaves_the_folder), "a name inside the working folder")
     for column, grammar in ((c, g) for c, g in NAME_GRAMMAR.items() if c in frame):
@@ -210,6 +216,10 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
 # file's path (strassenbench.algebra.algorithm.get_algorithm): a results folder from another machine must not
 # make it open a file outside the working folder.
 NAMED_CODE = ("impl", "algorithm")
+# A measured time below a tenth of a microsecond is no measurement: CUDA events resolve about half a microsecond
+# and no kernel launch, graph replay or NumPy call takes less.
+MIN_PLAUSIBLE_TIME = 1e-7
+MEASURED_TIMES = ("time_min_s", "time_median_s", "time_mean_s")
 
 
 class _Grammar:

@@ -73,6 +73,9 @@ def afile(tmp_path: Path) -> Path:
     ("STRASSENBENCH_CACHE", "{afile}", "is not a folder"),
     ("STRASSENBENCH_CACHE", "{afile}/sub", "is not a folder"),
     ("STRASSENBENCH_CACHE", "/" + "x" * 300 + "/cache", "absolute path of a folder"),
+    ("STRASSENBENCH_CACHE", "{tmp_path}/missing/cache", "missing does not exist"),
+    ("XDG_CACHE_HOME", "{tmp_path}/missing/deeper", "missing does not exist"),
+    ("HOME", "{tmp_path}/no-such-home", "no-such-home does not exist"),
     ("XDG_CACHE_HOME", "relative", "it is relative"),
     ("XDG_CACHE_HOME", "{afile}", "is not a folder"),
     ("HOME", "relative-home", "it is relative"),
@@ -131,6 +134,7 @@ def test_the_cache_defaults(value, tmp_path, monkeypatch) -> None:  # noqa: ANN0
     monkeypatch.setenv("STRASSENBENCH_CACHE", "")
     assert cache_dir() == tmp_path / "xdg" / "strassenbench" / "emu"
     monkeypatch.setenv("XDG_CACHE_HOME", "")
+    (tmp_path / "home").mkdir()  # a home folder exists
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir() == tmp_path / "home" / ".cache" / "strassenbench" / "emu"
     monkeypatch.setenv("STRASSENBENCH_CACHE", value)

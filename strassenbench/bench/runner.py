@@ -33,7 +33,7 @@ from ..impls import Impl, ImplError, get_impl
 from ..model.pick import PickError, resolve
 from ..options import RunOptions
 from ..io import OutputError, check_replace, csv_text, write_atomic
-from ..results import BENCH_COLUMNS, read_results, timing_modes
+from ..results import BENCH_COLUMNS, ResultsError, read_results, timing_modes
 from ..samples import KEY, append_samples, check_samples_file, keep_samples, samples_path, take_back
 from .backends import Backend, is_oom, sticky_error
 from .forecast import SMALL_SIDE, candidates
@@ -370,7 +370,24 @@ def _load(out: Path) -> pd.DataFrame:
     for column in ("strategy_request", "scheme_request"):  # a file written without them (a collected table)
         if column not in frame:
             frame[column] = ""
+    _check_resumable(out, frame)
     return frame
+
+
+def _check_resumable(out: Path, frame: pd.DataFrame) -> None:
+    """ResultsError (the file left as it is) for what no sweep writes: a point twice, or an ok row without a
+    median time."""
+    keys = [_key_of(row) for row in frame.to_dict("records")]
+    seen: dict[tuple, int] = {}
+    for line, key in enumerate(keys, start=2):
+        if key in seen:
+            raise ResultsError(f"{out}: lines {seen[key]} and {line} hold one point ({key[0]} at {key[1]} x {key[3]} "
+                               f"x {key[2]}, {key[4]}): a sweep measures each point once; remove one to resume")
+        seen[key] = line
+    untimed = (frame["status"].astype(str) == "ok") & frame["time_median_s"].isna()
+    if untimed.any():
+        raise ResultsError(f"{out}: line {int(untimed.to_numpy().argmax()) + 2} is an ok row without a time: no "
+                           "sweep writes one; remove it to resume")
 
 
 def _key_of(row: dict | pd.Series) -> tuple:

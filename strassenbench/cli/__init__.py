@@ -78,6 +78,15 @@ def _join_signed(argv: Sequence[str]) -> list[str]:
     return out
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def one_line(err: object) -> str:
+    """An error's text with its control characters escaped (a path holding a line break or an escape sequence
+    cannot split the message or forge another status line)."""
+    return str(err).translate(_CONTROL)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP: unwound as Ctrl-C is, so that every staging folder, partial file and lock goes."""
 
@@ -113,7 +122,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SystemExit as stop:  # usage errors, --help and --version: return their status
         return int(stop.code or 0)
     except EnvError as err:  # a variable read to check an argument (STRASSENBENCH_ALGORITHMS for --algorithm)
-        print(f"strassenbench: error: {err}", file=sys.stderr)
+        print(f"strassenbench: error: {one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         check_work(args)
@@ -122,7 +131,7 @@ def _main(argv: Sequence[str] | None) -> int:
         with output_lock(out) if out else contextlib.nullcontext():
             return args.func(args)
     except INPUT_ERRORS as err:
-        print(f"strassenbench: error: {err}", file=sys.stderr)
+        print(f"strassenbench: error: {one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated as stop:
         print(f"strassenbench: stopped by {stop}", file=sys.stderr)

@@ -148,8 +148,27 @@ def _resources(args: argparse.Namespace) -> pd.DataFrame | None:
     return resources_of(args.resources)
 
 
+def check_runs(spec: GPUSpec, impls: list[str], dtype: str) -> None:
+    """Each named implementation runs in ``dtype`` and on ``spec``'s GPU (its tensor cores, where its math needs
+    them): UsageError before anything is predicted, never an infinite time in a table."""
+    from ..impls import ImplError, get_impl
+
+    for name in impls:
+        try:
+            impl = get_impl(name)
+        except ImplError:
+            continue  # an unknown name is predict's own one-line error
+        if dtype not in impl.dtypes:
+            raise UsageError(f"{name} runs in {' and '.join(impl.dtypes)}, not {dtype}: give --dtype "
+                             f"{impl.dtypes[0]}")
+        if impl.mode != "simt" and not spec.tau_tensor(impl.mode):
+            kind = "FP64 tensor cores (DMMA)" if impl.mode == "dmma" else "TF32 tensor cores"
+            raise UsageError(f"{name} needs {kind}, which the {spec.name} ({spec.arch}) does not have")
+
+
 def _predict(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
+    check_runs(spec, list(args.impl), args.dtype)
     resources = _resources(args)
     frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources,
                                model, scheme)
@@ -166,9 +185,25 @@ def _predict(args: argparse.Namespace) -> int:
 def _winners(args: argparse.Namespace) -> int:
     from ..model.pick import winner_rows
 
+    from tqdm import tqdm
+
+    from ..limits import MAX_WINNER_POINTS
+
+    gpus, sweeps = list(dict.fromkeys(args.gpu)), list(dict.fromkeys(args.sweep or SWEEPS))
+    points = len(gpus) * len(sweeps) * len(args.sizes)
+    if points > MAX_WINNER_POINTS:
+        raise UsageError(f"{len(gpus)} GPU(s) x {len(sweeps)} sweep(s) x {len(args.sizes):,} sizes = {points:,} "
+                         f"rankings, above the limit of {MAX_WINNER_POINTS} (each ranks every candidate): give "
+                         "fewer --sizes")
     resources = _resources(args)
-    rows = [row for name in dict.fromkeys(args.gpu) for sweep in (args.sweep or SWEEPS)
-            for row in winner_rows(gpu_spec(name), name, sweep, args.sizes, args.dtype, resources, args.scheme)]
+    specs = {name: gpu_spec(name) for name in gpus}
+    rows = []
+    with tqdm(total=points, unit="size", desc="winners", file=sys.stderr, disable=None) as bar:
+        for name in gpus:
+            for sweep in sweeps:
+                for size in args.sizes:
+                    rows += winner_rows(specs[name], name, sweep, [size], args.dtype, resources, args.scheme)
+                    bar.update()
     write_table(pd.DataFrame(rows), "csv", args.out)
     if args.out:
         print(f"{len(rows)} winners (model, not a measurement) -> {args.out}", file=sys.stderr)
@@ -196,9 +231,14 @@ def _validate(args: argparse.Namespace) -> int:
     from ..model.validate import validation_rows
     from ..results import read_results
 
+    from ..limits import MAX_VALIDATE_ROWS
+
     files = [read_results(path, "bench").assign(where=lambda f, p=path: [f"{p}: line {i + 2}" for i in range(len(f))])
              for path in args.results]
     measured = pd.concat(files, ignore_index=True)
+    if len(measured) > MAX_VALIDATE_ROWS:
+        raise UsageError(f"{len(measured):,} measured rows, above the limit of {MAX_VALIDATE_ROWS:,} one validation "
+                         "predicts (a GPU's sweeps hold a few hundred): give fewer files")
     models = list(dict.fromkeys(args.model or [DEFAULT_MODEL]))
     schemes = list(dict.fromkeys(args.scheme or [AS_RUN, "sequential"]))
     frame = validation_rows(gpu_spec(args.gpu), measured, models, schemes, _resources(args),
@@ -223,6 +263,7 @@ def _crossover(args: argparse.Namespace) -> int:
     rows = []
     for name in args.gpu:
         spec = gpu_spec(name)
+        check_runs(spec, list(args.impl), args.dtype)
         for impl in args.impl:
             frame = predict(spec, ["gemm", impl], args.sweep, args.sizes, "best", args.dtype, None)
             rows.append({"gpu": spec.name, "source": "model", "sweep": args.sweep, **crossover(frame, impl, "gemm")})

@@ -99,6 +99,13 @@ SPECS: dict[str, GPUSpec] = {
         "NVIDIA H100 architecture whitepaper (2022); H100 SXM5 datasheet",
         tf32_flops=494.7e12, fp64_tensor_flops=66.9e12,
     ),
+    # H200 SXM 141 GB: the H100 SXM's GH100 (132 SMs, 1980 MHz boost, the same FP32, FP64 and tensor-core peaks)
+    # with 141 GB of HBM3e at 4.8 TB/s. NVIDIA H200 Tensor Core GPU datasheet (2024).
+    "H200": GPUSpec(
+        "H200 SXM 141GB", "sm_90", 132, 128, 64, 1.98e9, 4800e9,
+        "NVIDIA H200 datasheet (2024); the rest as the H100 SXM5",
+        tf32_flops=494.7e12, fp64_tensor_flops=66.9e12,
+    ),
 }
 
 
@@ -109,7 +116,7 @@ def spec_from_attributes(attrs: dict[str, int | float | str]) -> GPUSpec:
 
 
 def get_gpu(name: str) -> GPUSpec:
-    """A built-in spec (V100, A100, H100) or ``device`` for the visible GPU."""
+    """A built-in spec (V100, A100, H100, H200) or ``device`` for the visible GPU."""
     if name == "device":
         return GPUSpec(**query_device())
     try:

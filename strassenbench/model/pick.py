@@ -27,6 +27,7 @@ does not depend on which result files a working folder holds.
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,7 +40,7 @@ from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get
 from ..fused.build import plan_fits
 from ..impls import IMPLS, TENSOR_IMPLS, ImplError, get_impl
 from ..device import current_device
-from ..results import ResultsError, read_results, read_system
+from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..strategies import tensor_counterpart
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
@@ -89,6 +90,7 @@ def candidates(dtype: str, arch: str) -> list[str]:
     names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *_PAPER]
     catalogue = [a for a in algorithm_names() if a not in ALGORITHMS or a == "winograd"]
     for alg in catalogue:
+        get_algorithm(alg)  # a broken catalogue file is refused naming its file and line, never skipped
         names += [f"{alg}x{levels}" for levels in (1, 2) if plan_fits(alg, levels)]
         names += [f"{alg}+strassen"] if alg != "winograd" and plan_fits(f"{alg}+strassen", 2) else []
     if dtype == "float32" and int(arch.removeprefix("sm_")) >= 80:
@@ -150,6 +152,8 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
             try:
                 rows = read_results(path, "bench")
             except (OSError, ResultsError):  # another kind of table (verify, memlimit, accuracy), or not a result file
+                if _bench_header(path):
+                    raise  # a bench table that cannot be right: refused naming its file and line, never skipped
                 continue
             ok = rows[rows["status"] == "ok"]
             frames.append(pd.DataFrame({"impl": ok["impl"].astype(str), "m": ok["m"].astype(int),
@@ -159,6 +163,16 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
                                         "source": f"measured: {path}"}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["impl", "m", "k", "n", "dtype", "strategy", "time_s", "source"])
+
+
+def _bench_header(path: Path) -> bool:
+    """Whether ``path``'s first line is a bench table's header."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            header = next(csv.reader([f.readline(1 << 16)]), [])
+    except OSError:
+        return False
+    return kind_of([c.strip() for c in header]) is KINDS["bench"]
 
 
 def rank(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resources: pd.DataFrame | None = None,
