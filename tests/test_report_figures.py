@@ -3,7 +3,6 @@ figures show; tables as the paper has them (tests/fixtures: synthetic GPU-shaped
 
 from __future__ import annotations
 
-import contextlib
 import html
 import re
 from pathlib import Path
@@ -18,6 +17,7 @@ from strassenbench.bench.runner import Point, run_sweep
 from strassenbench.bench.timing import Criterion
 from strassenbench.impls import get_impl
 from strassenbench.report.analysis import measured_crossover
+from support.figures import kept_figures
 from strassenbench.report.build import REPORT_FIGURES, build_report
 from strassenbench.report.captions import caption
 from strassenbench.report.figures import CaptionError, Drawn, check_caption
@@ -26,21 +26,6 @@ from strassenbench.report.tables import cell
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAPER_LABELS = [get_impl(i).label for i in PAPER_LINES]
-
-
-@contextlib.contextmanager
-def kept_figures():  # noqa: ANN201
-    """Every figure object as figures.save saves it, by stem, while the block runs."""
-    figs: dict = {}
-    real = figures.save
-
-    def keep(fig, out, stem):  # noqa: ANN001, ANN202
-        figs[stem] = fig
-        return real(fig, out, stem)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(figures, "save", keep)
-        yield figs
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +206,7 @@ def test_issue_bounds_beside_the_papers_model(report) -> None:  # noqa: ANN001
     from strassenbench.model.tables import issue_bound_rows
 
     bounds = issue_bound_rows(None).set_index(["gpu", "impl"])
-    assert set(bounds.index.get_level_values("gpu")) == {"V100", "A100", "H100"}
+    assert set(bounds.index.get_level_values("gpu")) == {"V100", "A100", "H100", "H200"}
     h100 = bounds.loc[("H100", "strassen1")]
     assert h100["issue_slots"] < h100["paper_model"] and h100["with_issue_slots"] < h100["paper_model"]
     v100 = bounds.xs("V100", level="gpu")

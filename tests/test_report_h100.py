@@ -5,7 +5,6 @@ point at its fastest strategy where a sweep timed several."""
 
 from __future__ import annotations
 
-import contextlib
 import html
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ from matplotlib.colors import to_hex
 import strassenbench.report.figures as figures
 from strassenbench.impls import get_impl
 from strassenbench.report.analysis import best_rows, chosen_strategies, speedups
+from support.figures import kept_figures
 from strassenbench.report.build import build_report
 from strassenbench.report.captions import caption
 from strassenbench.report.figures_clock import CAPPED, fig_clock_square, power_capped
@@ -26,21 +26,6 @@ from strassenbench.results import read_results
 ROOT = Path(__file__).resolve().parents[1]
 H100_DATA = ROOT / "data" / "nvidia-h100-80gb-hbm3"
 CONTEXT = {"device": "DEV", "model": "MODEL", "data": "FOLDER", "sources": [], "missing": ""}
-
-
-@contextlib.contextmanager
-def kept_figures():  # noqa: ANN201
-    """Every figure object as figures.save saves it, by stem, while the block runs."""
-    figs: dict = {}
-    real = figures.save
-
-    def keep(fig, out, stem):  # noqa: ANN001, ANN202
-        figs[stem] = fig
-        return real(fig, out, stem)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(figures, "save", keep)
-        yield figs
 
 
 @pytest.fixture(scope="module")
