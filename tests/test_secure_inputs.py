@@ -187,3 +187,15 @@ def test_sigterm_during_report_leaves_no_lock_and_no_partial_folder(tmp_path: Pa
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 143 and "stopped by SIGTERM" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("column", ["registers", "blocks_per_sm"])
+def test_a_resources_file_with_zero_registers_or_blocks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   column: str) -> None:
+    """No build writes a kernel of zero registers or zero blocks per SM; the model would divide by it, or rank
+    without cuBLAS's stand-in (a StopIteration in pick)."""
+    frame = pd.read_csv(ROOT / "data" / "nvidia-h100-80gb-hbm3" / "resources_sm_90.csv")
+    frame.loc[3, column] = 0
+    frame.to_csv(tmp_path / "resources.csv", index=False)
+    _one_line(capsys, ["pick", "--gpu", "H100", "--m", "1024", "--n", "1024", "--k", "1024", "--resources",
+                       str(tmp_path / "resources.csv")], f"line 5: column '{column}' is '0', not a positive integer")

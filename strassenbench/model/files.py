@@ -48,6 +48,13 @@ def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | N
     missing = [c for c in RESOURCE_KEYS if c not in frame.columns]
     if missing:
         raise ModelError(f"--resources {path} is not the build's resources.csv (no column {missing[0]!r})")
+    for column in ("W_A", "W_B", "W_C", "registers", "blocks_per_sm"):  # what the model divides by and ranks with
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = ~((values >= 1) & (values % 1 == 0))
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise ModelError(f"--resources {path} line {line}: column {column!r} is "
+                             f"{str(frame[column].iloc[line - 2])[:20]!r}, not a positive integer (no build writes it)")
     return frame
 
 
