@@ -398,9 +398,7 @@ def _roll_back(undo: list[tuple[Path, Path | None]], made: list[Path]) -> None:
                 os.replace(former, target)
             else:
                 os.unlink(target)
-    for folder in reversed(made):
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+    _remove_empty(made[::-1])
 
 
 def render(frame: pd.DataFrame, fmt: str) -> str:
@@ -408,13 +406,10 @@ def render(frame: pd.DataFrame, fmt: str) -> str:
     return csv_text(frame) if fmt == "csv" else markdown(frame)
 
 
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
 def neutral(value: object) -> object:
     """A text cell that a spreadsheet would run as a formula (it begins with = + - @, a tab or a carriage
     return, and is not a number) behind a ' (OWASP's CSV injection advice); anything else as it is."""
-    if isinstance(value, str) and value.startswith(_FORMULA):
+    if isinstance(value, str) and value.startswith(("=", "+", "-", "@", "\t", "\r")):
         try:
             float(value)
         except ValueError:

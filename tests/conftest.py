@@ -144,6 +144,7 @@ WORKFLOW_MODULES = ("test_project.py", "test_slurm.py")
 FIRST = ("test_kernels_build.py::float32_sm90", "workflow", "test_kernels_build.py::float64_wide",
          "test_kernels_build.py::huge_sm80", "test_kernels_build.py::tensor_huge", "test_kernels_build.py::dmma_build")
 GROUPS = "STRASSENBENCH_TEST_GROUPS"
+SMOKE_FIXTURES = {"local_smoke", "cluster_run"}
 
 
 def _group(item: pytest.Item) -> str | None:
@@ -171,7 +172,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {item: _group(item) for item in items}
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item] or "", len(FIRST)))  # stable: else as collected
+    # stable: else as collected; in the workflow group the tests without the smoke run first, so that its worker
+    # works while the smoke run's build (float32_sm90_build, on the other worker) is made
+    items.sort(key=lambda item: (rank.get(groups[item] or "", len(FIRST)),
+                                 bool(SMOKE_FIXTURES & set(getattr(item, "fixturenames", ())))))
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS)
     if worker and folder:
         mapping = {item.nodeid: group for item, group in groups.items() if group}

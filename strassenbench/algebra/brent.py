@@ -13,12 +13,9 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .algorithm import Algorithm
 
 __all__ = ["matmul_tensor", "residual", "diagnose"]
 
@@ -31,7 +28,7 @@ def matmul_tensor(mt: int, kt: int, nt: int) -> np.ndarray:
     return T
 
 
-def residual(alg: Algorithm) -> np.ndarray:
+def residual(alg: Any) -> np.ndarray:  # an algebra.algorithm.Algorithm (it imports this module)
     """The scaled Brent residual of ``alg`` (module docstring): int64 where its entries fit, else Python ints."""
     mt, kt, nt = alg.dims
     scale = math.prod(alg.denominators)
@@ -49,7 +46,7 @@ def _format(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
-def diagnose(alg: Algorithm, residual: np.ndarray) -> str:
+def diagnose(alg: Any, residual: np.ndarray) -> str:  # an Algorithm, as residual's
     """Name the coefficients whose change alone would satisfy every Brent equation.
 
     A wrong U[r, a] (by e, in numerator units) adds e V_r (x) W_r to plane a of the scaled residual and
