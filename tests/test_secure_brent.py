@@ -86,7 +86,7 @@ def test_large_exact_numerators_are_checked_in_python_integers() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "alphatensor" / "factorizations_r.npz").exists(), reason="no AlphaTensor npz")
 def test_the_whole_alphatensor_collection_imports(tmp_path) -> None:  # noqa: ANN001
-    """All 93 keys of AlphaTensor's npz, Brent-checked exactly, into a folder (docs/algorithms.md states the
+    """All 93 keys of AlphaTensor's npz, Brent-checked exactly, into a folder (docs/robustness.md states the
     time it takes; key 11,12,12 alone took 75 s with the einsum)."""
     assert main(["algorithms", "import", str(SHARED / "alphatensor" / "factorizations_r.npz"),
                  "--out", str(tmp_path / "at")]) == 0
