@@ -178,7 +178,9 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
     def refuse(column: str, bad: pd.Series, what: str) -> None:
         if bad.any():
             line = int(bad.to_numpy().argmax()) + 2
-            raise ResultsError(f"{path}: line {line}: column {column!r} is not {what}: {frame[column][bad].iloc[0]!r}")
+            value = frame[column][bad].iloc[0]
+            shown = repr(value) if isinstance(value, str) else str(value)
+            raise ResultsError(f"{path}: line {line}: column {column!r} is not {what}: {shown}")
 
     for column in (c for c in header if c in expected.booleans):
         words = frame[column].str.strip().str.lower()

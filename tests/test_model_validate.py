@@ -61,9 +61,9 @@ def _edited(tmp_path: Path, name: str, change) -> Path:  # noqa: ANN001 - change
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r.update(time_median_s="0"), "time_median_s 0.0 of a timed point is not a positive time"),
-    (lambda r: r.update(m="0"), "m = 0 is not from 1 to"),
-    (lambda r: r.update(k=str(MAX_DIMENSION + 1)), "k = 1048577 is not from 1 to 1,048,576"),
+    (lambda r: r.update(time_median_s="0"), "column 'time_median_s' is not a time of at least 1e-07 s"),
+    (lambda r: r.update(m="0"), "column 'm' is not a side of 1 to 1,048,576: 0"),
+    (lambda r: r.update(k=str(MAX_DIMENSION + 1)), "column 'k' is not a side of 1 to 1,048,576: 1048577"),
     (lambda r: r.update(dtype="float16"), "dtype 'float16' is not one of float32, float64"),
     (lambda r: r.update(impl="strassen1-dmma"), "strassen1-dmma does not compute float32"),
     (lambda r: r.update(scheme="<script>"), "scheme '<script>' is not one of sequential, streams, atomic"),
