@@ -148,29 +148,38 @@ def _resources(args: argparse.Namespace) -> pd.DataFrame | None:
     return resources_of(args.resources)
 
 
-def check_runs(spec: GPUSpec, impls: list[str], dtype: str) -> None:
-    """Each named implementation runs in ``dtype`` and on ``spec``'s GPU (its tensor cores, where its math needs
-    them): UsageError before anything is predicted, never an infinite time in a table."""
+def check_runs(spec: GPUSpec, impls: list[str], dtype: str) -> list[str]:
+    """The named implementations that run in ``dtype`` on ``spec``'s GPU (its tensor cores, where their math
+    needs them); the others are left out with a note, and when none is left, UsageError naming the first's
+    reason: never an infinite time in a table."""
     from ..impls import ImplError, get_impl
 
+    kept, reasons = [], []
     for name in impls:
         try:
             impl = get_impl(name)
         except ImplError:
-            continue  # an unknown name is predict's own one-line error
+            kept.append(name)  # an unknown name is predict's own one-line error
+            continue
         if dtype not in impl.dtypes:
-            raise UsageError(f"{name} runs in {' and '.join(impl.dtypes)}, not {dtype}: give --dtype "
-                             f"{impl.dtypes[0]}")
-        if impl.mode != "simt" and not spec.tau_tensor(impl.mode):
+            reasons.append(f"{name} runs in {' and '.join(impl.dtypes)}, not {dtype}: give --dtype {impl.dtypes[0]}")
+        elif impl.mode != "simt" and not spec.tau_tensor(impl.mode):
             kind = "FP64 tensor cores (DMMA)" if impl.mode == "dmma" else "TF32 tensor cores"
-            raise UsageError(f"{name} needs {kind}, which the {spec.name} ({spec.arch}) does not have")
+            reasons.append(f"{name} needs {kind}, which the {spec.name} ({spec.arch}) does not have")
+        else:
+            kept.append(name)
+    if not kept:
+        raise UsageError(reasons[0])
+    for reason in reasons:
+        print(f"strassenbench: left out: {reason}", file=sys.stderr)
+    return kept
 
 
 def _predict(args: argparse.Namespace) -> int:
     spec = gpu_spec(args.gpu)
-    check_runs(spec, list(args.impl), args.dtype)
+    impls = check_runs(spec, list(args.impl), args.dtype)
     resources = _resources(args)
-    frame = pd.concat([predict(spec, args.impl, args.sweep, args.sizes, strategy, args.dtype, resources,
+    frame = pd.concat([predict(spec, impls, args.sweep, args.sizes, strategy, args.dtype, resources,
                                model, scheme)
                        for model in dict.fromkeys(args.model or [DEFAULT_MODEL])
                        for scheme in dict.fromkeys(args.scheme or ["sequential"])
@@ -263,8 +272,7 @@ def _crossover(args: argparse.Namespace) -> int:
     rows = []
     for name in args.gpu:
         spec = gpu_spec(name)
-        check_runs(spec, list(args.impl), args.dtype)
-        for impl in args.impl:
+        for impl in check_runs(spec, list(args.impl), args.dtype):
             frame = predict(spec, ["gemm", impl], args.sweep, args.sizes, "best", args.dtype, None)
             rows.append({"gpu": spec.name, "source": "model", "sweep": args.sweep, **crossover(frame, impl, "gemm")})
     write_table(pd.DataFrame(rows).astype({"first": "Int64", "stable": "Int64"}), args.format, args.out)
