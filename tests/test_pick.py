@@ -80,7 +80,7 @@ def test_measured_points_of_that_gpu_replace_predictions(capsys: pytest.CaptureF
     shutil.copy(H100_DATA / "system.json", mine)
     square = pd.read_csv(H100_DATA / "square.csv", keep_default_na=False)
     square = square[square["m"] == 2048]
-    square.loc[square["impl"] == "strassen1", "time_median_s"] = 1e-9  # planted: now the fastest of all
+    square.loc[square["impl"] == "strassen1", "time_median_s"] = 1e-6  # planted: the fastest of all, above 1e-7 s
     square.to_csv(mine / "square.csv", index=False)
     other = tmp_path / "other"
     other.mkdir()

@@ -216,7 +216,7 @@ def test_issue_bounds_beside_the_papers_model(report) -> None:  # noqa: ANN001
     legend = _legend(fig)
     assert "1-level (ours): paper's model" in legend and "1-level (ours): issue slots" in legend
     bars = [p for p in fig.axes[0].patches]
-    assert len(bars) == 3 * 3 * 2  # GPUs x implementations x (model, issue slots)
+    assert len(bars) == 4 * 3 * 2  # GPUs (V100, A100, H100, H200) x implementations x (model, issue slots)
 
 
 def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) -> None:
