@@ -199,6 +199,17 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
+    _check_plausible(frame, expected, refuse)
+    for column in expected.later:
+        if column not in frame:
+            frame[column] = float("nan") if column in expected.numbers else ""
+    return frame
+
+
+def _check_plausible(frame: pd.DataFrame, expected: Kind, refuse: Callable[[str, pd.Series, str], None]) -> None:
+    """What no run writes, refused by read_results (``refuse``: the column, where it is bad, what it must be):
+    sides past MAX_DIMENSION, times below MIN_PLAUSIBLE_TIME, names that leave the working folder or are not
+    of NAME_GRAMMAR."""
     for column in (c for c in ("m", "n", "k") if c in frame and c in expected.integers):
         refuse(column, (frame[column] < 1) | (frame[column] > MAX_DIMENSION), f"a side of 1 to {MAX_DIMENSION:,}")
     for column in (c for c in MEASURED_TIMES if c in frame):  # blank for a failed point; else a plausible time
@@ -206,12 +217,8 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
                "timers' resolution: no launch is shorter)")
     for column in (c for c in NAMED_CODE if c in frame):  # names the package may read a coefficient file by
         refuse(column, frame[column].map(leaves_the_folder), "a name inside the working folder")
-    for column, grammar in ((c, g) for c, g in NAME_GRAMMAR.items() if c in frame):
-        refuse(column, ~frame[column].map(lambda v, g=grammar: not v or bool(g.fullmatch(v))), grammar.what)
-    for column in expected.later:
-        if column not in frame:
-            frame[column] = float("nan") if column in expected.numbers else ""
-    return frame
+    for column, (pattern, what) in ((c, g) for c, g in NAME_GRAMMAR.items() if c in frame):
+        refuse(column, ~frame[column].map(lambda v, p=pattern: not v or p.fullmatch(v) is not None), what)
 
 
 # Columns whose values the package looks up as implementations or algorithms, which may name a coefficient
@@ -224,26 +231,17 @@ MIN_PLAUSIBLE_TIME = 1e-7
 MEASURED_TIMES = ("time_min_s", "time_median_s", "time_mean_s")
 
 
-class _Grammar:
-    """The names the project itself makes, which a value read from data must match (or be blank): no markup,
-    no spreadsheet formula, no quote or shell character ever comes from a results folder."""
-
-    def __init__(self, pattern: str, what: str) -> None:
-        self.pattern, self.what = re.compile(pattern), what
-
-    def fullmatch(self, value: str) -> bool:
-        return self.pattern.fullmatch(value) is not None
-
-
-# An implementation or algorithm: strassen2-direct, perminov-3x3x3-23x1, a mixed spec a+b, a coefficient file's
-# relative path; a GPU as NVML or CUDA names it (NVIDIA H100 80GB HBM3, Tesla V100-SXM2-16GB) or cpu.
+# The names the project itself makes, which a value read from data must match (or be blank): no markup, no
+# spreadsheet formula, no quote or shell character ever comes from a results folder. An implementation or
+# algorithm: strassen2-direct, perminov-3x3x3-23x1, a mixed spec a+b, a coefficient file's relative path; a GPU
+# as NVML or CUDA names it (NVIDIA H100 80GB HBM3, Tesla V100-SXM2-16GB) or cpu. (pattern, what it is)
+_NAME = (re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:/-]{0,199}"),
+         "a name of letters, digits and . _ + : / - (starting with a letter or digit)")
 NAME_GRAMMAR = {
-    "impl": _Grammar(r"[A-Za-z0-9][A-Za-z0-9._+:/-]{0,199}",
-                     "a name of letters, digits and . _ + : / - (starting with a letter or digit)"),
-    "algorithm": _Grammar(r"[A-Za-z0-9][A-Za-z0-9._+:/-]{0,199}",
-                          "a name of letters, digits and . _ + : / - (starting with a letter or digit)"),
-    "gpu": _Grammar(r"[A-Za-z0-9][A-Za-z0-9 ._()+/@:-]{0,99}",
-                    "a GPU name of letters, digits, spaces and . _ ( ) + / @ : - (starting with a letter or digit)"),
+    "impl": _NAME,
+    "algorithm": _NAME,
+    "gpu": (re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+/@:-]{0,99}"),
+            "a GPU name of letters, digits, spaces and . _ ( ) + / @ : - (starting with a letter or digit)"),
 }
 
 
@@ -274,9 +272,9 @@ def read_system(path: str | Path) -> dict | None:
         return None
     system = read_json(path, what="a system description", error=ResultsError)
     check_schema(system, "system", str(path), "a system description", ResultsError)
-    gpu = (system.get("gpu") or {}).get("gpu") if isinstance(system.get("gpu"), dict) else None
-    if isinstance(gpu, str) and gpu and not NAME_GRAMMAR["gpu"].fullmatch(gpu):
-        raise ResultsError(f"{path}: gpu.gpu is not {NAME_GRAMMAR['gpu'].what}: {gpu[:80]!r}")
+    gpu, (pattern, what) = (system.get("gpu") or {}).get("gpu"), NAME_GRAMMAR["gpu"]  # an object: the schema's
+    if isinstance(gpu, str) and gpu and not pattern.fullmatch(gpu):
+        raise ResultsError(f"{path}: gpu.gpu is not {what}: {gpu[:80]!r}")
     arch = (system.get("model_spec") or {}).get("arch")
     if arch is not None:
         from .occupancy import ARCHS

@@ -339,8 +339,6 @@ def fraction_matrix(rows: list[list[int | Fraction]], where: str = "the coeffici
         if denominator > MAX_COMMON_DENOMINATOR:
             raise AlgorithmError(f"{where}: the fractions' common denominator is above {MAX_COMMON_DENOMINATOR:,} "
                                  "(2^31): coefficients over that many distinct denominators are not carried")
-    if denominator == 1:  # integers (Python ints, as the readers make them): no Fraction arithmetic
-        return np.array([[int(x) for x in row] for row in rows], dtype=np.int64).reshape(len(rows), -1), 1
     return np.array([[int(x * denominator) for x in row] for row in rows], dtype=np.int64).reshape(
         len(rows), -1), denominator
 

@@ -237,10 +237,9 @@ def _tables(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from ..limits import MAX_VALIDATE_ROWS
     from ..model.validate import validation_rows
     from ..results import read_results
-
-    from ..limits import MAX_VALIDATE_ROWS
 
     files = [read_results(path, "bench").assign(where=lambda f, p=path: [f"{p}: line {i + 2}" for i in range(len(f))])
              for path in args.results]
