@@ -45,21 +45,15 @@ from .algebra.algorithm import get_algorithm
 from .algebra.levels import level_names, multilevel
 from .algebra.primitives import primitives
 from .algebra.schedule import makespan_lower_bound
+from .families import MODES, SIMT
 
 __all__ = ["reference_gemm", "exact_reference", "relative_error", "error_bound", "bound_from_norms", "growth_constants",
            "unit_roundoff", "mean_square_growth", "expected_error", "tolerance", "TOLERANCE_FACTOR"]
 
-# The unit roundoff of the tensor-core modes (strassenbench.tensorcore). 1xTF32 rounds every operand (and every
-# operand sum) to TF32's 10 explicit mantissa bits: u = 2^-11. 3xTF32 drops a_small b_small and the part of each
-# operand below its small TF32 part, each at most 2^-22 of the product, before FP32 accumulation: u = 2^-21
-# covers both and the accumulation's 2^-24 (a 3xTF32 product is a few float32 roundings from exact).
-TENSOR_UNIT_ROUNDOFF = {"1xtf32": 2.0**-11, "3xtf32": 2.0**-21}
-
-
-def unit_roundoff(dtype: np.dtype | str, mode: str = "simt") -> float:
-    """u of the bound: the dtype's (SIMT), or the tensor-core mode's (TENSOR_UNIT_ROUNDOFF)."""
-    if mode in TENSOR_UNIT_ROUNDOFF:
-        return TENSOR_UNIT_ROUNDOFF[mode]
+def unit_roundoff(dtype: np.dtype | str, mode: str = SIMT) -> float:
+    """u of the bound: the dtype's (SIMT, DMMA), or the tensor-core mode's (strassenbench.families.Mode)."""
+    if mode in MODES and MODES[mode].unit_roundoff is not None:
+        return MODES[mode].unit_roundoff
     return float(np.finfo(np.dtype(dtype)).eps) / 2
 
 
@@ -170,7 +164,7 @@ def error_bound(
     alpha: float,
     beta: float,
     reference: np.ndarray,
-    mode: str = "simt",
+    mode: str = SIMT,
 ) -> float:
     """The bound on the relative Frobenius error of one multiplication (module docstring); ``mode`` a
     tensor-core mode takes its unit roundoff (unit_roundoff)."""
@@ -185,7 +179,7 @@ def bound_from_norms(
     dtype: np.dtype | str, algorithm: str, levels: int, shape: tuple[int, int, int],
     norms: tuple[float, float, float], alpha: float, beta: float, reference_norm: float,
     reference_unit: float = 2.0**-53,
-    mode: str = "simt",
+    mode: str = SIMT,
 ) -> float:
     """The bound from max norms of A, B, C0 and ||C_ref||_F (for arrays on a device). ``reference_unit`` is
     the unit roundoff of the reference (float64 by default; the working dtype's when the reference is a
@@ -216,7 +210,7 @@ def mean_square_growth(algorithm: str) -> tuple[float, int]:
     return float((w * (u * v)[:, None]).sum(axis=0).mean()), alg.dims[1]
 
 
-def expected_error(dtype: np.dtype | str, algorithm: str, levels: int, k: int, mode: str = "simt") -> float:
+def expected_error(dtype: np.dtype | str, algorithm: str, levels: int, k: int, mode: str = SIMT) -> float:
     """The expected relative Frobenius error of alpha A B + beta C0 for operands of independent uniform [-1, 1)
     entries (module docstring): ``levels`` levels of ``algorithm`` over a GEMM that sums k / k~^L products one
     after another in the working precision, its inputs rounded to the tensor-core mode's (``mode``), plus the
@@ -226,7 +220,7 @@ def expected_error(dtype: np.dtype | str, algorithm: str, levels: int, k: int, m
         g, kt = mean_square_growth(name)
         growth, grid = growth * g, grid * kt
     u = float(np.finfo(np.dtype(dtype)).eps) / 2
-    u_in = TENSOR_UNIT_ROUNDOFF.get(mode, 0.0)
+    u_in = (MODES[mode].unit_roundoff if mode in MODES else None) or 0.0
     accumulate = u * u * (k + 1) / 12 * growth / grid**2
     inputs = u_in * u_in / 3 * growth / grid
     sums = u * u / 3 * growth / grid + u * u / 6 * (growth_constants(algorithm, levels)[1] + 1) if levels \
@@ -234,7 +228,7 @@ def expected_error(dtype: np.dtype | str, algorithm: str, levels: int, k: int, m
     return math.sqrt(accumulate + inputs + sums)
 
 
-def tolerance(dtype: np.dtype | str, algorithm: str, levels: int, k: int, mode: str = "simt") -> float:
+def tolerance(dtype: np.dtype | str, algorithm: str, levels: int, k: int, mode: str = SIMT) -> float:
     """The check's limit on the relative error: TOLERANCE_FACTOR times the expected error (never the worst-case
     bound, which no wrong result need exceed)."""
     return TOLERANCE_FACTOR * expected_error(dtype, algorithm, levels, k, mode)

@@ -30,12 +30,11 @@ from .fused.launch import param_bytes
 from .gemm import check_operands
 from .inject import planted
 from .limits import MAX_LEVELS, LimitError
+from .families import FAMILIES, MODES, SIMT, Family, Mode, mode_by_suffix
 from .options import OptionsError, RunOptions
 from .plan import make_plan, max_levels
-from .strategies import DMMA_MODE
-from .tensorcore import MODES as TENSOR_MODES
 
-__all__ = ["Impl", "IMPLS", "TENSOR_IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError"]
+__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError", "family_impls"]
 
 
 class ImplError(ValueError):
@@ -82,17 +81,21 @@ class Impl:
     formula: str = "0"
     dtypes: tuple[str, ...] = ("float32", "float64")
     algorithm: str = "strassen"  # the fused levels' algorithm: a name of algorithms/ or a mixed spec (a+b)
-    mode: str = "simt"  # or a TF32 tensor-core mode (1xtf32, 3xtf32), or dmma: the fused kernels' or cuBLAS's math
+    mode: str = SIMT  # a run mode of strassenbench.families: the fused kernels', cuBLAS's or CUTLASS's math
+
+    @property
+    def run_mode(self) -> Mode:
+        return MODES[self.mode]
+
+    @property
+    def family(self) -> Family:
+        """The kernel family its mode runs on (strassenbench.families)."""
+        return self.run_mode.kernel_family
 
     @property
     def tensor(self) -> bool:
-        """On the TF32 tensor cores (float32)."""
-        return self.mode in TENSOR_MODES
-
-    @property
-    def dmma(self) -> bool:
-        """On the FP64 tensor cores (float64, kernels/dmma_primitive.cuh)."""
-        return self.mode == DMMA_MODE
+        """On tensor cores, TF32 or DMMA (strassenbench.families.Mode.tensor)."""
+        return self.run_mode.tensor
 
     def extra_bytes(self, m: int, n: int, k: int, dtype: str) -> int:
         return int(self.extra_memory(m, n, k, dtype))
@@ -187,8 +190,7 @@ class Impl:
             return self._planted(wrong, A, B, C, alpha, beta, engine, options, workspace)
         if self.kind == "blas":
             ops = ops_for(C)
-            compute = "tf32" if self.tensor else "fp32"
-            return lambda: ops.gemm(C, A, B, alpha, beta, compute)
+            return lambda: ops.gemm(C, A, B, alpha, beta, self.run_mode.blas)
         if self.kind == "cutlass":
             from .fused.cutlass import sgemm
 
@@ -214,9 +216,10 @@ class Impl:
         ops = ops_for(C)
         m, k, n = check_operands(A, B, C)
         if wrong == "tf32":  # a 3xTF32 implementation in 1xTF32
+            single = MODES[self.run_mode.single]
             if self.kind in ("blas", "cutlass"):
-                return lambda: ops.gemm(C, A, B, alpha, beta, "tf32")
-            options = replace(options, mode="1xtf32")
+                return lambda: ops.gemm(C, A, B, alpha, beta, single.blas)
+            options = replace(options, mode=single.name)
             plan = make_plan(self.algorithm, self.effective_levels(m, k, n), m, k, n)
             return _engine_call(engine, options, plan, A, B, C, alpha, beta)
         if wrong == "drop" and self.kind == "fused":
@@ -298,20 +301,19 @@ class _Leaves:
 
 
 _FUSED = ("numpy", "emu", "cuda")
-# The tensor-core implementations' names end in their mode: -tf32 (1xTF32), -3xtf32, or -dmma (float64 on the
-# FP64 tensor cores).
-_MODE_SUFFIX = {"1xtf32": "tf32", "3xtf32": "3xtf32", DMMA_MODE: "dmma"}
-_MODE_LABEL = {"1xtf32": "TF32", "3xtf32": "3xTF32", DMMA_MODE: "DMMA"}
-_MODE_DTYPES = {"simt": ("float32", "float64"), "1xtf32": ("float32",), "3xtf32": ("float32",),
-                DMMA_MODE: ("float64",)}
 
 
-def _tensor_impl(name: str, label: str, levels: int, mode: str) -> Impl:
-    """A fused implementation on the tensor-core kernels (kernels/tensorcore_primitive.cuh, or
-    dmma_primitive.cuh for DMMA_MODE)."""
+def _tensor_impl(name: str, label: str, levels: int, mode: Mode) -> Impl:
+    """A fused implementation on a tensor-core family's kernels: its name ends in the mode's suffix (-tf32,
+    -3xtf32, -dmma), its label in the mode's label (strassenbench.families)."""
     options = ("strategy",) if levels == 0 else ("strategy", "scheme")
-    return Impl(f"{name}-{_MODE_SUFFIX[mode]}", f"{label} {_MODE_LABEL[mode]} (ours)", _FUSED, levels, "fused",
-                options, partial(_fused_bytes, levels), "0", dtypes=_MODE_DTYPES[mode], mode=mode)
+    return Impl(f"{name}-{mode.suffix}", f"{label} {mode.label} (ours)", _FUSED, levels, "fused",
+                options, partial(_fused_bytes, levels), "0", dtypes=mode.dtypes, mode=mode.name)
+
+
+def _cutlass_mode(family: Family) -> str:
+    """The mode of a family's CUTLASS baseline: its most accurate (3xTF32 for the TF32 family)."""
+    return min(family.modes, key=lambda m: MODES[m].unit_roundoff or 0.0)
 
 
 IMPLS: dict[str, Impl] = {
@@ -332,31 +334,37 @@ IMPLS: dict[str, Impl] = {
              partial(_ref_bytes, 2), "(mk + kn + mn)(1/4 + 1/16)"),
         Impl("strassen2-hybrid", "2-level hybrid (ours)", _FUSED, 2, "hybrid", ("strategy", "scheme"),
              _hybrid_bytes, "(mk + kn + mn)/4"),
-        # Beyond the paper: the fused kernels on TF32 tensor cores, and cuBLAS there (cublasGemmEx with
-        # CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32).
-        Impl("cublas-tf32", "cuBLAS TF32", ("cuda", "numpy"), 0, "blas", dtypes=("float32",), mode="1xtf32"),
-        # CUTLASS's 3xTF32 SGEMM (its example 27, strassenbench.fused.cutlass), float32, GPU only.
-        Impl("cutlass-3xtf32", "CUTLASS 3xTF32", ("cuda",), 0, "cutlass", dtypes=("float32",), mode="3xtf32"),
-        *(_tensor_impl(name, label, levels, mode) for mode in TENSOR_MODES
-          for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
-        # Beyond the paper: float64 on the FP64 tensor cores (sm_80 and later), and CUTLASS's DMMA DGEMM there.
-        Impl("cutlass-dmma", "CUTLASS DMMA", ("cuda",), 0, "cutlass", dtypes=("float64",), mode=DMMA_MODE),
-        *(_tensor_impl(name, label, levels, DMMA_MODE)
-          for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1), ("strassen2", "2-level", 2))),
+        # Beyond the paper, per tensor-core family (strassenbench.families): cuBLAS in the modes it has a compute
+        # type for (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32), CUTLASS's kernel of the family
+        # (strassenbench.fused.cutlass: its example 27's 3xTF32 SGEMM, its DMMA DGEMM; GPU only), and the fused
+        # GEMM, 1-level and 2-level in each mode.
+        *(impl for family in FAMILIES.values() if family.tensor for impl in (
+            *(Impl(f"cublas-{mode.suffix}", f"cuBLAS {mode.label}", ("cuda", "numpy"), 0, "blas",
+                   dtypes=mode.dtypes, mode=mode.name)
+              for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas),
+            Impl(f"cutlass-{MODES[_cutlass_mode(family)].suffix}", f"CUTLASS {MODES[_cutlass_mode(family)].label}",
+                 ("cuda",), 0, "cutlass", dtypes=MODES[_cutlass_mode(family)].dtypes, mode=_cutlass_mode(family)),
+            *(_tensor_impl(name, label, levels, MODES[mode]) for mode in family.modes
+              for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1),
+                                          ("strassen2", "2-level", 2))))),
         # What `strassenbench pick` ranks first for each shape (strassenbench.model.pick): bench and verify
         # choose per call and record the choice; in SIMT precision, or with the 3xTF32 tensor-core mode too.
         Impl("auto", "auto (pick's first)", ("cuda", "numpy", "emu"), 0, "auto"),
-        Impl("auto-3xtf32", "auto, 3xTF32 too (pick's first)", ("cuda", "numpy", "emu"), 0, "auto",
-             dtypes=("float32",)),
+        *(Impl(f"auto-{mode.suffix}", f"auto, {mode.label} too (pick's first)", ("cuda", "numpy", "emu"), 0, "auto",
+               dtypes=mode.dtypes) for mode in MODES.values() if mode.staged),
     )
 }
-TENSOR_IMPLS = tuple(name for name, impl in IMPLS.items() if impl.tensor)
+
+
+def family_impls(family: str) -> tuple[str, ...]:
+    """The registry's fused implementations on ``family``'s kernels (strassenbench.families), and its baselines."""
+    return tuple(name for name, impl in IMPLS.items() if impl.kind != "auto" and impl.family.name == family)
 
 
 _FAST_NAME = re.compile(r"^(?P<algorithm>.+?)x(?P<levels>[1-9][0-9]*)$")
 
 
-def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> Impl:
+def fast_impl(algorithm: str, levels: int | None = None, mode: str = SIMT) -> Impl:
     """The fused implementation of ``levels`` levels of ``algorithm`` (a name of algorithms/ or a path), or of
     a mixed spec ``a+b`` (its levels: one per part). Named ``<algorithm>x<L>`` (``grey322-11-50x1``) or by
     the mixed spec itself (``grey322-11-50+strassen``); on the tensor cores (``mode`` 1xtf32 or 3xtf32) with
@@ -374,11 +382,12 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = "simt") -> 
         raise ImplError(str(err)) from None
     name = algorithm if fixed else f"{algorithm}x{levels}"
     label = f"{algorithm} (ours)" if fixed else f"{algorithm} {levels}-level (ours)"
-    if mode != "simt":
-        name, label = f"{name}-{_MODE_SUFFIX[mode]}", f"{label[:-len(' (ours)')]} {_MODE_LABEL[mode]} (ours)"
+    run = MODES[mode]
+    if run.tensor:
+        name, label = f"{name}-{run.suffix}", f"{label[:-len(' (ours)')]} {run.label} (ours)"
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
                 partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm,
-                dtypes=_MODE_DTYPES[mode], mode=mode)
+                dtypes=run.dtypes, mode=mode)
 
 
 def algorithm_impl(algorithm: str) -> Impl:
@@ -391,17 +400,15 @@ def get_impl(name: str) -> Impl:
     """An implementation of the registry, or a fused one of any algorithm (``fast_impl``)."""
     if name in IMPLS:
         return IMPLS[name]
-    base, mode = name, "simt"
-    for tensor_mode, suffix in _MODE_SUFFIX.items():
-        if name.endswith(f"-{suffix}"):
-            base, mode = name[: -len(suffix) - 1], tensor_mode
+    base, mode = mode_by_suffix(name)
     if "+" in base:
         return fast_impl(base, mode=mode)
     match = _FAST_NAME.match(base)
     if match is None:
         raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)}, or <algorithm>x<levels> "
-                        "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen; -tf32 or -3xtf32 "
-                        "after it runs on the tensor cores, -dmma on the FP64 ones)")
+                        "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen; "
+                        f"{', '.join(f'-{m.suffix}' for m in MODES.values() if m.tensor)} after it runs in that "
+                        "tensor-core mode)")
     return fast_impl(match["algorithm"], int(match["levels"]), mode)
 
 

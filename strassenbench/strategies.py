@@ -1,5 +1,5 @@
 """The six block-size strategies of figure tab:gpu_block_size (CUTLASS's SIMT SGEMM configurations), and the
-tensor-core family's (beyond the paper).
+tensor-core families' (beyond the paper). Each family's record (strassenbench.families) holds its table.
 
 Thread block m_S x n_S x k_S, thread m_R x n_R, warp (m_W / m_R) x (n_W / n_R) threads. Every other size is
 derived: a thread block has (m_S / m_R)(n_S / n_R) threads (Sec. s:cutlass).
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Strategy", "STRATEGIES", "WarpGrid", "TensorStrategy", "TENSOR_STRATEGIES", "DmmaStrategy",
-           "DMMA_STRATEGIES", "DMMA_MODE", "ALL_STRATEGIES", "get_strategy", "tensor_counterpart"]
+           "DMMA_STRATEGIES"]
 
 
 @dataclass(frozen=True)
@@ -143,30 +143,7 @@ DmmaLarge  64  64 16 2 2
 DmmaHuge  128 128  8 4 2
 """  # Strategy, m_S, n_S, k_S, warps along m, warps along n
 
-DMMA_MODE = "dmma"  # the run mode of this family (strassenbench.options.MODES): float64 on FP64 tensor cores
 DMMA_STRATEGIES: dict[str, DmmaStrategy] = {
     fields[0]: DmmaStrategy(fields[0], *map(int, fields[1:]))
     for fields in (line.split() for line in _DMMA_TABLE.strip().splitlines())
 }
-ALL_STRATEGIES: dict[str, Strategy | TensorStrategy | DmmaStrategy] = {**STRATEGIES, **TENSOR_STRATEGIES,
-                                                                       **DMMA_STRATEGIES}
-
-
-def tensor_counterpart(name: str, dmma: bool = False) -> str:
-    """The tensor-core strategy (with ``dmma`` the FP64 family's) in the role of a SIMT one (a sweep's --strategy
-    applies to every family): the one of the closest thread-block area; a name of the family stands for itself."""
-    table = DMMA_STRATEGIES if dmma else TENSOR_STRATEGIES
-    if name in table:
-        return name
-    s = get_strategy(name)
-    return min(table.values(), key=lambda t: abs(t.m_S * t.n_S - s.m_S * s.n_S)).name
-
-
-def get_strategy(name: str, tensor: bool = False, dmma: bool = False) -> Strategy | TensorStrategy | DmmaStrategy:
-    """A SIMT strategy (the paper's), with ``tensor`` a TF32 tensor-core one, with ``dmma`` an FP64 one."""
-    table = DMMA_STRATEGIES if dmma else TENSOR_STRATEGIES if tensor else STRATEGIES
-    try:
-        return table[name]
-    except KeyError:
-        what = "FP64 tensor-core " if dmma else "tensor-core " if tensor else ""
-        raise ValueError(f"unknown {what}strategy '{name}' (choose from {', '.join(table)})") from None

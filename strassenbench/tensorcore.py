@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MODES", "round_tf32", "split_3xtf32", "round_toward_zero", "mma_m16n8k8", "fragments", "matmul"]
+from .families import MODES as TF32_MODES, TF32, tensor_modes
 
-MODES = ("1xtf32", "3xtf32")
+__all__ = ["round_tf32", "split_3xtf32", "round_toward_zero", "mma_m16n8k8", "fragments", "matmul"]
+
+MODES = tensor_modes(TF32)  # the TF32 family's modes (strassenbench.families)
 
 _EXPONENT = np.uint32(0x7F800000)
 _HALF = np.uint32(0x1000)      # half a unit in TF32's last place (bit 12)
@@ -90,8 +92,8 @@ def matmul(a: np.ndarray, b: np.ndarray, mode: str, staged: bool = True) -> np.n
     if mode not in MODES:
         raise ValueError(f"unknown tensor-core mode {mode!r} (choose from {', '.join(MODES)})")
     (m, k), n = a.shape, b.shape[1]
-    stage = staged and mode == "3xtf32"
-    if mode == "1xtf32":
+    stage = staged and TF32_MODES[mode].staged
+    if TF32_MODES[mode].parts == 1:
         parts_a, parts_b, pairs = [round_tf32(a)], [round_tf32(b)], [(0, 0)]
     else:
         parts_a, parts_b, pairs = list(split_3xtf32(a)), list(split_3xtf32(b)), [(1, 0), (0, 1), (0, 0)]

@@ -35,7 +35,7 @@ def _operands(dtype: str, shape: tuple[int, int, int] = SHAPE, seed: int = 0):  
 
 
 def _options(impl: str, **extra: object) -> dict:
-    strategy = "TcSmall" if get_impl(impl).tensor else "DmmaSmall" if get_impl(impl).dmma else "Small"
+    strategy = get_impl(impl).family.defaults["emu"]
     return {"strategy": strategy, **extra} if "strategy" in get_impl(impl).options else {}
 
 
@@ -345,9 +345,9 @@ def test_memlimit_on_the_cuda_path_confirms_the_declared_memory(cpu_device, sim_
                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     """memlimit through CudaBackend: cudaMemGetInfo after warming every implementation, a ballast down to the
     budget, then runs at n (fits) and n + step (out of memory), on a device of 256 MiB."""
-    from strassenbench.engines import fused_engine
+    from strassenbench.families import FAMILIES, SIMT
 
-    monkeypatch.setitem(fused_engine.DEFAULT_STRATEGY, "cuda", "Small")  # the build the CPU device has
+    monkeypatch.setitem(FAMILIES[SIMT].defaults, "cuda", "Small")  # the build the CPU device has
     cpu_device.install(memory_bytes=256 << 20)
     out = tmp_path / "mem.csv"
     assert main(["memlimit", "--engine", "cuda", "--impl", "gemm,strassen1,strassen1-ref,cublas", "--memory-budget",

@@ -18,7 +18,8 @@ from strassenbench.algebra.primitives import variants
 from strassenbench.engines import ENGINES
 from strassenbench.fused.launch import FusedError, plan_launches
 from strassenbench.plan import make_plan
-from strassenbench.strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
+from strassenbench.families import DMMA as DMMA_MODE
+from strassenbench.strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
 
 emu, reference = ENGINES["emu"], ENGINES["numpy"]
 

@@ -17,7 +17,7 @@ from strassenbench.engines.fused_engine import emu_gemm
 from strassenbench.fused import emu
 from strassenbench.fused.launch import Launch, Program, plan_launches
 from strassenbench.plan import make_plan
-from strassenbench.strategies import get_strategy
+from strassenbench.families import get_strategy
 
 PROBE = Path(__file__).parent / "probes" / "alignment_probe.cu"
 GRID_BLOCK = [ctypes.c_uint] * 6
@@ -141,7 +141,7 @@ def test_fused_kernels_run_clean(strategy: str, mode: str, dtypes: tuple[str, ..
             A, B, C = (rng.integers(-2, 3, shape).astype(dtype) for shape in ((m, k), (k, n), (m, n)))
             plan = make_plan("strassen", 1, m, k, n)
             kernels = {launch.kernel for launch in plan_launches(
-                plan, A, B, C, 1.0, 1.0, strategy=get_strategy(strategy, mode != "simt"), mode=mode).launches}
+                plan, A, B, C, 1.0, 1.0, strategy=get_strategy(strategy, mode), mode=mode).launches}
             assert all(kernel.endswith(f"_plain{suffix}") for kernel in kernels), kernels
             expected = A.astype(np.float64) @ B + C
             emu_gemm(plan, A, B, C, 1.0, 1.0, strategy=strategy, mode=mode)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # top-level modules and packages of strassenbench (a package: every module in it); the package's own
 # __init__ (its version) is in the first layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("limits", "env", "inject", "readers", "io", "configfile", "results", "samples", "sweeps", "strategies",
+    ("limits", "env", "inject", "readers", "io", "configfile", "results", "samples", "sweeps", "strategies", "families",
      "options", "occupancy", "tensorcore", "gemm", "breakeven", "device"),
     ("algebra",),
     ("plan", "accuracy", "freivalds", "reference"),

@@ -54,7 +54,7 @@ def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
 def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> None:
     A, B, C = operands(33, 40, 18, IMPLS[name].dtypes[0])
     expected = A @ B + C
-    strategy = "TcSmall" if IMPLS[name].tensor else "DmmaSmall" if IMPLS[name].dmma else "Small"
+    strategy = IMPLS[name].family.defaults["emu"]
     IMPLS[name](A, B, C, 1.0, 1.0, engine="emu", strategy=strategy, scheme=scheme)
     np.testing.assert_array_equal(C, expected)
 

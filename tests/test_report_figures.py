@@ -239,7 +239,7 @@ def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) 
         assert "float64" in caption(drawn, {"device": "gpu_a", "model": "", "data": "", "sources": [], "missing": ""})
         figures.fig_dmma_square(square, tmp_path, {}, "gpu_a")
         texts = [t.get_text() for t in kept["fig_dmma_square"].axes[0].texts]
-        assert any("no DMMA results" in t for t in texts)
+        assert any("no FP64 tensor-core results" in t for t in texts)
 
 
 def test_the_report_puts_the_model_beside_the_runs_measurements(report) -> None:  # noqa: ANN001

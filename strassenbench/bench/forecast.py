@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..impls import get_impl
-from ..strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, tensor_counterpart
+from ..families import counterpart
+from ..strategies import STRATEGIES
 from .timing import Criterion
 
 __all__ = ["SMALL_SIDE", "TOP_STRATEGIES", "ASSUMED_SPREAD", "parse_request", "candidates", "Forecast", "forecast",
@@ -50,12 +51,10 @@ def candidates(impl_name: str, m: int, k: int, n: int, dtype: str, request: str 
     if not impl.takes("strategy", engine):
         return [None]
     kind, always = parse_request(request)
-    if impl.mode != "simt":  # the tensor-core families: three strategies each, every one for best
-        family = DMMA_STRATEGIES if impl.dmma else TENSOR_STRATEGIES
+    if impl.tensor:  # the tensor-core families: three strategies each, every one for best
         if kind == "best":
-            return list(family)
-        chosen = kind or "Huge"
-        return [chosen if chosen in family else tensor_counterpart(chosen, impl.dmma)]
+            return list(impl.family.strategies)
+        return [counterpart(kind or "Huge", impl.mode)]
     if kind != "best":
         return [kind or "Huge"]
     if max(m, k, n) <= SMALL_SIDE or spec is None:

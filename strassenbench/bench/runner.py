@@ -85,7 +85,7 @@ def injection() -> inject.Hook | None:
         impl = get_impl(hook.impl)
     except ValueError as err:
         raise ValueError(f"{INJECT_VARIABLE}={text!r}: {err}") from None
-    if hook.kind == "tf32" and impl.mode != "3xtf32":
+    if hook.kind == "tf32" and not impl.run_mode.staged:
         raise ValueError(f"{INJECT_VARIABLE}={text!r}: tf32 makes a 3xTF32 implementation compute in 1xTF32, and "
                          f"{impl.name} computes in {impl.mode}")
     return hook
@@ -135,7 +135,7 @@ def _strategies(point: Point, engine: str, build_dir: str = "build") -> list[str
     on a GPU, ``best`` above 4,096 ranks them by the device's model with the build's resources."""
     spec = resources = None
     impl = get_impl(point.impl)
-    if engine == "cuda" and point.strategy and point.strategy.startswith("best") and impl.mode == "simt" \
+    if engine == "cuda" and point.strategy and point.strategy.startswith("best") and not impl.tensor \
             and impl.takes("strategy", engine) and max(point.m, point.n, point.k) > SMALL_SIDE:
         from ..model.perf import load_resources
         from ..model.pick import auto_spec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..fused.build import SUPPORTED_ARCHS
 from ..gemm import DTYPES
-from ..strategies import ALL_STRATEGIES
+from ..families import ALL_STRATEGIES, FAMILIES
 from . import types
 from .checks import EXIT_USAGE
 
@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", action="append", choices=DTYPES, help="repeat; default: all")
     p.add_argument("--strategy", action="append", type=types.any_case(list(ALL_STRATEGIES)),
                    choices=list(ALL_STRATEGIES),
-                   help="repeat; default: the paper's six (the tensor-core TcSmall, TcLarge, TcHuge, sm_80 and "
+                   help="repeat; default: the paper's six (the tensor-core families' "
+                        f"{', '.join(s for f in FAMILIES.values() if f.tensor for s in f.strategies)}, sm_80 and "
                         "later, when named)")
     p.add_argument("--counts", action="append", type=types.counts, metavar="AxBxC",
                    help="repeat: W_A x W_B x W_C of the kernels to build, powers of two (default: the GEMM 1x1x1 "

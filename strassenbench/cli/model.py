@@ -163,8 +163,8 @@ def check_runs(spec: GPUSpec, impls: list[str], dtype: str) -> list[str]:
             continue
         if dtype not in impl.dtypes:
             reasons.append(f"{name} runs in {' and '.join(impl.dtypes)}, not {dtype}: give --dtype {impl.dtypes[0]}")
-        elif impl.mode != "simt" and not spec.tau_tensor(impl.mode):
-            kind = "FP64 tensor cores (DMMA)" if impl.mode == "dmma" else "TF32 tensor cores"
+        elif impl.tensor and not spec.tau_tensor(impl.mode):
+            kind = impl.family.hardware
             reasons.append(f"{name} needs {kind}, which the {spec.name} ({spec.arch}) does not have")
         else:
             kept.append(name)

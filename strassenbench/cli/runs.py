@@ -18,7 +18,8 @@ from ..io import check_replace, csv_text, write_atomic, write_table
 from ..limits import MAX_STREAMS
 from ..options import SCHEMES, RunOptions
 from ..results import check_folder_device
-from ..strategies import ALL_STRATEGIES, STRATEGIES
+from ..families import ALL_STRATEGIES, FAMILIES
+from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS, parse_sizes, shape
 from ..verify import verify
 from . import types
@@ -45,7 +46,8 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beta", type=types.finite, default=0.0)
     p.add_argument("--seed", type=types.integer(0), default=0, help="seed of the uniform [-1, 1] inputs")
     p.add_argument("--strategy", type=types.any_case(list(ALL_STRATEGIES)), choices=list(ALL_STRATEGIES),
-                   help="block-size strategy (fused engines; TcSmall, TcLarge, TcHuge for the tensor-core ones)")
+                   help="block-size strategy (fused engines; "
+                        f"{'; '.join(', '.join(f.strategies) + ' for the ' + f.hardware for f in FAMILIES.values() if f.tensor)})")
     p.add_argument("--scheme", choices=SCHEMES,
                    help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
     p.add_argument("--streams", type=types.bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..gemm import check_operands
-from ..options import DEFAULT_STRATEGY, DEFAULT_TENSOR_STRATEGY, RunOptions
+from ..options import RunOptions
 from ..plan import Plan
 
-__all__ = ["emu_gemm", "cuda_gemm", "prepare", "run", "DEFAULT_STRATEGY", "DEFAULT_TENSOR_STRATEGY"]
+__all__ = ["emu_gemm", "cuda_gemm", "prepare", "run"]
 
 
 def _check(plan: Plan, A, B, C) -> None:  # noqa: ANN001
@@ -31,7 +31,7 @@ def prepare(engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 
     from ..fused.launch import launch_program
 
     _check(plan, A, B, C)
-    if engine not in DEFAULT_STRATEGY:
+    if engine not in options.family.defaults:
         raise ValueError(f"no fused engine '{engine}' (choose from emu, cuda)")
     program = launch_program(plan, A, B, C, alpha, beta, options, options.kernel_strategy(engine))
     if engine == "cuda":

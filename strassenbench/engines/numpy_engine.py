@@ -14,7 +14,7 @@ import numpy as np
 
 from ..gemm import axpy, check_operands
 from ..plan import BlockView, Plan, make_plan
-from ..strategies import DMMA_MODE
+from ..families import MODES, SIMT
 from ..tensorcore import matmul
 
 __all__ = ["gemm", "multiply"]
@@ -34,8 +34,8 @@ def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarra
 
 
 def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
-         mode: str = "simt") -> None:
-    """C <- alpha A B + beta C in place, following ``plan``; with a TF32 tensor-core ``mode`` (1xtf32, 3xtf32)
+         mode: str = SIMT) -> None:
+    """C <- alpha A B + beta C in place, following ``plan``; with a TF32 tensor-core ``mode`` (1xTF32, 3xTF32)
     the products' operand sums are rounded and split as the tensor-core kernels do (strassenbench.tensorcore);
     DMMA's (float64 on FP64 tensor cores) are float64 products, as SIMT's."""
     m, k, n = check_operands(A, B, C)
@@ -54,7 +54,7 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
     for step in plan.steps:
         if all(view.empty for view, _ in step.c):
             continue
-        if mode in ("simt", DMMA_MODE):  # DMMA: float64 products, as the FP64 tensor cores form them
+        if not MODES[mode].tf32:  # SIMT, and DMMA: float64 products, as the FP64 tensor cores form them
             np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
         else:
             M[...] = matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), mode)

@@ -27,6 +27,7 @@ import pandas as pd
 
 from .. import env
 from ..algebra.algorithm import AlgorithmError
+from ..families import MODES
 from ..io import write_atomic
 from ..limits import LimitError
 from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
@@ -178,7 +179,8 @@ def _reread_spilling(arch: str, unit: str, rows: list[dict], by_name: dict[str, 
     ``<unit>_reread.fatbin``; each keeps the better build (_score). The rows, with ``index`` updated."""
     name = f"{unit}_reread"
     retry = tuple(replace(by_name[r["kernel"]], reread=True) for r in rows
-                  if _spills(r) and by_name[r["kernel"]].loads == "vector" and not by_name[r["kernel"]].tensor)
+                  if _spills(r) and by_name[r["kernel"]].loads == "vector"
+                  and "reread" in by_name[r["kernel"]].family.fields)
     again = {r["kernel"]: r for r in (_compile(arch, name, retry, out, toolchain) if retry else [])}
     current = {r["kernel"]: r for r in rows}
     better = {k: r for k, r in again.items() if _score(by_name[k], r) < _score(by_name[k], current[k])}
@@ -222,20 +224,23 @@ def plan_fits(spec: str, levels: int) -> bool:
 
 
 def _jobs(archs: list[str], selected: list[Instance], progress) -> list[tuple[str, str, tuple[Instance, ...]]]:  # noqa: ANN001
-    """(arch, unit, its instances) per module to build: one per (arch, precision, strategy, counts). The
-    tensor-core kernels (mma.sync with TF32) need sm_80 or later: an older architecture builds the others."""
+    """(arch, unit, its instances) per module to build: one per (arch, precision, strategy, counts). A family's
+    kernels build for its architectures only (strassenbench.families.Family.min_arch): an older architecture
+    builds the others."""
     groups: dict[tuple, list[Instance]] = {}
     for inst in selected:
         groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
-    too_old = [a for a in archs if int(a.removeprefix("sm_")) < 80]
-    if too_old and any(inst.tensor for inst in selected):
-        if all(inst.tensor for inst in selected):
-            raise BuildError(f"the tensor-core kernels (mma.sync with TF32) need sm_80 or later, not {too_old[0]}")
-        if progress:
-            for arch in too_old:
-                progress(f"{arch}: the tensor-core kernels need sm_80 or later, not built for it", None)
-    return [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values()
-            if arch not in too_old or not g[0].tensor]
+
+    def builds(arch: str, inst: Instance) -> bool:
+        return int(arch.removeprefix("sm_")) >= inst.family.min_arch
+
+    for arch in archs:
+        left = sorted({inst.family.hardware for inst in selected if not builds(arch, inst)})
+        if left and not any(builds(arch, inst) for inst in selected):
+            raise BuildError(f"the kernels on {left[0]} need sm_{selected[0].family.min_arch} or later, not {arch}")
+        if left and progress:
+            progress(f"{arch}: the kernels on {', '.join(left)} need a later architecture, not built for it", None)
+    return [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values() if builds(arch, g[0])]
 
 
 def _compile_units(jobs: list, out: Path, force: bool, driver: tuple[int, int] | None, progress) -> None:  # noqa: ANN001
@@ -268,10 +273,10 @@ def _baselines(archs: list[str], out: Path, chosen: dict[str, Toolchain], force:
 
     frames = []
     for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
-        if not (wanted[mode] or (asked and mode == "simt")) or int(arch.removeprefix("sm_")) < spec.min_arch:
+        if not (wanted[mode] or (asked and not MODES[mode].tensor)) or int(arch.removeprefix("sm_")) < spec.min_arch:
             continue
         built = baseline.build_arch(arch, out, chosen[arch], force, spec)
-        what = f"{arch} CUTLASS baseline{'' if mode == 'simt' else ' ' + mode}"
+        what = f"{arch} CUTLASS baseline{' ' + mode if MODES[mode].tensor else ''}"
         if built is None:
             if asked:
                 raise BuildError(f"the CUTLASS baseline needs nvcc; {chosen[arch].name} builds {arch} here "
@@ -307,8 +312,8 @@ def build(
     strassenbench.fused.cuda loads from it. ``counts`` limits the build to those operand counts (default: the
     GEMM and every variant). ``driver`` is the CUDA version the GPU's driver runs (default: this machine's);
     it and the architecture choose the toolchain (toolchain_for). ``cutlass`` (default: when float32 Huge,
-    TcHuge or DmmaHuge is built) also builds the CUTLASS baselines of those tiles (strassenbench.fused.cutlass: SIMT, 3xTF32, DMMA
-    on sm_80 and later), which need an nvcc front end."""
+    a family's Family.cutlass_tile is built) also builds the family's CUTLASS baseline (strassenbench.fused.cutlass),
+    which needs an nvcc front end."""
     unknown = [a for a in archs if a not in SUPPORTED_ARCHS]
     if unknown:
         raise BuildError(f"unsupported arch {unknown[0]} (choose from {', '.join(SUPPORTED_ARCHS)})")
@@ -325,11 +330,12 @@ def build(
     selected = instances(**kwargs)
     jobs = _jobs(archs, selected, progress)
     out.mkdir(parents=True, exist_ok=True)
-    # The SIMT baseline beside Huge, the 3xTF32 one beside TcHuge and the DMMA one beside DmmaHuge (sm_80 and
-    # later): each beside our tile of its size. Compiled while the units are (one nvcc each, one after another), so that no core waits for them.
-    wanted = {"simt": "float32" in dtypes and (strategies is None or "Huge" in strategies),
-              "3xtf32": any(inst.tensor and inst.strategy.name == "TcHuge" for inst in selected),
-              "dmma": any(inst.strategy.name == "DmmaHuge" for inst in selected)}
+    # Each family's CUTLASS baseline beside our tile of its size (Family.cutlass_tile), in its dtype. Compiled
+    # while the units are (one nvcc each, one after another), so that no core waits for them.
+    from .cutlass import BASELINES
+
+    wanted = {mode: any(inst.family is MODES[mode].kernel_family and inst.strategy.name == inst.family.cutlass_tile
+                        and inst.dtype == spec.dtype for inst in selected) for mode, spec in BASELINES.items()}
     with ThreadPoolExecutor(max_workers=1) as side:
         baselines = side.submit(_baselines, archs, out, chosen, force, wanted, bool(cutlass), progress) \
             if (cutlass if cutlass is not None else any(wanted.values())) else None

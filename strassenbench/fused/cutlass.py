@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..families import MODES, SIMT, family_of
 from ..io import write_atomic
 from .modules import SASS_COLUMNS, BuildError, blocks_row, disassemble, parse_ptxas
 from .instances import kernels_dir, sources_digest
@@ -40,22 +41,22 @@ class Baseline:
     entry: str  # the shared library's extern "C" function
     prefix: str  # of its files in the build folder
     strategy: str  # the strategy column: ours of the same tile, or the CUTLASS tile's shape
-    mode: str  # simt, or the tensor-core mode
+    mode: str  # its run mode (strassenbench.families)
     threads: int
     min_arch: int  # the oldest architecture it compiles for
     dtype: str = "float32"
 
 
-BASELINES = {
-    "simt": Baseline("cutlass_simt_sgemm_128x128x8_32x64x8_2stage", Path("baseline") / "cutlass_sgemm.cu",
-                     "sb_cutlass_sgemm", "cutlass", "Huge", "simt", 256, 70),
-    "3xtf32": Baseline("cutlass_tensorop_3xtf32_sgemm_128x64x16_64x32x16_3stage",
-                       Path("baseline") / "cutlass_sgemm_3xtf32.cu", "sb_cutlass_sgemm_3xtf32", "cutlass3xtf32",
-                       "128x64x16", "3xtf32", 128, 80),
-    "dmma": Baseline("cutlass_tensorop_d884gemm_128x128x16_32x64x16_3stage", Path("baseline") / "cutlass_dgemm.cu",
-                     "sb_cutlass_dgemm", "cutlassdmma", "128x128x16", "dmma", 256, 80, "float64"),
-}
-KERNEL, SOURCE = BASELINES["simt"].kernel, BASELINES["simt"].source
+BASELINES = {baseline.mode: baseline for baseline in (
+    Baseline("cutlass_simt_sgemm_128x128x8_32x64x8_2stage", Path("baseline") / "cutlass_sgemm.cu",
+             "sb_cutlass_sgemm", "cutlass", "Huge", SIMT, 256, 70),
+    Baseline("cutlass_tensorop_3xtf32_sgemm_128x64x16_64x32x16_3stage",
+             Path("baseline") / "cutlass_sgemm_3xtf32.cu", "sb_cutlass_sgemm_3xtf32", "cutlass3xtf32",
+             "128x64x16", "3xtf32", 128, 80),
+    Baseline("cutlass_tensorop_d884gemm_128x128x16_32x64x16_3stage", Path("baseline") / "cutlass_dgemm.cu",
+             "sb_cutlass_dgemm", "cutlassdmma", "128x128x16", "dmma", 256, 80, "float64"),
+)}  # by mode (strassenbench.families): the implementation cutlass[-<suffix>] runs it
+KERNEL, SOURCE = BASELINES[SIMT].kernel, BASELINES[SIMT].source
 # CUTLASS's headers warn about constexpr host calls in conv code this GEMM does not use.
 FLAGS = ["-std=c++17", "-O3", "-Xptxas", "-v", "-lineinfo", "--expt-relaxed-constexpr", "-diag-suppress",
          "20013,20015"]
@@ -98,7 +99,7 @@ def _compile(nvcc: str, arch: str, extra: list[str], target: Path, source: Path)
 
 
 def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
-               baseline: Baseline = BASELINES["simt"]) -> tuple[dict, bool] | None:
+               baseline: Baseline = BASELINES[SIMT]) -> tuple[dict, bool] | None:
     """Build ``baseline`` for ``arch`` into ``out`` with ``toolchain``'s nvcc: (its resources.csv row, whether
     it was rebuilt); None when the toolchain has no nvcc (NVRTC cannot compile CUTLASS's host side)."""
     if toolchain.frontend != "nvcc":
@@ -142,7 +143,8 @@ def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
         props = next((p for name, p in parse_ptxas(log).items() if "cutlass" in name), None)
         if props is None or (sass is not None and not code):
             raise BuildError(f"no CUTLASS kernel in {cubin}")
-        source = "cutlass" if baseline.mode == "simt" else f"cutlass-{baseline.mode}"
+        suffix = MODES[baseline.mode].suffix
+        source = f"cutlass-{suffix}" if suffix else "cutlass"
         row = blocks_row(baseline.kernel, arch, source, baseline.strategy, baseline.dtype, (1, 1, 1), "plain", "scalar",
                          props, opcode_counts(code), mainloop_metrics(code), baseline.mode, baseline.threads)
         if sass is None:
@@ -157,7 +159,9 @@ def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes fun
     baseline = BASELINES[mode]
     path = Path(build_dir) / f"libsb_{baseline.prefix}_{arch}.so"
     if not path.is_file():
-        strategy = {"simt": "", "dmma": " --strategy DmmaHuge --dtype float64"}.get(mode, " --strategy TcHuge")
+        family = family_of(mode)
+        strategy = f" --strategy {family.cutlass_tile}" if family.tensor else ""
+        strategy += f" --dtype {baseline.dtype}" if baseline.dtype != "float32" else ""
         raise FileNotFoundError(f"{path} not found: run `strassenbench build --arch {arch}{strategy} --out {build_dir}`")
     entry = getattr(ctypes.CDLL(str(path)), baseline.entry)
     entry.restype = ctypes.c_int
@@ -167,7 +171,7 @@ def _entry(build_dir: str, arch: str, mode: str):  # noqa: ANN202 - a ctypes fun
     return entry
 
 
-def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build", mode: str = "simt") -> None:  # noqa: ANN001
+def sgemm(A, B, C, alpha: float, beta: float, build_dir: str = "build", mode: str = SIMT) -> None:  # noqa: ANN001
     """C <- alpha A B + beta C by the CUTLASS baseline of ``mode`` (simt, 3xtf32: float32; dmma: float64) on
     CuPy's current stream (row-major CuPy arrays of the baseline's dtype)."""
     import cupy

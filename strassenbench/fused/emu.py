@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import env
-from ..strategies import DMMA_STRATEGIES, TENSOR_STRATEGIES
+from ..families import MODES, SIMT
 from .instances import (BLOCK_KERNEL, Instance, default_level, instances, kernels_dir, operand_counts, parse_instance,
                         render, sources_digest)
 from .launch import Program
@@ -106,11 +106,9 @@ def _compiler() -> str:
 def _defaults(precision: str, strategy: str, level: int | None) -> tuple[Instance, ...]:
     """The default instantiations of (precision, strategy) that ``level`` levels run (None: every level's)."""
     counts = operand_counts() if level is None else tuple(c for c in operand_counts() if default_level(c) == level)
-    if strategy in TENSOR_STRATEGIES:
-        return tuple(instances(dtypes=("float32",), strategies=(strategy,), counts=counts, modes=(precision,)))
-    if strategy in DMMA_STRATEGIES:
-        return tuple(instances(dtypes=("float64",), strategies=(strategy,), counts=counts))
-    return tuple(instances(dtypes=(precision,), strategies=(strategy,), counts=counts))
+    mode = precision if precision in MODES else SIMT  # a tensor-core mode, or a SIMT dtype
+    dtypes = MODES[mode].dtypes if MODES[mode].tensor else (precision,)
+    return tuple(instances(dtypes=dtypes, strategies=(strategy,), counts=counts, modes=(mode,)))
 
 
 @lru_cache(maxsize=None)

@@ -26,9 +26,8 @@ from pathlib import Path
 from .. import env
 from ..algebra.levels import check_levels
 from ..algebra.primitives import variant_counts
-from ..strategies import (ALL_STRATEGIES, DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, DmmaStrategy,
-                          Strategy, TensorStrategy)
-from ..tensorcore import MODES as TENSOR_MODES
+from ..families import ALL_STRATEGIES, FAMILIES, MODES, SIMT, Family, strategy_family
+from ..strategies import STRATEGIES, DmmaStrategy, Strategy, TensorStrategy
 
 __all__ = [
     "PARAM_BYTES",
@@ -38,7 +37,6 @@ __all__ = [
     "FUSED_LEVELS",
     "WRITE_MODES",
     "LOADS",
-    "TENSOR_MODES",
     "load_widths",
     "Instance",
     "kernels_dir",
@@ -139,21 +137,21 @@ class Instance:
     loads: str = "vector"
     capped: bool = True  # False: built without the register cap (it spilled under it)
     reread: bool = False  # True: its terms read afresh every interior slice (it spilled otherwise)
-    mode: str = "simt"  # or a TF32 tensor-core mode, 1xtf32 or 3xtf32 (float32, a TensorStrategy), or DMMA_MODE
-    #                     (float64 on the FP64 tensor cores, a DmmaStrategy)
+    mode: str = SIMT  # a mode of the strategy's family (strassenbench.families), in one of the mode's dtypes
 
     def __post_init__(self) -> None:
-        family = "dmma" if isinstance(self.strategy, DmmaStrategy) else \
-            "tf32" if isinstance(self.strategy, TensorStrategy) else "simt"
-        wanted = {"simt": ("simt", None), "tf32": (None, "float32"), "dmma": (DMMA_MODE, "float64")}[family]
-        if (self.mode != wanted[0] if wanted[0] else self.mode not in TENSOR_MODES) \
-                or (wanted[1] is not None and self.dtype != wanted[1]):
+        family = strategy_family(self.strategy)
+        if self.mode not in family.modes or self.dtype not in MODES[self.mode].dtypes:
             raise ValueError(f"no {self.mode} kernel of strategy {self.strategy.name} in {self.dtype}")
+
+    @property
+    def family(self) -> Family:
+        return FAMILIES[MODES[self.mode].family]
 
     @property
     def tensor(self) -> bool:
         """A tensor-core kernel: TF32 (float32) or DMMA (float64)."""
-        return self.mode != "simt"
+        return self.family.tensor
 
     @property
     def precision(self) -> str:
@@ -181,28 +179,18 @@ class Instance:
         """Z, the products one launch of this kernel can carry (blockIdx.z < Z)."""
         return max_batch(self.dtype, sum(self.counts))
 
+    def field(self, name: str) -> tuple[str, ...]:
+        """The argument(s) ``name`` of the family's instance macro (strassenbench.families.Family.fields): the
+        instance's own, else the strategy's attribute."""
+        own = {"name": (self.name,), "ctype": (_CTYPE[self.dtype],), "min_blocks": (self.min_blocks,),
+               "counts": self.counts, "atomic": (self.write_mode == "atomic",), "batch": (self.batch,),
+               "vector": (self.loads == "vector",), "reread": (self.reread,), "parts": (MODES[self.mode].parts,)}
+        values = own[name] if name in own else (getattr(self.strategy, name),)
+        return tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+
     def source_line(self) -> str:
-        s = self.strategy
-        if self.mode == DMMA_MODE:
-            fields = [
-                self.name, s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.warps_m, s.warps_n, *self.counts,
-                "true" if self.write_mode == "atomic" else "false", self.batch,
-                "true" if self.loads == "vector" else "false",
-            ]
-            return f"SB_DMMA_INSTANCE({', '.join(map(str, fields))})"
-        if self.tensor:
-            fields = [
-                self.name, s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.warps_m, s.warps_n, *self.counts,
-                "true" if self.write_mode == "atomic" else "false", self.batch,
-                "true" if self.loads == "vector" else "false", TENSOR_MODES.index(self.mode) + 1,
-            ]
-            return f"SB_TENSORCORE_INSTANCE({', '.join(map(str, fields))})"
-        fields = [
-            self.name, _CTYPE[self.dtype], s.threads, self.min_blocks, s.m_S, s.n_S, s.k_S, s.m_R, s.n_R,
-            s.warp_m, s.warp_n, *self.counts, "true" if self.write_mode == "atomic" else "false", self.batch,
-            "true" if self.loads == "vector" else "false", "true" if self.reread else "false",
-        ]
-        return f"SB_STRASSEN_INSTANCE({', '.join(map(str, fields))})"
+        """The family's instance macro with this instance's fields (kernels/instances.cuh)."""
+        return f"{self.family.macro}({', '.join(v for f in self.family.fields for v in self.field(f))})"
 
 
 def scale_kernel(dtype: str) -> str:
@@ -219,8 +207,8 @@ def helper_kernels(selected: tuple[Instance, ...]) -> tuple[str, ...]:
     return (*(scale_kernel(d) for d in sorted({i.dtype for i in selected})), BLOCK_KERNEL)
 
 
-_NAME = re.compile(r"strassen_(?P<dtype>f32|f64|1xtf32|3xtf32|dmma)_(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_"
-                   r"(?P<mode>plain|atomic)(?P<scalar>_scalar)?")
+_NAME = re.compile(rf"strassen_(?P<dtype>{'|'.join([*_SHORT.values(), *(m for m in MODES if MODES[m].tensor)])})_"
+                   r"(?P<strategy>[a-z]+)_w(?P<a>\d+)x(?P<b>\d+)x(?P<c>\d+)_(?P<mode>plain|atomic)(?P<scalar>_scalar)?")
 
 
 def parse_instance(name: str) -> Instance | None:
@@ -230,9 +218,8 @@ def parse_instance(name: str) -> Instance | None:
     if m is None:
         return None
     strategy = next((s for s in ALL_STRATEGIES.values() if s.name.lower() == m["strategy"]), None)
-    mode = m["dtype"] if m["dtype"] in (*TENSOR_MODES, DMMA_MODE) else "simt"
-    dtype = "float64" if mode == DMMA_MODE else next((d for d, short in _SHORT.items() if short == m["dtype"]),
-                                                       "float32")
+    mode = m["dtype"] if m["dtype"] in MODES else SIMT
+    dtype = MODES[mode].dtypes[0] if mode != SIMT else next(d for d, short in _SHORT.items() if short == m["dtype"])
     if strategy is None:
         return None
     try:
@@ -248,27 +235,18 @@ def instances(
     counts: tuple[tuple[int, int, int], ...] | None = None,
     write_modes: tuple[str, ...] = WRITE_MODES,
     loads: tuple[str, ...] = LOADS,
-    modes: tuple[str, ...] = TENSOR_MODES,
+    modes: tuple[str, ...] | None = None,
 ) -> tuple[Instance, ...]:
-    """The instantiations of the SIMT strategies in ``dtypes``, of the TF32 tensor-core strategies (float32, when
-    asked for) in each of ``modes``, and of the FP64 tensor-core (DMMA) strategies (float64, when asked for)."""
+    """The instantiations of each family's strategies among ``strategies`` (strassenbench.families), in each of
+    its modes (the tensor-core ones among ``modes``, default all) and each of their dtypes among ``dtypes``: the
+    SIMT kernels in every dtype asked for, the tensor-core ones in the dtype they compute."""
     counts = operand_counts() if counts is None else counts
-    simt = tuple(
-        Instance(STRATEGIES[s], d, w, mode, load)
-        for d in dtypes for s in strategies if s in STRATEGIES for w in counts for mode in write_modes
-        for load in loads
+    return tuple(
+        Instance(family.strategies[s], d, w, write, load, mode=mode)
+        for family in FAMILIES.values() for d in dtypes for s in strategies if s in family.strategies
+        for mode in family.modes if d in MODES[mode].dtypes and (not family.tensor or modes is None or mode in modes)
+        for w in counts for write in write_modes for load in loads
     )
-    tensor = tuple(
-        Instance(TENSOR_STRATEGIES[s], "float32", w, mode, load, mode=tc)
-        for s in strategies if s in TENSOR_STRATEGIES and "float32" in dtypes for tc in modes for w in counts
-        for mode in write_modes for load in loads
-    )
-    dmma = tuple(
-        Instance(DMMA_STRATEGIES[s], "float64", w, mode, load, mode=DMMA_MODE)
-        for s in strategies if s in DMMA_STRATEGIES and "float64" in dtypes for w in counts
-        for mode in write_modes for load in loads
-    )
-    return simt + tensor + dmma
 
 
 def vec_width(itemsize: int, n: int) -> int:

@@ -223,8 +223,7 @@ def plan_launches(
     max_grid: tuple[int, int, int] = MAX_GRID,
 ) -> Program:
     """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``, on the SIMT
-    kernels (``mode`` simt, a Strategy), the TF32 tensor-core ones (1xtf32 or 3xtf32, a TensorStrategy) or the
-    FP64 ones (dmma, a DmmaStrategy).
+    kernels of ``mode``'s family (strassenbench.families), ``strategy`` one of its strategies.
     ``max_grid``: the largest grid of a launch (the device's; tests pass smaller ones to split small
     problems). The scheme, streams and mode are checked as strassenbench.options.RunOptions."""
     options = RunOptions(scheme=scheme, streams=streams, mode=mode)
@@ -237,12 +236,11 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
     ``options``, the kernels of ``strategy`` (``options.kernel_strategy``)."""
     scheme, streams, mode = options.scheme_name, options.stream_count, options.mode
     dtype = np.dtype(C.dtype)
-    family = DmmaStrategy if options.dmma else TensorStrategy if options.tensor else Strategy
-    if not isinstance(strategy, family):
+    family = options.family
+    if type(strategy) is not family.strategy_type:
         raise FusedError(f"strategy {strategy.name} has no {mode} kernels")
-    computes = np.float64 if options.dmma else np.float32
-    if options.tensor and dtype != computes:
-        raise FusedError(f"the {mode} kernels compute {np.dtype(computes)}, not {dtype}")
+    if family.computes is not None and dtype != np.dtype(family.computes):
+        raise FusedError(f"the {mode} kernels compute {family.computes}, not {dtype}")
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
     steps = _live_steps(plan, str(dtype))
     write_mode = "atomic" if scheme == "atomic" else "plain"

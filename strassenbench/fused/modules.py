@@ -18,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..occupancy import ARCHS, blocks_per_sm
-from ..strategies import ALL_STRATEGIES, STRATEGIES
+from ..families import ALL_STRATEGIES
+from ..strategies import STRATEGIES
 from .arch import build_arch, jit_only
 from .instances import sources_digest
 from .sass import MAINLOOP_COLUMNS, opcode_counts, parse_sass

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..device import hardware_figures, query_device
+from ..families import MODES
 from ..occupancy import ARCHS, ArchLimits
 
 __all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes"]
@@ -54,9 +55,8 @@ class GPUSpec:
     def tau_tensor(self, mode: str) -> float:
         """The tensor cores' rate of the mode's useful flops: the TF32 peak, a third of it for 3xTF32 (three
         products per product), the FP64 tensor peak for dmma; 0 without such tensor cores."""
-        if mode == "dmma":
-            return self.fp64_tensor_flops
-        return self.tf32_flops / (3.0 if mode == "3xtf32" else 1.0)
+        run = MODES[mode]  # the family's peak (Family.peak), per product of the mode (Mode.products)
+        return getattr(self, run.kernel_family.peak, 0.0) / run.products
 
     @property
     def tau_gmop(self) -> float:

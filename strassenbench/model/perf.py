@@ -37,8 +37,9 @@ import pandas as pd
 from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
+from ..families import SIMT, counterpart, family_of
 from ..occupancy import blocks_per_sm
-from ..strategies import DMMA_MODE, DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, Strategy, tensor_counterpart
+from ..strategies import STRATEGIES, Strategy
 from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
@@ -224,13 +225,13 @@ def impl_time(
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
     # the kernels the scheme launches: atomicAdd write-back for atomic (their own registers and main loop)
     table = issue.write_mode_table(resources, "atomic" if scheme == "atomic" else "plain")
-    computes = "float64" if mode == DMMA_MODE else "float32" if mode != "simt" else dtype  # the kernels' dtype
+    family = family_of(mode)
+    computes = family.computes or dtype  # the kernels' dtype
 
     def load_of(w: tuple[int, int, int]) -> Load | None:
         kernel = kernel_counts(w)
-        if mode != "simt":  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
-            family = DMMA_STRATEGIES if mode == DMMA_MODE else TENSOR_STRATEGIES
-            tensor = family[tensor_counterpart(s.name, mode == DMMA_MODE)]
+        if family.tensor:  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
+            tensor = family.strategies[counterpart(s.name, mode)]
             return tensor_kernel_load(spec, tensor, kernel, sm, sk, sn, mode, table)
         active, _ = active_blocks(spec, s, kernel, dtype, table)
         counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, table)
@@ -240,9 +241,9 @@ def impl_time(
 
 
 def _tensor_mode(impl: str) -> str:
-    """simt, or the tensor-core mode of a fused implementation on the tensor cores."""
+    """SIMT, or the tensor-core mode of a fused implementation on the tensor cores."""
     if impl in MODELED_IMPLS:
-        return "simt"
+        return SIMT
     from ..impls import get_impl
 
     return get_impl(impl).mode

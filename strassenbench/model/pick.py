@@ -38,10 +38,10 @@ import pandas as pd
 from ..accuracy import bound_from_norms
 from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get_algorithm
 from ..fused.build import plan_fits
-from ..impls import IMPLS, TENSOR_IMPLS, ImplError, get_impl
 from ..device import current_device
+from ..families import FAMILIES, MODES, SIMT, by_accuracy, counterpart
+from ..impls import ImplError, family_impls, get_impl
 from ..results import KINDS, ResultsError, kind_of, read_results, read_system
-from ..strategies import tensor_counterpart
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
 from .perf import best_strategy, effective_tflops
@@ -51,7 +51,8 @@ __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound",
            "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
-AUTO = {"auto": ("simt", "strassen2-direct"), "auto-3xtf32": ("3xtf32", "strassen2-3xtf32")}
+AUTO = {"auto": (SIMT, "strassen2-direct"), **{f"auto-{m.suffix}": (m.name, f"strassen2-{m.suffix}")
+                                                for m in MODES.values() if m.staged}}
 # Baselines with no formula of their own, and the model's implementation each is predicted as.
 _AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32",
                "cutlass-dmma": "gemm-dmma"}
@@ -93,12 +94,11 @@ def candidates(dtype: str, arch: str) -> list[str]:
         get_algorithm(alg)  # a broken catalogue file is refused naming its file and line, never skipped
         names += [f"{alg}x{levels}" for levels in (1, 2) if plan_fits(alg, levels)]
         names += [f"{alg}+strassen"] if alg != "winograd" and plan_fits(f"{alg}+strassen", 2) else []
-    if dtype == "float32" and int(arch.removeprefix("sm_")) >= 80:
-        names += list(TENSOR_IMPLS)
-        names += [f"{alg}x1-{mode}" for mode in ("tf32", "3xtf32") for alg in catalogue if plan_fits(alg, 1)]
-    if dtype == "float64" and int(arch.removeprefix("sm_")) >= 80:  # the FP64 tensor cores
-        names += [name for name, impl in IMPLS.items() if impl.dmma]
-        names += [f"{alg}x1-dmma" for alg in catalogue if plan_fits(alg, 1)]
+    for family in FAMILIES.values():  # the tensor-core families in the dtype they compute, where the GPU has them
+        if family.tensor and dtype == family.computes and int(arch.removeprefix("sm_")) >= family.min_arch:
+            names += family_impls(family.name)
+            names += [f"{alg}x1-{MODES[mode].suffix}" for mode in family.modes for alg in catalogue
+                      if plan_fits(alg, 1)]
     return [n for n in dict.fromkeys(names) if dtype in get_impl(n).dtypes]
 
 
@@ -122,8 +122,8 @@ def _predicted(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, res
     strategy, timing = best_strategy(spec, _as_modeled(spec, impl, dtype), m, k, n, dtype, resources, model, scheme)
     if impl in _AS_MODELED:
         strategy = ""
-    elif get_impl(impl).mode != "simt":  # the tensor-core kernels take the family's strategy in that one's role
-        strategy = tensor_counterpart(strategy, get_impl(impl).dmma)
+    elif get_impl(impl).tensor:  # the tensor-core kernels take the family's strategy in that one's role
+        strategy = counterpart(strategy, get_impl(impl).mode)
     return strategy, timing.seconds, timing.limiter
 
 
@@ -205,11 +205,11 @@ def auto_choice(auto: str, spec: GPUSpec, m: int, k: int, n: int, dtype: str, en
     """What ``auto`` (a key of AUTO) runs for m x k x n on ``engine``: pick's first among the candidates that run
     there within the error bound of its precision."""
     mode, within = AUTO[auto]
-    if mode != "simt" and dtype != "float32":
-        raise ImplError(f"{auto} runs float32 only (the tensor-core modes), not {dtype}")
+    if dtype not in MODES[mode].dtypes:
+        raise ImplError(f"{auto} runs {', '.join(MODES[mode].dtypes)} only (the tensor-core modes), not {dtype}")
     limit = error_bound(within, m, k, n, dtype) * (1 + 1e-12)
     names = [c for c in candidates(dtype, spec.arch if engine == "cuda" else "sm_90")
-             if engine in get_impl(c).engines and get_impl(c).mode in ("simt", mode) and get_impl(c).kind != "cutlass"]
+             if engine in get_impl(c).engines and get_impl(c).mode in (SIMT, mode) and get_impl(c).kind != "cutlass"]
     found = next((c for c in rank(spec, m, k, n, dtype, names=names) if error_bound(c.impl, m, k, n, dtype) <= limit),
                  None)
     if found is None:
@@ -243,8 +243,9 @@ def resolve(impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> tuple
     return choice.impl, choice.strategy, f"{impl} chose {choice.impl} ({spec.name}, {choice.source})"
 
 
-# The precisions a winner is found for: full float32 (SIMT, cuBLAS, CUTLASS), and the two tensor-core modes.
-WINNER_MODES = ("simt", "3xtf32", "1xtf32")
+# The precisions a winner is found for, most accurate first: full float32 (SIMT, cuBLAS, CUTLASS), and every
+# float32 tensor-core mode.
+WINNER_MODES = by_accuracy("float32")
 
 
 def winner_rows(spec: GPUSpec, key: str, sweep: str, sizes: list[int], dtype: str = "float32",

@@ -15,7 +15,7 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
 where I is the main loop's instructions per warp and k_S slice and d its loads' load-use distance: the build's
 (resources.csv, its machine code) where it read them, else counted from what the loop does; w the block's warps
 per sub-partition. #blocks = #SM x active blocks per SM: the build's blocks_per_sm, else a register count
-(the 3xTF32 kernels' staged accumulation takes TcHuge to one block per SM, which T_latency charges). The DMMA
+(the 3xTF32 kernels' staged accumulation takes the largest TF32 tile to one block per SM, which T_latency charges). The DMMA
 kernels (float64 on the FP64 tensor cores, a DmmaStrategy) take the same terms with P = 1, 8-byte elements and
 tau_tensor the dense FP64 tensor peak.
 Every number is a prediction.
@@ -28,7 +28,8 @@ import math
 import pandas as pd
 
 from ..occupancy import blocks_per_sm
-from ..strategies import DMMA_MODE, DmmaStrategy, TensorStrategy
+from ..families import MODES, family_of
+from ..strategies import DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
 from .issue import SUB_PARTITIONS, per_table
 from .latency import load_latency_clocks, slice_chain_clocks
@@ -36,15 +37,18 @@ from .memory import global_times
 from .schemes import Load, alone
 from .timing import DEFAULT_MODEL, Timing
 
-__all__ = ["PARTS", "tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
+__all__ = ["tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
            "tensor_kernel_load", "tensor_kernel_time"]
 
-PARTS = {"1xtf32": 1, "3xtf32": 2, DMMA_MODE: 1}
-_HMMA = {"1xtf32": 1, "3xtf32": 3}  # mma.m16n8k8 per 16 x 8 x 8 tile and k-step
 
 
 def _itemsize(mode: str) -> int:
-    return 8 if mode == DMMA_MODE else 4
+    return family_of(mode).itemsize
+
+
+def _dmma(mode: str) -> bool:
+    """The FP64 tensor-core family's counts (the others here are the TF32 family's)."""
+    return not MODES[mode].tf32
 
 
 def dmma_slice_instructions(s: DmmaStrategy, w: tuple[int, int, int], arch: str = "sm_80") -> float:
@@ -85,7 +89,7 @@ def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: 
     loader's work: a global load and an address add per term and 4-element chunk, an FFMA per element and extra
     term, a TF32 rounding (and subtraction) per element and part, a store per chunk and part; the barrier and the
     loop's count, compare and branch."""
-    parts = PARTS[mode]
+    parts = MODES[mode].parts
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
     chunks = math.ceil(a_elems / 4) + math.ceil(b_elems / 4)
     loads = 2 * (w[0] * math.ceil(a_elems / 4) + w[1] * math.ceil(b_elems / 4))
@@ -104,10 +108,11 @@ def _mma_phase(s: TensorStrategy | DmmaStrategy, mode: str, arch: str) -> float:
     """A slice's mma phase per warp, counted: its fragment loads and mma (HMMA, or DMMA: _dmma_phase), the
     instructions between the slice's global loads and their first use (kernels/mma_mainloop.cuh issues the
     loads before the mma)."""
-    if mode == DMMA_MODE:
+    if _dmma(mode):
         return _dmma_phase(s, arch)
     k_steps, m_tiles, n_tiles = s.k_S // 8, s.m_W // 16, s.n_W // 8
-    return _mma_tiles(s) * k_steps * _HMMA[mode] + PARTS[mode] * k_steps * (4 * m_tiles + 2 * n_tiles)
+    # mma.m16n8k8 per 16 x 8 x 8 tile and k-step: Mode.products (3 for 3xTF32)
+    return _mma_tiles(s) * k_steps * MODES[mode].products + MODES[mode].parts * k_steps * (4 * m_tiles + 2 * n_tiles)
 
 
 @per_table
@@ -116,7 +121,7 @@ def _slice_loop(arch: str, s: TensorStrategy, w: tuple[int, int, int], mode: str
     """(instructions per warp and slice, the loads' load-use distance): the build's machine code (resources.csv)
     where it was read, else counted."""
     rows = _rows(resources, arch, s, w, mode)
-    counted = dmma_slice_instructions(s, w, arch) if mode == DMMA_MODE else tensor_slice_instructions(s, w, mode)
+    counted = dmma_slice_instructions(s, w, arch) if _dmma(mode) else tensor_slice_instructions(s, w, mode)
     instructions, load_use = counted, _mma_phase(s, mode, arch)
     if len(rows) and pd.notna(rows["loop_instructions"].iloc[0]):
         instructions = float(rows["loop_instructions"].iloc[0])
@@ -130,14 +135,14 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
                          resources: pd.DataFrame | None = None) -> tuple[int, str]:
     """(active blocks per SM, where from): the compiled kernel's (resources.csv), else registers counted from its
     accumulator and fragments (and for 3xTF32 the staged accumulation's 4-register sum per mma tile: about 210
-    for TcHuge's 256 threads, one block per SM) and the tiles' shared memory."""
+    for the 256 threads of the TF32 family's largest tile, one block per SM) and the tiles' shared memory."""
     rows = _rows(resources, spec.arch, s, w, mode)
     if len(rows):
         return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
-    if mode == DMMA_MODE:  # two registers a double: the accumulator and a fragment per tile side
+    if _dmma(mode):  # two registers a double: the accumulator and a fragment per tile side
         registers = 2 * (s.m_W * s.n_W // 32 + s.m_W // 8 + s.n_W // 8) + 32
         return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes()), "register count"
-    parts = PARTS[mode]
+    parts = MODES[mode].parts
     staged = 4 * _mma_tiles(s) if parts == 2 else 0
     registers = s.m_W * s.n_W // 32 + parts * (4 * s.m_W // 16 + 2 * s.n_W // 8) + staged + 32
     return blocks_per_sm(spec.limits, s.threads, min(registers, 255), s.smem_bytes(4, parts)), "register count"
@@ -151,7 +156,7 @@ def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
     if active < 1 or spec.tau_tensor(mode) <= 0:
         return None
-    parts, kk, itemsize = PARTS[mode], math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)
+    parts, kk, itemsize = MODES[mode].parts, math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)
     tiles = math.ceil(m / s.m_S) * math.ceil(n / s.n_S)
     blocks = spec.sm_count * active
     n_flop = 2 * s.m_S * s.n_S * kk

@@ -26,7 +26,8 @@ from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..limits import MAX_DIMENSION
 from ..options import SCHEMES
-from ..strategies import STRATEGIES, tensor_counterpart
+from ..families import MODES, SIMT, counterpart
+from ..strategies import STRATEGIES
 from .files import VALIDATE, ModelError
 from .gpus import GPUSpec
 from .perf import MODELED_IMPLS, impl_time, modeled
@@ -34,18 +35,18 @@ from .perf import MODELED_IMPLS, impl_time, modeled
 __all__ = ["AS_RUN", "BASELINE", "VALIDATE_COLUMNS", "validation_rows"]
 
 AS_RUN = "as-run"  # the scheme each point ran with
-BASELINE = {"simt": "gemm", "1xtf32": "gemm-tf32", "3xtf32": "gemm-3xtf32", "dmma": "gemm-dmma"}  # per mode
+BASELINE = {m.name: f"gemm-{m.suffix}" if m.suffix else "gemm" for m in MODES.values()}  # our GEMM per mode
 VALIDATE_COLUMNS = list(VALIDATE.columns)  # model_validate.csv's (strassenbench.model.files)
 
 
 def _simt_strategy(impl: str, strategy: object) -> str | None:
     """The SIMT strategy the model takes for a point timed with ``strategy`` (a tensor-core family's stands for
-    the SIMT one it plays: strassenbench.strategies.tensor_counterpart); None for none the model knows."""
+    the SIMT one it plays: strassenbench.families.counterpart); None for none the model knows."""
     name = str(strategy)
     if name in STRATEGIES:
         return name
-    dmma = impl not in MODELED_IMPLS and get_impl(impl).dmma
-    return next((s for s in STRATEGIES if tensor_counterpart(s, dmma) == name), None)
+    mode = SIMT if impl in MODELED_IMPLS else get_impl(impl).mode
+    return next((s for s in STRATEGIES if counterpart(s, mode) == name), None)
 
 
 def _modeled(impl: str) -> bool:

@@ -8,9 +8,8 @@ import pandas as pd
 
 from ..breakeven import break_even
 from ..impls import ImplError, get_impl
+from ..families import ALL_STRATEGIES, MODES
 from ..options import SCHEMES
-from ..strategies import ALL_STRATEGIES
-from ..tensorcore import MODES as TENSOR_MODES
 
 __all__ = ["ok_rows", "best_rows", "POINT", "chosen_strategies", "left_out", "speedups", "measured_crossover",
            "claims", "scheme_name", "schemes_of", "PRECISIONS", "precision_of", "precision_speedups"]
@@ -118,9 +117,9 @@ def precision_of(impl: str, dtype: str) -> str | None:
         return None
     if dtype == "float64":
         return "FP64"
-    if mode in TENSOR_MODES:
+    if MODES[mode].tf32:
         return "TF32/3xTF32"
-    return "FP32" if mode == "simt" and dtype == "float32" else None
+    return "FP32" if not MODES[mode].tensor and dtype == "float32" else None
 
 
 def precision_speedups(frame: pd.DataFrame, precision: str, sweep: str = "square") -> pd.DataFrame:

@@ -20,6 +20,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from ..families import DMMA, FAMILIES, TF32  # noqa: E402
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import best_rows, chosen_strategies, measured_crossover, precision_speedups  # noqa: E402
@@ -285,12 +286,12 @@ def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
 
 def _family_square(frame: pd.DataFrame, out: Path, lines: tuple[str, ...], peaks: dict[str, float], cpu: bool,
                    dtype: str, family: str, title: str, stem: str) -> Drawn:
-    """The square sweep's ``lines`` in ``dtype`` with ``peaks``; a note where no implementation of ``family``
-    (tensor: TF32, dmma: FP64 tensor cores) was timed."""
+    """The square sweep's ``lines`` in ``dtype`` with ``peaks``; a note where no implementation of the kernel
+    family ``family`` (strassenbench.families) was timed."""
     fig, ax, present = _square_lines(frame, lines, cpu, (7.5, 4.6), dtype)
-    if not any(getattr(get_impl(i), family) for i in present):
-        empty_note(ax, f"no {'tensor-core' if family == 'tensor' else 'DMMA'} results in this run (the tensorcore "
-                       f"profile times them{' in float64' if dtype == 'float64' else ''})")
+    if not any(get_impl(i).family.name == family for i in present):
+        empty_note(ax, f"no {FAMILIES[family].what}results in this run (the tensorcore profile times them"
+                       f"{' in float64' if dtype == 'float64' else ''})")
     for name, tflops in peaks.items():
         _peak(ax, tflops, name)
     ax.set_title("square: m = k = n")
@@ -304,7 +305,7 @@ def fig_tensorcore_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float
     """Beyond the paper: the square sweep's SIMT FP32 lines (cuBLAS, our GEMM, 1- and 2-level Strassen) beside
     their tensor-core counterparts (cuBLAS TF32, CUTLASS's 3xTF32 SGEMM, ours in 1xTF32 and 3xTF32), each where
     the run timed it, with the FP32 and dense TF32 peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
-    return _family_square(frame, out, TENSORCORE_LINES, peaks, cpu, "float32", "tensor",
+    return _family_square(frame, out, TENSORCORE_LINES, peaks, cpu, "float32", TF32,
                           f"SIMT FP32 and TF32 tensor cores, single precision: {device}", "fig_tensorcore_square")
 
 
@@ -312,7 +313,7 @@ def fig_dmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], dev
     """Beyond the paper: the square sweep in float64: cuBLAS's DGEMM (on the FP64 tensor cores of an A100 or
     H100), our SIMT GEMM, and CUTLASS's and our DMMA GEMM and 1- and 2-level Strassen on the FP64 tensor cores,
     with the FP64 and FP64 tensor peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
-    return _family_square(frame, out, DMMA_LINES, peaks, cpu, "float64", "dmma",
+    return _family_square(frame, out, DMMA_LINES, peaks, cpu, "float64", DMMA,
                           f"SIMT and FP64 tensor cores, double precision: {device}", "fig_dmma_square")
 
 

@@ -9,6 +9,7 @@ from ..accuracy import growth_constants
 from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
+from ..families import FAMILIES, TF32
 from ..impls import algorithm_impl, get_impl
 from ..io import markdown
 from ..strategies import STRATEGIES
@@ -286,7 +287,8 @@ def report_tables(run: dict, model: ModelGPU, resources: pd.DataFrame | None
         "tensorcore_accuracy": (tensorcore_accuracy(run.get("accuracy")),
                                 "no accuracy table in this run (the tensorcore profile writes accuracy.csv)"),
         "tensorcore_kernels": (tensorcore_kernels(resources),
-                               "no tensor-core kernels in the build (`strassenbench build --strategy TcHuge`)"),
+                               "no tensor-core kernels in the build (`strassenbench build --strategy "
+                               f"{FAMILIES[TF32].cutlass_tile}`)"),
         "points_left_out": (left_out(sweeps), "every timed point is in the figures (status ok, no blocking "
                                               "timeout)"),
     }

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from ..families import MODES, by_accuracy
 from ..impls import get_impl
 from ..options import SCHEMES
 from ..sweeps import SWEEPS
@@ -20,9 +21,9 @@ from .palette import style
 
 __all__ = ["fig_winners", "winners_table", "TABLE_SIZES", "PRECISIONS"]
 
-PRECISIONS = {"simt": "float32", "3xtf32": "3xTF32", "1xtf32": "1xTF32"}  # model_winners.csv's precision column
+PRECISIONS = {mode: MODES[mode].precision for mode in by_accuracy("float32")}  # model_winners.csv's precision column
 TABLE_SIZES = (2048, 8192, 16384)  # the winners table's square sizes
-_LINE = {"simt": "-", "3xtf32": "--", "1xtf32": ":"}
+_LINE = {mode: MODES[mode].line for mode in PRECISIONS}
 
 
 def _measured_winners(sweeps: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +32,7 @@ def _measured_winners(sweeps: pd.DataFrame) -> pd.DataFrame:
     good = ok_rows(sweeps) if not sweeps.empty else sweeps
     if good.empty:
         return pd.DataFrame(columns=["sweep", "x", "impl", "speedup"])
-    good = good[(good["dtype"] == "float32") & good["impl"].map(lambda i: get_impl(str(i)).mode == "simt")
+    good = good[(good["dtype"] == "float32") & good["impl"].map(lambda i: not get_impl(str(i)).tensor)
                 & (good["impl"] != "auto")]
     rows = []
     for (sweep, x), part in good.groupby(["sweep", "x"]):

@@ -96,10 +96,11 @@ def swept(sweep: str, profile: str = "smoke") -> int:
     """Rows of a sweep per size: one per implementation and dtype it is timed in (the workflow's sweep_dtypes:
     the DMMA ones in float64, and cuBLAS and our GEMM in both on the square sweep beside them), the controls in
     the square sweep."""
+    from strassenbench.families import DMMA
     from strassenbench.impls import get_impl
 
     impls = cpu_impls(profile) + (config()["controls"] if sweep == "square" else [])
-    dmma = any(get_impl(i).dmma for i in impls)
+    dmma = any(get_impl(i).family.name == DMMA for i in impls)
     rows = 0
     for impl in impls:
         dtypes = get_impl(impl).dtypes

@@ -6,6 +6,7 @@ from snakemake.exceptions import WorkflowError
 
 from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
 from strassenbench.fused.cuda import build_arch
+from strassenbench.families import DMMA
 from strassenbench.strategies import STRATEGIES
 from strassenbench.sweeps import SWEEPS
 from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus
@@ -253,7 +254,7 @@ def swept_dtypes(sweep, impl):
     dtypes = get_impl(impl).dtypes
     if "float32" not in dtypes:
         return list(dtypes)
-    if sweep == "square" and impl in ("cublas", "gemm") and any(get_impl(i).dmma for i in run_impls()):
+    if sweep == "square" and impl in ("cublas", "gemm") and any(get_impl(i).family.name == DMMA for i in run_impls()):
         return ["float32", "float64"]
     return ["float32"]
 
