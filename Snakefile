@@ -48,7 +48,10 @@ wildcard_constraints:
     device="[a-z0-9]+(-[a-z0-9]+)*",  # a device folder (strassenbench.device.slug): no other target matches
 
 
-include: "workflow/rules/common.smk"
+include: "workflow/rules/devices.smk"
+include: "workflow/rules/cases.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/targets.smk"
 include: "workflow/rules/forecast.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/verify.smk"

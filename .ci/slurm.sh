@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine, for testing the workflow's SLURM profile (tests/test_slurm.py).
+# A one-node SLURM cluster on this machine, for testing the workflow's SLURM profile (tests/workflow/test_slurm.py).
 # Runs as root without systemd: Debian's packages (installed when missing), then munge, MariaDB with slurmdbd
 # (so that `sacct` answers), slurmctld and slurmd, each a background process whose PID is kept in $STATE.
 # The node has partitions `cpu` and `gpu`, and one GPU gres backed by /dev/null, so that GPU jobs schedule on

@@ -23,7 +23,7 @@ namespace sb {
 // lanes (128 bytes). A fragment (lane: row g, column t of an 8 x 4 block) has its 16 lanes on distinct 8-byte
 // bank pairs when a row is 4 doubles modulo 16 long, and so does B's (row t, column g): both are padded by 4
 // doubles (k_S and n_S multiples of 8). The loader's 128-bit stores of a row stay contiguous: no bank conflict
-// (tests/test_dmma.py counts them on the emulator).
+// (tests/fused/test_dmma.py counts them on the emulator).
 template <int M_S, int N_S, int K_S>
 struct alignas(128) DmmaTiles {
   static constexpr int kLdA = K_S + 4, kLdB = N_S + 4;

@@ -22,7 +22,7 @@ namespace sb {
 // Both stages of the A (m_S x k_S, k contiguous) and B (k_S x n_S) tiles, PARTS parts each (big, small). A's
 // rows are swizzled by 16-byte chunks (swizzle_a) and B's padded by 8 floats, so that an mma fragment load
 // (8 rows x 4 columns of A, 4 rows x 8 columns of B) and a warp's 128-bit stores of the sums touch every
-// bank once per wavefront: no bank conflict (tests/test_tensorcore.py counts them on the emulator).
+// bank once per wavefront: no bank conflict (tests/fused/test_tensorcore.py counts them on the emulator).
 template <int M_S, int N_S, int K_S, int PARTS>
 struct alignas(128) MmaTiles {
   static constexpr int kLdB = N_S + 8;

@@ -87,7 +87,7 @@ if [ ${#TENSOR[@]} -gt 0 ]; then  # float64 beside them (fig_dmma_square): cuBLA
     --out "$DATA/square.csv"
 fi
 # the test files that hold gpu tests, named, so that the other files' extras (Snakemake, SLURM) are not needed
-GPU_TESTS=$(grep -l "pytest.mark.gpu" tests/test_*.py)
+GPU_TESTS=$(grep -rl --include="test_*.py" "pytest.mark.gpu" tests)
 step tests bash -c '"$1" -m pytest -q -m gpu -p no:cacheprovider --gpu-build "$2" "${@:4}" > "$3" 2>&1; rc=$?
   tail -3 "$3"; exit $rc' gpu-tests "$PY" "$BUILD" "$DATA/gpu_tests.txt" $GPU_TESTS
 step memlimit $PY -m strassenbench memlimit --engine cuda --build-dir "$BUILD" --step 512 \

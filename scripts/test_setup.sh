@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond Python packages: a headless Chromium, which renders report/index.html
-# (tests/test_report_render.py). Installed from the distribution's packages when missing (Debian/Ubuntu, as
+# (tests/report/test_report_render.py). Installed from the distribution's packages when missing (Debian/Ubuntu, as
 # root or with password-less sudo); elsewhere install Chromium yourself, or the render test is skipped.
 set -euo pipefail
 for browser in chromium chromium-browser google-chrome; do

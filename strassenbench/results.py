@@ -256,7 +256,7 @@ def leaves_the_folder(value: object) -> bool:
 
 
 def timing_modes(frame: pd.DataFrame) -> set[str]:
-    """How the measured rows of bench results were timed (strassenbench.bench.timing: blocking, graph, host, or
+    """How the measured rows of bench results were timed (strassenbench.bench.timers: blocking, graph, host, or
     an older file's events); rows without a time (failed points, files before the column) say nothing."""
     if frame is None or frame.empty or "timing" not in frame:
         return set()

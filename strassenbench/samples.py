@@ -1,7 +1,7 @@
 """Every timed sample of a sweep, kept beside its CSV: ``<name>.samples.jsonl``, one JSON line per point.
 
 A line holds the point's key (sweep, impl, m, n, k, dtype, strategy_request, scheme_request), how it was
-timed (strassenbench.bench.timing: graph, events or host) and its samples as [seconds, SM clock in MHz or
+timed (strassenbench.bench.timers: graph, events or host) and its samples as [seconds, SM clock in MHz or
 null, throttle reasons (NVML's bit mask), kept, power in W or null]; a file written before the reasons' mask
 and the power holds [seconds, clock, a slowing reason set (true/false), kept], read as it is. The bench appends a point's line before it rewrites the CSV, so a point in
 the CSV always has its samples; a point measured again (a resumed sweep) appends a new line, and the last line

@@ -78,7 +78,7 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory, sim_build: str)
 
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The kernels the CPU device loads (tests/support/cudasim.py): a real sm_90 build, Small strategy, every default
+    """The kernels the CPU device loads (tests/support/cudasim/): a real sm_90 build, Small strategy, every default
     kernel in both dtypes, the tensor-core TcSmall in both modes and the FP64 tensor-core DmmaSmall (seconds: the
     small tiles compile fast)."""
     from strassenbench.fused.build import build

@@ -261,3 +261,21 @@ def test_report_sizes() -> None:
     paths = sorted((ROOT / "strassenbench" / "report").glob("*.py"))
     assert len(paths) >= 8
     assert [line for p in paths for line in oversized(p)] == []
+
+
+def test_module_names_say_their_layer() -> None:
+    """No two modules outside strassenbench.cli share a name (a package's __init__ aside): tables.py in the model
+    and in the report were two homes for one word."""
+    names: dict[str, list[str]] = {}
+    for path in [*(ROOT / "strassenbench").rglob("*.py"), *(ROOT / "reference").rglob("*.py")]:
+        if path.name != "__init__.py" and "cli" not in path.relative_to(ROOT).parts:
+            names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+def test_workflow_rule_files_and_readme_lines_are_short() -> None:
+    """Every workflow rule file is under 200 lines, and no README line is over 300 characters."""
+    rules = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "workflow" / "rules").glob("*.smk")}
+    assert len(rules) >= 8 and {name: n for name, n in rules.items() if n >= 200} == {}
+    long = [i for i, line in enumerate((ROOT / "README.md").read_text().splitlines(), 1) if len(line) > 300]
+    assert long == []

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .telemetry import Device, cuda_pci_bus_id, cuda_versions
-from .timing import GPU_TIMING, CudaTimer, HostTimer
+from .timers import GPU_TIMING, CudaTimer, HostTimer
 
 __all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom",
            "STICKY_ERRORS", "sticky_error"]
@@ -20,7 +20,7 @@ REF64_LIMIT = 8192**3  # m n k up to this: the check's reference is float64; abo
 class Backend:
     engine = "numpy"
     xp = np
-    timing = "host"  # how its samples are timed (strassenbench.bench.timing): one mode for a whole sweep
+    timing = "host"  # how its samples are timed (strassenbench.bench.timers): one mode for a whole sweep
 
     def operands(self, m: int, n: int, k: int, dtype: str, seed: int):  # noqa: ANN201
         """A, B, C uniform in [-1, 1) from ``seed`` (never zeros)."""
@@ -92,7 +92,7 @@ class NumpyBackend(Backend):
     pass
 
 
-class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/support/cudasim.py
+class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/support/cudasim/
     engine = "cuda"
 
     def __init__(self, device_index: int = 0, timing: str = "blocking") -> None:

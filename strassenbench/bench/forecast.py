@@ -7,7 +7,7 @@ times those named always too (fig:model_square's pair). The tensor-core families
 every one is timed.
 
 The predicted wall time of a point: the warm-up (``warmup_time``), the check's calls and its reference, then the
-samples the stopping rule needs (strassenbench.bench.timing): enough for the median's 95% interval to reach
+samples the stopping rule needs (strassenbench.bench.timers): enough for the median's 95% interval to reach
 ``precision`` at an assumed spread of ASSUMED_SPREAD (the median's interval half-width is about
 1.96 sqrt(pi / 2) spread / sqrt(n)), and at least ``min_samples``, ``clock_window`` and ``min_time`` of them,
 each costing the call's predicted time (strassenbench.model.pick.predicted_time) and the flush and readings
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..impls import get_impl
 from ..families import counterpart
 from ..strategies import STRATEGIES
-from .timing import Criterion
+from .timers import Criterion
 
 __all__ = ["SMALL_SIDE", "TOP_STRATEGIES", "ASSUMED_SPREAD", "parse_request", "candidates", "Forecast", "forecast",
            "describe", "duration"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 __all__ = ["WorkerConfig", "Workers", "START_METHOD", "died"]
 
-# Overridden by a CPU device installed in this process (tests/support/cudasim.py): a forked worker inherits it.
+# Overridden by a CPU device installed in this process (tests/support/cudasim/): a forked worker inherits it.
 START_METHOD: str | None = None
 
 
@@ -34,7 +34,7 @@ class WorkerConfig:
 
     engine: str
     timing: str
-    criterion: object  # strassenbench.bench.timing.Criterion
+    criterion: object  # strassenbench.bench.timers.Criterion
     seed: int
     build_dir: str
     measure: Callable  # (point, backend, criterion, seed, build_dir, records) -> row: runner.run_point

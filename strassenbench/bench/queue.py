@@ -1,6 +1,6 @@
 """How many operations one call of an implementation enqueues, and so how a sweep can be timed on a GPU.
 
-``blocking`` timing (strassenbench.bench.timing) enqueues the start event, the whole call and the stop event
+``blocking`` timing (strassenbench.bench.timers) enqueues the start event, the whole call and the stop event
 behind a kernel that spins until the host releases it. A GPU holds only so many pending operations behind a
 spinning kernel: nvbench's blocking_kernel.cuh warns of about 32 launches, depending on the device and driver.
 Past that, the host blocks inside the call while the GPU spins, only the spin's timeout ends the wait, and

@@ -39,7 +39,7 @@ from .backends import Backend, is_oom, sticky_error
 from .forecast import SMALL_SIDE, candidates
 from .isolate import WorkerConfig, Workers
 from .telemetry import git_commit, host_description, source_hash
-from .timing import Criterion, TimingError, sample
+from .timers import Criterion, TimingError, sample
 
 __all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "shuffled", "system_description", "system_json",
            "MEMORY_GRANULARITY",

@@ -142,7 +142,7 @@ class Device:
 
     def probe(self) -> tuple[float | None, int, float | None]:
         """(SM clock in MHz now, the throttle reasons' bit mask, power in W or None): read after every timed
-        sample (strassenbench.bench.timing.sample)."""
+        sample (strassenbench.bench.timers.sample)."""
         if not self.available:
             return None, 0, None
         clock = self._get("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM, default=None)

@@ -16,7 +16,7 @@ from ..model.perf import MODELED_IMPLS, load_resources
 from ..model.pick import PICK_SCHEMES
 from ..model.validate import AS_RUN
 from ..model.predict import crossover, predict
-from ..model.timing import DEFAULT_MODEL, MODELS
+from ..model.terms import DEFAULT_MODEL, MODELS
 from ..options import SCHEMES
 from ..strategies import STRATEGIES
 from ..sweeps import PAPER_SIZES, SWEEPS, parse_sizes
@@ -220,8 +220,8 @@ def _winners(args: argparse.Namespace) -> int:
 
 
 def _tables(args: argparse.Namespace) -> int:
-    """model spec, occupancy, issue-bounds and speedup: the model's tables the report reads (model.tables)."""
-    from ..model import tables
+    """model spec, occupancy, issue-bounds and speedup: the model's tables the report reads (model.spec_tables)."""
+    from ..model import spec_tables as tables
     from ..model.files import PREDICTIONS, read_model
 
     if args.model_command == "spec":

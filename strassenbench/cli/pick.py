@@ -14,7 +14,7 @@ from ..io import write_table
 from ..limits import MAX_DIMENSION
 from ..model.gpus import SPECS
 from ..model.pick import PICK_SCHEMES, measured_points, rank
-from ..model.timing import DEFAULT_MODEL, MODELS
+from ..model.terms import DEFAULT_MODEL, MODELS
 from . import types
 from .checks import UsageError
 from .model import gpu_spec, resources_of

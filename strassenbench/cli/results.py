@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..report.build import build_report
+    from ..report.page import build_report
 
     data = Path(args.data)
     if not data.is_dir():

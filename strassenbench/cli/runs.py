@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..bench.timing import GPU_TIMING
+from ..bench.timers import GPU_TIMING
 from ..engines import ENGINES, FUSED_ENGINES
 from ..fused.arch import CudaError
 from ..fused.launch import FusedError
@@ -237,7 +237,7 @@ def _points(args: argparse.Namespace) -> list:
 
 
 def _criterion(args: argparse.Namespace):  # noqa: ANN202
-    from ..bench.timing import Criterion
+    from ..bench.timers import Criterion
 
     return Criterion(min_samples=args.min_samples, min_time=args.min_time, precision=args.precision,
                      max_time=args.max_time, warmup_time=args.warmup_time,

@@ -1,7 +1,7 @@
 """Run launches on the GPU: CuPy loads the fatbin built by `strassenbench build` (cupy.RawModule).
 
 This is the only GPU-facing code of the fused path. Without a GPU its tests (marker ``cudasim``) run it on
-strassenbench's CPU device (tests/support/cudasim.py): real CuPy, its launches run by the emulator.
+strassenbench's CPU device (tests/support/cudasim/): real CuPy, its launches run by the emulator.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ levels of Strassen (the GEMM's at 0; instances.default_level) so a test pays onl
 other plan's kernels, and cached under
 $STRASSENBENCH_CACHE (default ~/.cache/strassenbench/emu) by a hash of the kernel sources.
 $STRASSENBENCH_EMU_FLAGS adds compiler flags, e.g. "-fsanitize=address,undefined" for a sanitizer run (the
-process then needs the sanitizer runtime in LD_PRELOAD; tests/test_kernels_emu.py shows how). A library built
+process then needs the sanitizer runtime in LD_PRELOAD; tests/fused/test_kernels_emu.py shows how). A library built
 with flags of one's own (a sanitizer, a debugger's -O0 -g) holds only the kernels of the program that runs, not
 every default kernel: an instrumented compile of a few kernels takes seconds.
 

@@ -15,7 +15,7 @@ lanes n and n^1, or n and n^2, read the same address is returned in half the cyc
 
 The main loop's figure per warp and k_S slice is the difference between two runs of one thread block whose
 depths differ by some slices, divided by those slices and the warps: its steady state, in which the
-prologue's extra tile store and fragment load cancel out (tests/test_smem.py).
+prologue's extra tile store and fragment load cancel out (tests/fused/test_smem.py).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def load_resources(path: str | Path, required: bool = False) -> pd.DataFrame | N
     return frame
 
 
-# The model of a prediction whose file has no ``model`` column (strassenbench.model.timing.MODELS: each one's terms)
+# The model of a prediction whose file has no ``model`` column (strassenbench.model.terms.MODELS: each one's terms)
 DEFAULT_MODEL = "issue"
 
 PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and strategy)

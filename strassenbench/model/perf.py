@@ -16,7 +16,7 @@ and with #blocks = #SM x active blocks per SM and ceil(m/m_S) ceil(n/n_S) tiles 
 
 and, beyond the paper, T_issue (the main loop's issue slots, strassenbench.model.issue), in the maximum by
 default (model "issue"), and T_dram and T_l2 (global traffic through the L2, strassenbench.model.memory), in
-place of T_gmop in model "l2" (strassenbench.model.timing.MODELS). Every term is reported whichever model
+place of T_gmop in model "l2" (strassenbench.model.terms.MODELS). Every term is reported whichever model
 bounds the time.
 
 Implementations compose kernels: fused L-level Strassen runs its R^L products one after another (as the
@@ -46,7 +46,7 @@ from .gpus import GPUSpec
 from .memory import global_times
 from .tensor import tensor_kernel_load
 from .schemes import Load, alone, scheme_time
-from .timing import DEFAULT_MODEL, Timing
+from .terms import DEFAULT_MODEL, Timing
 
 __all__ = [
     "Counts",

@@ -45,7 +45,7 @@ from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
 from .perf import best_strategy, effective_tflops
-from .timing import DEFAULT_MODEL
+from .terms import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
            "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
@@ -179,7 +179,7 @@ def rank(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resource
          measured: pd.DataFrame | None = None, names: list[str] | None = None,
          model: str = DEFAULT_MODEL, scheme: str = "sequential") -> list[Choice]:
     """Every candidate (or ``names``) for m x k x n on ``spec``, fastest first (module docstring), predicted by
-    ``model`` (strassenbench.model.timing.MODELS), the fused ones' products run by ``scheme``."""
+    ``model`` (strassenbench.model.terms.MODELS), the fused ones' products run by ``scheme``."""
     if min(m, k, n) < 1:
         raise PickError(f"m, k and n must be positive, not {m} x {k} x {n}")
     found = []

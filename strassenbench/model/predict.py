@@ -9,7 +9,7 @@ from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
 from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled
-from .timing import DEFAULT_MODEL
+from .terms import DEFAULT_MODEL
 
 __all__ = ["predict", "crossover"]
 
@@ -25,7 +25,7 @@ def predict(
     model: str = DEFAULT_MODEL,
     scheme: str = "sequential",
 ) -> pd.DataFrame:
-    """One row per (impl, size): modeled time and effective TFLOPS by ``model`` (strassenbench.model.timing:
+    """One row per (impl, size): modeled time and effective TFLOPS by ``model`` (strassenbench.model.terms:
     paper, issue or l2; its name in the ``model`` column), the fused products run by ``scheme``
     (strassenbench.model.schemes; in the ``scheme`` column)."""
     rows = []

@@ -43,7 +43,7 @@ from ..fused.instances import kernel_counts, max_batch
 from ..limits import MAX_SCHEDULE_PRODUCTS
 from ..options import SCHEMES, check_scheme
 from .files import ModelError
-from .timing import INFINITE, ZERO, Timing, bounded
+from .terms import INFINITE, ZERO, Timing, bounded
 
 __all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "SCHEMES"]
 

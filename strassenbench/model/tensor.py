@@ -35,7 +35,7 @@ from .issue import SUB_PARTITIONS, per_table
 from .latency import load_latency_clocks, slice_chain_clocks
 from .memory import global_times
 from .schemes import Load, alone
-from .timing import DEFAULT_MODEL, Timing
+from .terms import DEFAULT_MODEL, Timing
 
 __all__ = ["tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
            "tensor_kernel_load", "tensor_kernel_time"]

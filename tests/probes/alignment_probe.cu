@@ -1,6 +1,6 @@
 // Test probe of the emulator's alignment checks (kernels/emu/cuda_emu.hpp, check_aligned): one kernel per kind
 // of checked access, at a byte offset the test chooses, each behind the emulator's entry macro (emu_<name>) so
-// that a fault names it; tests/test_emu_alignment.py reads the faults with emu_fault_take.
+// that a fault names it; tests/fused/test_emu_alignment.py reads the faults with emu_fault_take.
 #include "instances.cuh"  // SB_EMU_ENTRY, emu_fault_take
 
 // One global load of `bytes` (8 or 16) at p + offset bytes: unpredicated (ldg_at) when guard is -1, else

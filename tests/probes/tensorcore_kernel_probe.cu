@@ -1,6 +1,6 @@
 // Test probe of kernels/tensorcore_primitive.cuh: a few instantiations (tile shapes, operand counts, load
 // widths, 1xTF32 and 3xTF32) behind one entry point that takes the product's terms as offsets into A, B, C
-// and coefficients, so that tests/test_tensorcore.py can run them on the emulator.
+// and coefficients, so that tests/fused/test_tensorcore.py can run them on the emulator.
 #include "instances.cuh"  // the emulator's trace entry points
 #include "tensorcore_primitive.cuh"
 

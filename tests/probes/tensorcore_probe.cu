@@ -1,5 +1,5 @@
 // Test probe of kernels/tensorcore.cuh: one kernel per building block, each reading and writing plain
-// row-major arrays, so that tests/test_tensorcore.py can check them against strassenbench.tensorcore on the
+// row-major arrays, so that tests/fused/test_tensorcore.py can check them against strassenbench.tensorcore on the
 // emulator (g++) and read their machine code (nvcc).
 #include "tensorcore.cuh"
 

@@ -1,6 +1,6 @@
 """Shared-memory wavefronts of a tensor-core kernel's steady main loop, counted on the emulator: one block of a
-kernel instantiation on one tile, whose every term is the same A, B or C, at two depths (tests/test_tensorcore.py,
-tests/test_dmma.py)."""
+kernel instantiation on one tile, whose every term is the same A, B or C, at two depths (tests/fused/test_tensorcore.py,
+tests/fused/test_dmma.py)."""
 
 from __future__ import annotations
 

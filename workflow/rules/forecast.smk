@@ -10,7 +10,7 @@ from strassenbench.bench.forecast import duration
 def run_forecast():
     """(the line that says the forecast, the predicted seconds or None) of the timed jobs; None on the CPU."""
     from strassenbench.bench.forecast import describe, forecast
-    from strassenbench.bench.timing import Criterion
+    from strassenbench.bench.timers import Criterion
     from strassenbench.model.gpus import get_gpu
     from strassenbench.model.perf import ModelError, load_resources
 

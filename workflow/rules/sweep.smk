@@ -24,7 +24,7 @@ rule sweep:
         fixed=lambda wc: sweep_fixed(wc.sweep),
         timing=timing_args(),
         fused=lambda wc: fused_args(wc.impl),
-        dtypes=sweep_dtypes,
+        dtypes=sweep_dtype_args,
         partial="results/{device}/sweep/{sweep}/{impl}.csv",
     wildcard_constraints:
         sweep="square|rankk|panel",
