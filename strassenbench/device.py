@@ -9,7 +9,7 @@ import re
 from .env import visible_devices
 from .occupancy import ARCHS
 
-__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "current_device", "resolve_backend", "slug", "hardware_figures",
+__all__ = ["BACKENDS", "visible_gpus", "gpu_arch", "current_device", "resolve_backend", "slug", "spec_key", "hardware_figures",
            "query_device"]
 
 BACKENDS = ("auto", "cuda", "numpy")
@@ -106,6 +106,12 @@ def resolve_backend(requested: str) -> tuple[str, str]:
             raise ValueError("backend cuda requested but CuPy is not installed (pip install -e '.[gpu]')") from None
         return "numpy", f"GPU {gpus[0]} is visible but CuPy is not installed (pip install -e '.[gpu]')"
     return "cuda", f"GPU {gpus[0]}"
+
+
+def spec_key(name: str, keys) -> str | None:  # noqa: ANN001 - the built-in specs' keys
+    """The first of ``keys`` (strassenbench.model.gpus.SPECS') that the GPU name ``name`` holds, in any case: H100 in
+    'NVIDIA H100 80GB HBM3'; None if it holds none. The one rule from a GPU's name to its built-in spec."""
+    return next((key for key in keys if key.lower() in name.lower()), None)
 
 
 def slug(name: str) -> str:

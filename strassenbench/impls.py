@@ -34,7 +34,7 @@ from .families import FAMILIES, MODES, SIMT, Family, Mode, mode_by_suffix
 from .options import OptionsError, RunOptions
 from .plan import make_plan, max_levels
 
-__all__ = ["Impl", "IMPLS", "get_impl", "fast_impl", "algorithm_impl", "ImplError", "family_impls"]
+__all__ = ["Impl", "IMPLS", "PAPER_MODELED", "get_impl", "fast_impl", "algorithm_impl", "ImplError", "family_impls"]
 
 
 class ImplError(ValueError):
@@ -354,6 +354,11 @@ IMPLS: dict[str, Impl] = {
                dtypes=mode.dtypes) for mode in MODES.values() if mode.staged),
     )
 }
+
+
+# The paper's own implementations, whose times its model gives (Sec. s:analysis; strassenbench.model.perf): our GEMM,
+# direct 1- and 2-level Strassen, the workspace-based references and the hybrid.
+PAPER_MODELED = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
 
 
 def family_impls(family: str) -> tuple[str, ...]:

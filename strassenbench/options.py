@@ -13,11 +13,17 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "DEFAULT_STREAMS", "check_scheme"]
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
 SCHEMES = ("sequential", "streams", "atomic")
 DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
+
+
+def scheme_or_sequential(scheme: str | None) -> str:
+    """A scheme as given, or sequential where none was (None, or blank in an older file): the paper's products one
+    after another. The one place a missing scheme is read."""
+    return scheme if scheme else SCHEMES[0]
 
 
 class OptionsError(ValueError):
@@ -26,7 +32,7 @@ class OptionsError(ValueError):
 
 def check_scheme(scheme: str | None, streams: int | None) -> int:
     """The streams ``scheme`` (None: sequential) runs on: ``streams``, or the scheme's default."""
-    scheme = scheme or "sequential"
+    scheme = scheme_or_sequential(scheme)
     if scheme not in SCHEMES:
         raise OptionsError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
     streams = DEFAULT_STREAMS[scheme] if streams is None else streams
@@ -76,7 +82,7 @@ class RunOptions:
 
     @property
     def scheme_name(self) -> str:
-        return self.scheme or "sequential"
+        return scheme_or_sequential(self.scheme)
 
     @property
     def stream_count(self) -> int:

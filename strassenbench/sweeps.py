@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from .limits import MAX_DIMENSION, MAX_SWEEP_POINTS, LimitError, decimal
 
-__all__ = ["SWEEPS", "PAPER_FIXED", "shape", "parse_sizes", "PAPER_SIZES"]
+__all__ = ["SWEEPS", "PAPER_FIXED", "shape", "parse_sizes", "PAPER_SIZES", "MODEL_SQUARE_IMPLS",
+           "MODEL_SQUARE_STRATEGIES"]
 
 # sweep -> (what it fixes, (m, k, n) as a function of the swept size x and the fixed size f)
 SWEEPS: dict[str, tuple[str, Callable[[int, int], tuple[int, int, int]]]] = {
@@ -16,6 +17,12 @@ SWEEPS: dict[str, tuple[str, Callable[[int, int], tuple[int, int, int]]]] = {
 PAPER_FIXED = {"square": 0, "rankk": 4096, "panel": 8192}  # the paper's fixed sizes (Sec. s:gpu_exp)
 
 PAPER_SIZES = "512:20480:512"  # the paper's x axes run to 20,480
+
+# Figure fig:model_square: GEMM and direct 1- and 2-level Strassen (their products one after another), measured
+# and modeled with the Huge and Small strategies (the workflow's strategies and model_strategies rules, the
+# report's figure and caption).
+MODEL_SQUARE_IMPLS = ("gemm", "strassen1", "strassen2-direct")
+MODEL_SQUARE_STRATEGIES = ("Huge", "Small")
 
 
 def shape(sweep: str, x: int, fixed: int | None = None) -> tuple[int, int, int]:

@@ -20,8 +20,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..impls import get_impl
 from ..families import counterpart
+from ..impls import get_impl
+from ..options import scheme_or_sequential
 from ..strategies import STRATEGIES
 from .timers import Criterion
 
@@ -61,7 +62,7 @@ def candidates(impl_name: str, m: int, k: int, n: int, dtype: str, request: str 
         return list(STRATEGIES)
     from ..model.perf import ranked_strategies
 
-    ranked = ranked_strategies(spec, impl_name, m, k, n, dtype, resources, scheme=scheme or "sequential")
+    ranked = ranked_strategies(spec, impl_name, m, k, n, dtype, resources, scheme=scheme_or_sequential(scheme))
     chosen = {name for name, _ in ranked[:TOP_STRATEGIES]} | set(always)
     return [s for s in STRATEGIES if s in chosen]
 
@@ -105,7 +106,7 @@ def forecast(points: Iterable, criterion: Criterion, engine: str, spec=None,  # 
         count, calls = count + 1, calls + len(strategies)
         cap += len(strategies) * (POINT_OVERHEAD_S + criterion.warmup_time + criterion.max_time)
         if spec is not None and not p.impl.startswith("auto"):
-            call_s = predicted_time(spec, p.impl, p.m, p.k, p.n, p.dtype, resources, p.scheme or "sequential")
+            call_s = predicted_time(spec, p.impl, p.m, p.k, p.n, p.dtype, resources, scheme_or_sequential(p.scheme))
             predicted += len(strategies) * _point_seconds(call_s, criterion)
     return Forecast(count, calls, predicted if spec is not None else None, cap)
 

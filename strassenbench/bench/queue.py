@@ -86,7 +86,7 @@ def call_ops(impl_name: str, m: int, n: int, k: int, dtype: str = "float32", str
              scheme: str | None = None) -> int:
     """Operations one timed call of ``impl_name`` on m x k x n enqueues on a GPU (the cuda engine; ``strategy``
     and ``scheme`` as bench passes them, None for the defaults)."""
-    from ..options import RunOptions
+    from ..options import RunOptions, scheme_or_sequential
     from ..fused.cuda import program_ops
     from ..fused.launch import plan_launches
     from ..impls import get_impl
@@ -102,7 +102,7 @@ def call_ops(impl_name: str, m: int, n: int, k: int, dtype: str = "float32", str
 
     def fused(plan, A, B, C, alpha: float, beta: float) -> int:  # noqa: ANN001
         return program_ops(plan_launches(plan, A, B, C, alpha, beta, strategy=chosen,
-                                         scheme=scheme or "sequential", mode=impl.mode))
+                                         scheme=scheme_or_sequential(scheme), mode=impl.mode))
 
     if impl.kind == "fused":
         return fused(make_plan(impl.algorithm, impl.effective_levels(m, k, n), m, k, n), A, B, C, ALPHA, BETA)

@@ -275,7 +275,7 @@ def _baselines(archs: list[str], out: Path, chosen: dict[str, Toolchain], force:
     for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
         if not (wanted[mode] or (asked and not MODES[mode].tensor)) or int(arch.removeprefix("sm_")) < spec.min_arch:
             continue
-        built = baseline.build_arch(arch, out, chosen[arch], force, spec)
+        built = baseline.build_baseline(arch, out, chosen[arch], force, spec)
         what = f"{arch} CUTLASS baseline{' ' + mode if MODES[mode].tensor else ''}"
         if built is None:
             if asked:

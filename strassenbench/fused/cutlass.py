@@ -4,7 +4,7 @@ tensor-core SGEMM in its example-27 configuration and its FP64 tensor-op DGEMM i
 fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from nvidia-cuda-cccl or the CUDA
 toolkit). They need nvcc: with the NVRTC toolchain (the cu12 extra) there is no baseline, and build says so.
 
-``build_arch`` writes ``<prefix>_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
+``build_baseline`` writes ``<prefix>_<arch>.cubin`` (its machine code joins resources.csv, read as the fused
 kernels' are) and ``libsb_<prefix>_<arch>.so``, a shared library with one ``extern "C"`` entry that the
 ``cutlass`` (``cutlass-3xtf32``, ``cutlass-dmma``) implementation calls through ctypes on the GPU; its device code carries SASS
 and PTX.
@@ -31,7 +31,7 @@ from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, first_error, run_tool
 
-__all__ = ["Baseline", "BASELINES", "KERNEL", "SOURCE", "include_dirs", "build_arch", "sgemm"]
+__all__ = ["Baseline", "BASELINES", "KERNEL", "SOURCE", "include_dirs", "build_baseline", "sgemm"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def _compile(nvcc: str, arch: str, extra: list[str], target: Path, source: Path)
     return run_tool(cmd)
 
 
-def build_arch(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
+def build_baseline(arch: str, out: Path, toolchain: Toolchain, force: bool = False,
                baseline: Baseline = BASELINES[SIMT]) -> tuple[dict, bool] | None:
     """Build ``baseline`` for ``arch`` into ``out`` with ``toolchain``'s nvcc: (its resources.csv row, whether
     it was rebuilt); None when the toolchain has no nvcc (NVRTC cannot compile CUTLASS's host side)."""

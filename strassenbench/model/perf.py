@@ -38,6 +38,7 @@ from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
 from ..families import SIMT, counterpart, family_of
+from ..impls import IMPLS, PAPER_MODELED
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, Strategy
 from . import issue
@@ -70,12 +71,7 @@ ITEMSIZE = {"float32": 4, "float64": 8}
 
 # Modeled implementations: (reference levels on top, fused levels below), as in the paper's figures.
 MODELED_IMPLS: dict[str, tuple[int, int]] = {
-    "gemm": (0, 0),
-    "strassen1": (0, 1),
-    "strassen2-direct": (0, 2),
-    "strassen1-ref": (1, 0),
-    "strassen2-ref": (2, 0),
-    "strassen2-hybrid": (1, 1),
+    name: (IMPLS[name].workspace_levels, IMPLS[name].levels - IMPLS[name].workspace_levels) for name in PAPER_MODELED
 }
 
 

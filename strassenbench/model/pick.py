@@ -38,9 +38,9 @@ import pandas as pd
 from ..accuracy import bound_from_norms
 from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get_algorithm
 from ..fused.build import plan_fits
-from ..device import current_device
+from ..device import current_device, spec_key
 from ..families import FAMILIES, MODES, SIMT, by_accuracy, counterpart
-from ..impls import ImplError, family_impls, get_impl
+from ..impls import PAPER_MODELED, ImplError, family_impls, get_impl
 from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
@@ -56,7 +56,6 @@ AUTO = {"auto": (SIMT, "strassen2-direct"), **{f"auto-{m.suffix}": (m.name, f"st
 # Baselines with no formula of their own, and the model's implementation each is predicted as.
 _AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32",
                "cutlass-dmma": "gemm-dmma"}
-_PAPER = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
 # The schemes pick ranks by (strassenbench.model.schemes). Not streams: its schedules of every 2-level catalogue
 # algorithm (hundreds of products each, strassenbench.algebra.schedule) take a minute to build for one ranking.
 PICK_SCHEMES = ("sequential", "atomic")
@@ -88,7 +87,7 @@ class Choice:
 
 def candidates(dtype: str, arch: str) -> list[str]:
     """The implementations pick ranks for ``dtype`` on ``arch`` (module docstring), in a fixed order."""
-    names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *_PAPER]
+    names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *PAPER_MODELED]
     catalogue = [a for a in algorithm_names() if a not in ALGORITHMS or a == "winograd"]
     for alg in catalogue:
         get_algorithm(alg)  # a broken catalogue file is refused naming its file and line, never skipped
@@ -136,7 +135,7 @@ def predicted_time(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str 
 
 def _spec_key(name: str) -> str | None:
     """The built-in spec whose key a GPU's name holds (H100 in 'NVIDIA H100 80GB HBM3'), None if none does."""
-    return next((key for key in SPECS if key.lower() in name.lower()), None)
+    return spec_key(name, SPECS)
 
 
 def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:

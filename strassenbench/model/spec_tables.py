@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..occupancy import ARCHS
+from ..options import scheme_or_sequential
 from ..strategies import STRATEGIES
 from .files import ModelError
 from .gpus import SPECS, get_gpu
@@ -91,7 +92,7 @@ def speedup_rows(predictions: pd.DataFrame, baseline: str = "gemm") -> pd.DataFr
             pair = part[part["impl"].isin([baseline, impl])]
             # predictions from before the column (read as blank) ran the products one after another
             named = pair["scheme"].dropna().astype(str).str.strip() if "scheme" in pair else pd.Series(dtype=str)
-            scheme = named[named != ""].iloc[-1] if (named != "").any() else "sequential"
+            scheme = scheme_or_sequential(named[named != ""].iloc[-1] if (named != "").any() else None)
             rows.append({"gpu": gpu, "source": "model", "sweep": sweep, "dtype": dtype,
                          **crossover(pair, impl, baseline), "scheme": scheme})
     columns = ["gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..impls import get_impl
+from ..sweeps import MODEL_SQUARE_STRATEGIES
 from .figures import BEST_STRATEGY, Drawn, check_caption
 from .figures_clock import CAPPED
 from .figures_model import LEFT_OUT
@@ -62,7 +63,8 @@ def _model_square(drawn: Drawn, context: dict) -> str:
     dotted = dotted if drawn.dotted else ""
     parts = ", ".join(p for p in (solid, dashed, dotted) if p) or "nothing"
     text = ("Figure fig:model_square: GEMM and direct 1- and 2-level Strassen (their 1, 7 or 49 products one "
-            f"after another, without task parallelism) with the Huge and Small strategies: {parts}, Sec. "
+            f"after another, without task parallelism) with the {' and '.join(MODEL_SQUARE_STRATEGIES)} strategies: "
+            f"{parts}, Sec. "
             f"s:perf_predict, for {context['model']}. The paper draws both strategies in one plot with CUTLASS as "
             "the GEMM; here each strategy has its panel, and CUTLASS is measured in the Huge one only: CUTLASS "
             "4.2's SIMT GEMM does not compile for the Small strategy's 16 x 16 x 16 thread block (its epilogue "

@@ -14,14 +14,14 @@ import seaborn as sns
 
 from ..model.files import DEFAULT_MODEL
 from ..options import SCHEMES
-from ..sweeps import SWEEPS
+from ..sweeps import MODEL_SQUARE_IMPLS, MODEL_SQUARE_STRATEGIES, SWEEPS
 from . import figures
 from .analysis import ok_rows, schemes_of
 from .figures import (Y_TFLOPS, Drawn, draw_line, empty_note, label_of, legend_below, panel_labels, size_axis,
                       speedup_panel)
 from .palette import style
 
-__all__ = ["fig_model_square", "fig_model_sweeps", "fig_algorithms", "fig_issue_bounds", "MODEL_SQUARE_IMPLS"]
+__all__ = ["fig_model_square", "fig_model_sweeps", "fig_algorithms", "fig_issue_bounds"]
 
 LEFT_OUT = "left out"  # the gid of an implementation the model GPU cannot run (fig_algorithms' caption names it)
 PREDICTED = ["gpu", "sweep", "x", "impl", "strategy", "time_s", "tflops"]  # what the figures read of predictions
@@ -40,9 +40,8 @@ def _predictions(model: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=[*PREDICTED, "model"])
     return model if "model" in model else model.assign(model=DEFAULT_MODEL)
 
-# Figure fig:model_square's implementations: GEMM and direct 1- and 2-level Strassen, their products one after
-# another (scheme sequential); CUTLASS measured beside them where its kernel exists (Huge).
-MODEL_SQUARE_IMPLS = ("gemm", "strassen1", "strassen2-direct")
+# Figure fig:model_square (strassenbench.sweeps.MODEL_SQUARE_IMPLS and _STRATEGIES); CUTLASS measured beside them
+# where its kernel exists (Huge, the first strategy).
 
 
 def fig_model_square(model: pd.DataFrame | None, measured: pd.DataFrame | None, out: Path, gpu: str,
@@ -53,9 +52,9 @@ def fig_model_square(model: pd.DataFrame | None, measured: pd.DataFrame | None, 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     model = _predictions(model)
     good = ok_rows(measured) if measured is not None else pd.DataFrame()
-    for ax, strategy in zip(axes, ("Huge", "Small")):
+    for ax, strategy in zip(axes, MODEL_SQUARE_STRATEGIES):
         mine = good[good["strategy"] == strategy] if not good.empty else good
-        if strategy == "Huge" and not good.empty:  # CUTLASS's kernel is the Huge strategy's (128 x 128 x 8)
+        if strategy == MODEL_SQUARE_STRATEGIES[0] and not good.empty:  # CUTLASS's kernel is the Huge strategy's (128 x 128 x 8)
             mine = pd.concat([good[good["impl"] == "cutlass"], mine])
         for impl in ("cutlass", *MODEL_SQUARE_IMPLS):
             meas = mine[mine["impl"] == impl] if not mine.empty else mine

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..device import spec_key
 from ..model.files import read_models
 from ..results import ResultsError, folder_devices, read_results, read_system, timing_modes
 from ..sweeps import SWEEPS
@@ -104,7 +105,7 @@ def model_gpu(run: dict, cpu_run: bool) -> ModelGPU:
     row = spec.iloc[-1]
     measured = gpu_name(run["system"], run["sweeps"]).lower()
     key = str(row["key"])
-    this_gpu = not cpu_run and bool(measured) and (key == "device" or key.lower() in measured)
+    this_gpu = not cpu_run and bool(measured) and (key == "device" or spec_key(measured, [key]) is not None)
     peaks = {"FP32 peak": row["tau_flop_float32"] / 1e12, "TF32 peak": row["tf32_flops"] / 1e12,
              "FP64 peak": row["tau_flop_float64"] / 1e12,
              "FP64 tensor peak": row.get("fp64_tensor_flops", float("nan")) / 1e12} if this_gpu else {}

@@ -10,7 +10,7 @@ from ..algebra.levels import multilevel
 from ..algebra.primitives import variants
 from ..algebra.schedule import schedule
 from ..families import FAMILIES, TF32
-from ..impls import algorithm_impl, get_impl
+from ..impls import PAPER_MODELED, algorithm_impl, get_impl
 from ..io import markdown
 from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
@@ -23,7 +23,7 @@ __all__ = ["cell", "table_markdown", "report_tables", "algorithm_impls", "MODEL_
 
 # The model's figure of the paper's three sweeps: the paper's implementations the model has a formula for
 # (CUTLASS and cuBLAS have none: our GEMM stands for them).
-MODEL_LINES = ("gemm", "strassen1", "strassen2-direct", "strassen1-ref", "strassen2-ref", "strassen2-hybrid")
+MODEL_LINES = PAPER_MODELED  # the paper's implementations the model draws (strassenbench.impls)
 CROSSOVER_IMPLS = ("strassen1", "strassen2-hybrid", "strassen2-direct")  # the model crossover table's
 NO_MODEL = "no {name} in the run's folder: `strassenbench model {command}` writes it (the workflow's model rules)"
 

@@ -550,18 +550,18 @@ def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -
     digest = cutlass.sources_digest(toolchain.name, " ".join(cutlass.FLAGS), "sm_90", str(spec.source))
     (out / f"{name}.stamp").write_text(f"{digest}\n{headers[0]}")
     monkeypatch.setattr(cutlass, "_compile", lambda *a: pytest.fail("compiled a fresh baseline"))
-    row, rebuilt = cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+    row, rebuilt = cutlass.build_baseline("sm_90", out, toolchain, baseline=spec)
     assert (row["registers"], rebuilt) == (122, False)
 
     def no_headers() -> list:
         raise ToolchainError("the CUTLASS baseline needs CUTLASS's headers: pip install nvidia-cutlass")
 
     monkeypatch.setattr(cutlass, "include_dirs", no_headers)
-    row, rebuilt = cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+    row, rebuilt = cutlass.build_baseline("sm_90", out, toolchain, baseline=spec)
     assert (row["registers"], rebuilt) == (122, False)
     (out / f"{name}.stamp").write_text(f"{'0' * 64}\n{headers[0]}")  # other sources: cannot be rebuilt here
     with pytest.raises(ToolchainError, match="pip install nvidia-cutlass"):
-        cutlass.build_arch("sm_90", out, toolchain, baseline=spec)
+        cutlass.build_baseline("sm_90", out, toolchain, baseline=spec)
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 # What each rule runs: the architectures, the implementations of the run and of each sweep, the dtypes each is
 # timed in, the verification cases and the kernels' plans, and the words their jobs take.
 from strassenbench.families import DMMA
-from strassenbench.sweeps import SWEEPS
+from strassenbench.sweeps import MODEL_SQUARE_IMPLS, MODEL_SQUARE_STRATEGIES, SWEEPS
 
 ARCHS = sorted(set(GRID["build"].get("archs", config["archs"])) | {g["arch"] for g in GPUS.values() if g["arch"]})
 SWEEP_NAMES = list(SWEEPS)

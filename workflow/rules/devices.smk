@@ -6,7 +6,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from strassenbench.device import gpu_arch, resolve_backend, slug, visible_gpus
+from strassenbench.device import gpu_arch, resolve_backend, slug, spec_key, visible_gpus
 from strassenbench.fused.cuda import build_arch
 from strassenbench.strategies import STRATEGIES
 from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus
@@ -69,8 +69,7 @@ def model_gpu(wildcards):
         return config["model_gpu"]
     if BACKEND != "cuda":
         return "V100"
-    name = GPUS[wildcards.device]["name"].lower()
-    return next((key for key in SPECS if key.lower() in name), "device")
+    return spec_key(GPUS[wildcards.device]["name"], SPECS) or "device"
 GRID = config["profiles"][PROFILE]
 # The sweeps' strategy: the profile's where it names one, else the top-level one (best: the paper's tuning).
 SWEEP_STRATEGY = {s.lower(): s for s in ["best", *STRATEGIES]}[GRID.get("strategy", config["strategy"]).lower()]

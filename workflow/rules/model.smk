@@ -51,9 +51,11 @@ rule model_strategies:
     params:
         gpu=model_gpu,
         sizes=config["profiles"]["paper"]["sweeps"]["square"]["sizes"],
+        impls=",".join(MODEL_SQUARE_IMPLS),
+        strategies=[word for s in MODEL_SQUARE_STRATEGIES for word in ("--strategy", s)],
     shell:
         "strassenbench model predict --gpu {params.gpu:q} --sweep square --sizes {params.sizes:q} "
-        "--impl gemm,strassen1,strassen2-direct --strategy Huge --strategy Small --model issue --model l2 "
+        "--impl {params.impls:q} {params.strategies:q} --model issue --model l2 "
         "--resources {input:q} --out {output:q} > {log:q} 2>&1"
 
 

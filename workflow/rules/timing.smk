@@ -1,6 +1,7 @@
 # How the run times: the points every GPU job times, the timing method chosen once for all of them (so that every
 # row is timed alike), and the sampling rule's words.
-STRATEGIES_REQUEST = "best+Huge+Small"  # the strategies rule: the best per size, and fig:model_square's pair
+# The strategies rule: the best per size, and fig:model_square's pair (strassenbench.sweeps).
+STRATEGIES_REQUEST = "+".join(["best", *MODEL_SQUARE_STRATEGIES])
 
 
 def strategy_impls():
