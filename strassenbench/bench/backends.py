@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .telemetry import Device, cuda_pci_bus_id, cuda_versions
-from .timers import GPU_TIMING, CudaTimer, HostTimer
+from .timers import GPU_TIMING, TIMERS, HostTimer, Timer, gpu_timer
 
 __all__ = ["Backend", "NumpyBackend", "CudaBackend", "make_backend", "OOM_ERRORS", "REF64_LIMIT", "is_oom",
            "STICKY_ERRORS", "sticky_error"]
@@ -98,7 +98,7 @@ class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/suppor
     def __init__(self, device_index: int = 0, timing: str = "blocking") -> None:
         import cupy
 
-        self.timing = timing  # checked by make_backend, and by the CudaTimer it makes
+        self.timing = timing  # checked by make_backend, and by gpu_timer
         self.cupy = self.xp = cupy
         self._device = Device(pci_bus_id=cuda_pci_bus_id(device_index))  # the GPU CUDA runs on, not NVML's 0
         props = cupy.cuda.runtime.getDeviceProperties(device_index)
@@ -110,8 +110,8 @@ class CudaBackend(Backend):  # GPU; runs in CI on the CPU device of tests/suppor
         rng = self.cupy.random.default_rng(seed)
         return tuple((rng.random(s, dtype=np.float64) * 2 - 1).astype(dtype) for s in ((m, k), (k, n), (m, n)))
 
-    def timer(self, build_dir: str = "build") -> CudaTimer:
-        return CudaTimer(self.l2_bytes, self._block_kernel(build_dir), self.timing)
+    def timer(self, build_dir: str = "build") -> Timer:
+        return gpu_timer(self.timing, self.l2_bytes, self._block_kernel(build_dir))
 
     def _block_kernel(self, build_dir: str):  # noqa: ANN202
         from ..fused.cuda import device_arch, function
@@ -236,7 +236,7 @@ def sticky_error(err: BaseException) -> str | None:
 def make_backend(engine: str, timing: str | None = None) -> Backend:
     """The backend of ``engine``, timing by ``timing`` (default: host on numpy, blocking on cuda)."""
     if engine == "numpy":
-        if timing not in (None, "host"):
+        if timing not in (None, *(method for method, cls in TIMERS.items() if not cls.gpu)):
             raise ValueError(f"the numpy engine times by the host's clock, not --timing {timing}")
         return NumpyBackend()
     if engine == "cuda":

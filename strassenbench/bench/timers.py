@@ -49,11 +49,8 @@ from functools import lru_cache
 
 from .telemetry import THROTTLE_MASK
 
-__all__ = ["Criterion", "Samples", "Timer", "HostTimer", "CudaTimer", "TimingError", "sample", "TIMING_MODES",
-           "GPU_TIMING", "STOPS", "median_interval", "CAP_MASK"]
-
-TIMING_MODES = ("blocking", "graph", "host", "events")  # events: written by earlier versions, read only
-GPU_TIMING = ("blocking", "graph")  # what `bench --timing` takes on the cuda engine
+__all__ = ["Criterion", "Samples", "Timer", "HostTimer", "BlockingTimer", "GraphTimer", "TIMERS", "gpu_timer",
+           "TimingError", "sample", "TIMING_MODES", "GPU_TIMING", "STOPS", "median_interval", "CAP_MASK"]
 BLOCKING_TIMEOUT_S = 10.0  # the blocking kernel gives up after this (the host never released it)
 STOPS = ("precision", "time_cap", "sample_cap")  # why sampling stopped (the ``stop`` column)
 CAP_MASK = THROTTLE_MASK  # the throttle reasons that are a power or thermal cap (strassenbench.bench.telemetry)
@@ -161,10 +158,13 @@ class Samples:
 
 
 class Timer:
-    """What sample() asks of a timer: flush the cache, time one call, the host's enqueue time of one call,
-    and prepare (decide how the calls are timed: ``mode``). A synchronous host call is its own enqueue."""
+    """The one interface of the timing methods, one class each (as nvbench's timers): what sample() asks of a
+    timer. Flush the cache, time one call, the host's enqueue time of one call, and prepare the calls once per
+    point (a graph's capture); ``method`` is the CSV's ``timing`` value, ``gpu`` whether it times a GPU. A
+    synchronous host call is its own enqueue."""
 
-    mode = "host"
+    method = "host"
+    gpu = False
 
     def flush(self) -> None:
         pass
@@ -178,7 +178,7 @@ class Timer:
         return self.time(fn)
 
     def prepare(self, fn: Callable[[], object]) -> str:
-        return self.mode
+        return self.method
 
 
 class HostTimer(Timer):
@@ -193,22 +193,22 @@ class HostTimer(Timer):
         self._flush.fill(1.0)
 
 
-class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cudasim/
-    """Everything on one stream of its own: the L2 flush (a write of 2x L2), the blocking kernel, the two events
-    and between them the call (``blocking``) or its CUDA graph (``graph``, captured by ``prepare``).
+class BlockingTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cudasim/
+    """nvbench's cold measurement. Everything on one stream of its own: the L2 flush (a write of 2x L2), the
+    blocking kernel, the two events and between them the call.
 
     ``block_kernel`` is the build's blocking kernel (kernels/blocking.cuh, a CuPy kernel); its flag and
     timeout word live in mapped host memory, which the GPU reads over the bus while it spins."""
 
-    def __init__(self, l2_bytes: int, block_kernel, mode: str = "blocking",  # noqa: ANN001
-                 timeout_s: float = BLOCKING_TIMEOUT_S) -> None:
+    method = "blocking"
+    gpu = True
+
+    def __init__(self, l2_bytes: int, block_kernel, timeout_s: float = BLOCKING_TIMEOUT_S) -> None:  # noqa: ANN001
         import cupy
         import numpy as np
 
-        if mode not in GPU_TIMING:
-            raise ValueError(f"unknown GPU timing '{mode}' (choose from {', '.join(GPU_TIMING)})")
-        self.cupy, self.mode, self.timeouts = cupy, mode, 0
-        self._graph = None
+        self.cupy, self.timeouts = cupy, 0
+        self._graph = None  # GraphTimer's, once prepared
         self._stream = cupy.cuda.Stream(non_blocking=True)  # capturable (the legacy default stream is not)
         self._flush = cupy.empty(max(2 * l2_bytes // 4, 1), dtype=cupy.float32)
         self._start, self._stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -239,27 +239,6 @@ class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cu
         self._stream.synchronize()
         return elapsed
 
-    def prepare(self, fn: Callable[[], object]) -> str:
-        """``graph``: capture one call into a CUDA graph on this timer's stream (TimingError when it cannot be
-        captured: a call that allocates, synchronizes, or calls a library that refuses capture)."""
-        if self.mode == "graph":
-            self._stream.synchronize()
-            try:
-                with self._stream:
-                    self._stream.begin_capture()
-                    try:
-                        fn()
-                    finally:
-                        graph = self._stream.end_capture()
-            except Exception as err:  # noqa: BLE001 - reported, never replaced by another mode
-                first = (str(err).splitlines() or [""])[0]
-                raise TimingError(f"the call cannot be captured into a CUDA graph ({type(err).__name__}: "
-                                  f"{first}); time it with --timing blocking") from None
-            graph.launch(self._stream)  # the first replay uploads the graph: untimed
-            self._stream.synchronize()
-            self._graph = graph
-        return self.mode
-
     def time(self, fn: Callable[[], object]) -> float:
         return self.batch(fn, 1)
 
@@ -282,6 +261,46 @@ class CudaTimer(Timer):  # GPU; runs in CI on the CPU device of tests/support/cu
         if words[1]:
             self.timeouts += 1
         return self.cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3 / count
+
+
+class GraphTimer(BlockingTimer):  # GPU; runs in CI on the CPU device of tests/support/cudasim/
+    """The call captured once into a CUDA graph (``prepare``), each sample a replay of the graph behind the same
+    blocking kernel: one queued operation, whatever the call enqueues."""
+
+    method = "graph"
+
+    def prepare(self, fn: Callable[[], object]) -> str:
+        """Capture one call into a CUDA graph on this timer's stream (TimingError when it cannot be captured: a
+        call that allocates, synchronizes, or calls a library that refuses capture)."""
+        self._stream.synchronize()
+        try:
+            with self._stream:
+                self._stream.begin_capture()
+                try:
+                    fn()
+                finally:
+                    graph = self._stream.end_capture()
+        except Exception as err:  # noqa: BLE001 - reported, never replaced by another method
+            first = (str(err).splitlines() or [""])[0]
+            raise TimingError(f"the call cannot be captured into a CUDA graph ({type(err).__name__}: "
+                              f"{first}); time it with --timing blocking") from None
+        graph.launch(self._stream)  # the first replay uploads the graph: untimed
+        self._stream.synchronize()
+        self._graph = graph
+        return self.method
+
+
+# The timing methods by name (the CSV's ``timing`` column), each its class; ``events`` is only read (older files).
+TIMERS: dict[str, type[Timer]] = {cls.method: cls for cls in (BlockingTimer, GraphTimer, HostTimer)}
+TIMING_MODES = (*TIMERS, "events")
+GPU_TIMING = tuple(method for method, cls in TIMERS.items() if cls.gpu)  # what `bench --timing` takes on cuda
+
+
+def gpu_timer(method: str, l2_bytes: int, block_kernel, timeout_s: float = BLOCKING_TIMEOUT_S) -> Timer:  # noqa: ANN001
+    """The GPU timer of ``method`` (GPU_TIMING), behind ``block_kernel``; ValueError naming the methods otherwise."""
+    if method not in GPU_TIMING:
+        raise ValueError(f"unknown GPU timing '{method}' (choose from {', '.join(GPU_TIMING)})")
+    return TIMERS[method](l2_bytes, block_kernel, timeout_s)
 
 
 def _no_probe() -> tuple[float | None, int, float | None]:

@@ -40,7 +40,9 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
     plan_arguments(p, fmt=False, levels_required=False)
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy", help="engine that runs the plan")
     for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=types.integer(1), required=True, help=f"problem dimension {dim}")
+        p.add_argument(f"--{dim}", type=types.integer(1), help=f"problem dimension {dim} (or --shape)")
+    p.add_argument("--shape", action="append", type=types.shape, metavar="MxKxN",
+                   help="repeat, instead of --m --k --n: one multiplication per shape, each a row of --out")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--alpha", type=types.finite, default=1.0)
     p.add_argument("--beta", type=types.finite, default=0.0)
@@ -159,8 +161,21 @@ def _fused_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(**given, build_dir=args.build_dir)
 
 
+def _verify_shapes(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    """(m, k, n) of each multiplication: the --shape list, or --m --k --n."""
+    given = [args.m, args.k, args.n]
+    if args.shape and any(x is not None for x in given):
+        raise UsageError("give --shape or --m --k --n, not both")
+    if not args.shape and any(x is None for x in given):
+        raise UsageError("give --m, --k and --n (or --shape MxKxN)")
+    shapes = args.shape or [tuple(given)]
+    for m, k, n in shapes:
+        check_memory(m, n, k)
+    return shapes
+
+
 def _verify(args: argparse.Namespace) -> int:
-    check_memory(args.m, args.n, args.k)
+    shapes = _verify_shapes(args)
     if (args.levels is None) == (args.impl is None):
         raise UsageError("give exactly one of --levels (a plan on --engine) or --impl (an implementation)")
     if args.impl is not None:
@@ -171,15 +186,17 @@ def _verify(args: argparse.Namespace) -> int:
         options = get_impl(args.impl).run_options(args.engine, args.strategy, args.scheme, args.build_dir)
     else:
         options = _fused_options(args)
-    result = verify(impl=args.impl, engine=args.engine, algorithm=args.algorithm, levels=args.levels, m=args.m,
-                    n=args.n, k=args.k, dtype=args.dtype, alpha=args.alpha, beta=args.beta, seed=args.seed,
-                    options=options)
-    print(" ".join(f"{key}={value}" for key, value in result.items()))
+    results = []
+    for m, k, n in shapes:
+        results.append(verify(impl=args.impl, engine=args.engine, algorithm=args.algorithm, levels=args.levels,
+                              m=m, n=n, k=k, dtype=args.dtype, alpha=args.alpha, beta=args.beta, seed=args.seed,
+                              options=options))
+        print(" ".join(f"{key}={value}" for key, value in results[-1].items()))
     if args.out:
-        text = csv_text(pd.DataFrame([result]))
+        text = csv_text(pd.DataFrame(results))
         check_replace(args.out, text.split("\n", 1)[0])
         write_atomic(args.out, text)
-    return 0 if result["status"] == "ok" else EXIT_FAIL
+    return 0 if all(r["status"] == "ok" for r in results) else EXIT_FAIL
 
 
 def _accuracy(args: argparse.Namespace) -> int:
@@ -316,22 +333,16 @@ def _announce(args: argparse.Namespace, todo: list) -> None:
 
 
 def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
-    """The GPU timing method of this sweep (strassenbench.bench.queue.choose_timing: ``auto`` is blocking
-    unless a call queues more than the blocking kernel may hold, or ``--out`` holds rows timed by graph: a
-    sweep's rows are timed alike, and graph times any point), said once when auto chose graph."""
-    from ..bench.queue import choose_timing
-    from ..bench.runner import queue_points
+    """The GPU timing method of this sweep (strassenbench.bench.runner.plan_timing, with the rows ``--out``
+    already holds), said once when auto chose graph."""
+    from ..bench.runner import plan_timing
 
     if args.engine != "cuda":
         return None if args.timing in (None, "auto") else args.timing
     try:
-        choice = choose_timing(args.timing, (call for p in points for call in queue_points(p)))
+        choice = plan_timing(args.timing, points, _timings_of(args.out))
     except (ValueError, ImplError, FusedError) as err:
         raise UsageError(str(err)) from None
-    if choice.method == "blocking" and args.timing in (None, "auto") and "graph" in _timings_of(args.out):
-        print(f"strassenbench: timing by graph: {args.out} holds rows timed by graph, and a sweep's rows are "
-              "timed alike", file=sys.stderr)
-        return "graph"
     if choice.reason:
         print(f"strassenbench: {choice.reason}", file=sys.stderr)
     return choice.method

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from ..algebra.algorithm import AlgorithmError, get_algorithm
 from ..algebra.levels import check_levels, split_spec
 from ..impls import ImplError, get_impl
-from ..limits import MAX_LEVELS, LimitError, decimal
+from ..limits import MAX_DIMENSION, MAX_LEVELS, LimitError, decimal
 from ..model.perf import ModelError, modeled
 from ..readers import ReadError, check_name
 from ..sweeps import parse_sizes
@@ -148,6 +148,17 @@ def counts(text: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(_plain_positive(p) for p in parts):
         raise argparse.ArgumentTypeError(f"operand counts are W_AxW_BxW_C, e.g. 2x2x2: {text!r}")
     return tuple(int(p) for p in parts)  # type: ignore[return-value]
+
+
+def shape(text: str) -> tuple[int, int, int]:
+    """A problem shape MxKxN (A is m x k, B k x n), e.g. 17x33x130, each side from 1 to MAX_DIMENSION."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(_plain_positive(p) for p in parts):
+        raise argparse.ArgumentTypeError(f"a shape is MxKxN, e.g. 17x33x130: {text!r}")
+    sides = tuple(int(p) for p in parts)
+    if max(sides) > MAX_DIMENSION:
+        raise argparse.ArgumentTypeError(f"{text}: a side above the maximum {MAX_DIMENSION:,}")
+    return sides  # type: ignore[return-value]
 
 
 def _names(text: str) -> list[str]:

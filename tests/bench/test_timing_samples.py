@@ -223,3 +223,25 @@ def test_clocks_in_the_row_are_read_in_the_timed_loop() -> None:
     assert row["power_w"] == 500.0 and row["capped_share"] == 1.0 and row["throttle_reasons"] == "0x4"
     assert row["energy_pj_per_flop"] == pytest.approx(500.0 * row["time_median_s"] / (2 * 32**3) * 1e12)
     assert row["temperature_c"] == 61 and row["mem_clock_end_mhz"] == 2600
+
+
+def test_one_timer_class_per_method_behind_one_interface() -> None:
+    """nvbench's way: each timing method its own class (the CSV's ``timing`` value its ``method``), the GPU ones
+    made by name in one place, and one entry point plans a sweep's method for `bench` and the workflow alike."""
+    from strassenbench.bench.runner import Point, plan_timing
+    from strassenbench.bench.timers import (GPU_TIMING, TIMERS, BlockingTimer, GraphTimer, HostTimer, Timer,
+                                            gpu_timer)
+
+    assert set(TIMERS) == {"blocking", "graph", "host"} and GPU_TIMING == ("blocking", "graph")
+    assert all(issubclass(cls, Timer) and cls.method == name for name, cls in TIMERS.items())
+    assert issubclass(GraphTimer, BlockingTimer) and not HostTimer.gpu
+    assert HostTimer(64).prepare(lambda: None) == "host"
+    with pytest.raises(ValueError, match="unknown GPU timing 'host'"):
+        gpu_timer("host", 1 << 20, None)
+    point = Point("cublas", 64, 64, 64, "float32", None, None, "square", 64)
+    assert plan_timing("auto", [point]).method == "blocking"
+    assert plan_timing("auto", [point], {"graph"}).method == "graph"  # a sweep's rows are timed alike
+    assert plan_timing("graph", [point]).method == "graph"
+    deep = Point("strassen2-ref", 512, 512, 512, "float32", None, None, "square", 512)
+    with pytest.raises(ValueError, match="time this sweep with --timing graph"):
+        plan_timing("blocking", [deep])

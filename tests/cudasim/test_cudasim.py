@@ -2,7 +2,7 @@
 (their PTX signatures) run by the emulator, streams and graphs ordered as CUDA orders them.
 
 What runs here is the GPU path itself (strassenbench.fused.cuda, the implementations' cuda calls, the reference's
-cuBLAS and elementwise kernels, bench.timers.CudaTimer, the runner, memlimit), not a mock of it."""
+cuBLAS and elementwise kernels, bench.timers' GPU timers, the runner, memlimit), not a mock of it."""
 
 from __future__ import annotations
 
@@ -392,7 +392,7 @@ def test_prepared_calls_own_their_operands_and_reuse_their_events(cpu_device, si
     replaying it makes no new events (timing-disabled ones are made once)."""
     import cupy
 
-    from strassenbench.bench.timers import CudaTimer
+    from strassenbench.bench.timers import GraphTimer
     from strassenbench.fused import cuda
 
     A0, B0, C0 = _operands("float32")
@@ -401,7 +401,7 @@ def test_prepared_calls_own_their_operands_and_reuse_their_events(cpu_device, si
                                          scheme="streams")
     result = C
     del A, B
-    timer = CudaTimer(1 << 16, cuda.function(sim_build, "sm_90", "block_stream"), "graph")
+    timer = GraphTimer(1 << 16, cuda.function(sim_build, "sm_90", "block_stream"))
     timer.prepare(call)
     for _ in range(3):
         cupy.empty(A0.size, dtype=np.float32).fill(7.0)  # memory churn: a freed operand would now read 7s

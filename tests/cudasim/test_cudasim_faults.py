@@ -116,7 +116,7 @@ def test_the_queue_behind_a_spinning_kernel_is_bounded(cpu_device, sim_build) ->
     spin times out, and that sample is discarded; 7 launches fit and never time out."""
     import cupy
 
-    from strassenbench.bench.timers import Criterion, CudaTimer, TimingError, sample
+    from strassenbench.bench.timers import BlockingTimer, Criterion, TimingError, sample
     from strassenbench.fused.cuda import device_arch, function
     from strassenbench.fused.instances import BLOCK_KERNEL
 
@@ -129,7 +129,7 @@ def test_the_queue_behind_a_spinning_kernel_is_bounded(cpu_device, sim_build) ->
     for impl, full in (("strassen1", False), ("strassen2-direct", True)):
         call = get_impl(impl).prepare(A, B, C, 1.0, 1.0, engine="cuda", build_dir=sim_build, strategy="Small",
                                       scheme="sequential")
-        timer = CudaTimer(1 << 20, block, "blocking", timeout_s=0.05)
+        timer = BlockingTimer(1 << 20, block, timeout_s=0.05)
         before = cpu_device.device.queue_full
         if full:
             with pytest.raises(TimingError, match="every sample .* blocking kernel's timeout"):

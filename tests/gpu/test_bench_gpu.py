@@ -61,13 +61,13 @@ def test_blocking_time_is_free_of_host_time(build_dir: str) -> None:
     import statistics
 
     from strassenbench.bench.backends import CudaBackend
-    from strassenbench.bench.timers import Criterion, CudaTimer, sample
+    from strassenbench.bench.timers import BlockingTimer, Criterion, sample
     from strassenbench.impls import get_impl
 
     criterion = Criterion(min_samples=30, min_time=0.2, precision=0.01, max_time=5.0, warmup_time=0.3)
     blocking, graph = CudaBackend(timing="blocking"), CudaBackend(timing="graph")
 
-    class EventsAroundTheCall(CudaTimer):
+    class EventsAroundTheCall(BlockingTimer):
         """The old method: events around the Python call, no blocking kernel."""
 
         def batch(self, fn, count: int) -> float:  # noqa: ANN001

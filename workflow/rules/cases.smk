@@ -29,19 +29,15 @@ if BACKEND != "cuda":
 
 
 def verify_cases():
-    """One case per (algorithm, levels, dtype, shape): ALG_L{levels}_{M}x{K}x{N}_{dtype}; the algorithms list
-    at the configured levels from 1 up where their fused kernels exist (two levels of a 4x4x4 algorithm do not)."""
+    """One case per (algorithm, levels, dtype), ALG_L{levels}_{dtype}, each job verifying every shape of the
+    profile; the algorithms list at the configured levels from 1 up where their fused kernels exist (two levels
+    of a 4x4x4 algorithm do not)."""
     from strassenbench.fused.build import plan_fits
 
     cases = [(config["algorithm"], levels) for levels in GRID["verify"]["levels"]]
     cases += [(alg, levels) for alg in ALGORITHMS for levels in GRID["verify"]["levels"]
               if levels and plan_fits(alg, levels)]  # levels whose fused kernels exist (docs/pick.md)
-    return [
-        f"{alg}_L{levels}_{shape}_{dtype}"
-        for alg, levels in dict.fromkeys(cases)
-        for dtype in GRID["verify"]["dtypes"]
-        for shape in GRID["verify"]["shapes"]
-    ]
+    return [f"{alg}_L{levels}_{dtype}" for alg, levels in dict.fromkeys(cases) for dtype in GRID["verify"]["dtypes"]]
 
 
 def kernel_plans():

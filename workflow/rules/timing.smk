@@ -31,18 +31,15 @@ def timed_points():
 
 def run_timing():
     """The GPU timing method of the whole run, said once when auto chose graph; None on the CPU backend. It is
-    strassenbench.bench.queue.choose_timing over every call that the sweeps and the strategies job time (auto
-    is blocking unless one queues more than the blocking kernel may hold)."""
-    from strassenbench.bench.queue import choose_timing
-    from strassenbench.bench.runner import queue_points
+    strassenbench.bench.runner.plan_timing (what `bench` plans a sweep by) over every point the sweeps and the
+    strategies job time (auto is blocking unless a call queues more than the blocking kernel may hold)."""
+    from strassenbench.bench.runner import plan_timing
     from strassenbench.impls import ImplError
 
     if BACKEND != "cuda":
         return None
-    points = timed_points()
     try:
-        choice = choose_timing(GRID["timing"].get("method", "auto"),
-                               (call for p in points for call in queue_points(p)))
+        choice = plan_timing(GRID["timing"].get("method", "auto"), timed_points())
     except (ValueError, ImplError) as err:
         raise WorkflowError(f"config: profiles.{PROFILE}.timing.method: {err}") from None
     if choice.reason:

@@ -5,9 +5,9 @@ rule verify:
     input:
         lambda wc: ["build/resources.csv"] if BACKEND == "cuda" else [],
     output:
-        "results/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.csv",
+        "results/{device}/verify/{algorithm}_L{levels}_{dtype}.csv",
     log:
-        "logs/{device}/verify/{algorithm}_L{levels}_{m}x{k}x{n}_{dtype}.log",
+        "logs/{device}/verify/{algorithm}_L{levels}_{dtype}.log",
     conda:
         "../../environment.yml"
     resources:
@@ -15,14 +15,13 @@ rule verify:
         gpu_model=gpu_model,
     params:
         engine=BACKEND,
+        shapes=[word for shape in GRID["verify"]["shapes"] for word in ("--shape", shape)],
     wildcard_constraints:
         levels=r"\d+",
-        m=r"\d+",
-        k=r"\d+",
-        n=r"\d+",
+        dtype=r"float(32|64)",
     shell:
         "strassenbench verify --engine {params.engine:q} --algorithm {wildcards.algorithm:q} "
-        "--levels {wildcards.levels:q} --m {wildcards.m:q} --k {wildcards.k:q} --n {wildcards.n:q} "
+        "--levels {wildcards.levels:q} {params.shapes:q} "
         "--dtype {wildcards.dtype:q} --alpha 1.5 --beta -0.5 --out {output:q} > {log:q} 2>&1"
 
 
