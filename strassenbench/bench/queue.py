@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["QUEUE_LIMIT", "TIMER_OPS", "AUTO", "call_ops", "choose_timing", "TimingChoice"]
+__all__ = ["plan_timing", "QUEUE_LIMIT", "TIMER_OPS", "AUTO", "call_ops", "choose_timing", "TimingChoice"]
 
 QUEUE_LIMIT = 32  # operations behind the blocking kernel (nvbench: "about 32 kernel launches")
 TIMER_OPS = 2  # the start and stop events the timer records around the call
@@ -150,3 +150,18 @@ def choose_timing(requested: str | None, points: Iterable[tuple]) -> TimingChoic
             return TimingChoice("graph", f"timing by graph: {what}; every implementation of this sweep is "
                                          "timed by graph, a graph launch being one queued operation")
     return TimingChoice("blocking")
+
+
+def plan_timing(requested: str | None, points: Iterable, earlier: set[str] = frozenset()) -> TimingChoice:
+    """The GPU timing method of a sweep or a whole run (the one entry point of `bench` and the workflow alike):
+    strassenbench.bench.queue.choose_timing over every call of ``points`` (strassenbench.bench.runner.Point; ``auto`` is blocking unless a call
+    queues more than the blocking kernel may hold), and graph where ``auto`` would choose blocking but rows
+    ``earlier`` written to the same file were timed by graph: every row of a sweep is timed alike. A TimingChoice
+    (its ``reason`` one line to say); ValueError for ``blocking`` asked of a sweep that cannot have it."""
+    from .runner import queue_points
+
+    choice = choose_timing(requested, (call for p in points for call in queue_points(p)))
+    if choice.method == "blocking" and requested in (None, "auto") and "graph" in earlier:
+        return TimingChoice("graph", "timing by graph: the file holds rows timed by graph, and a sweep's rows are "
+                                     "timed alike")
+    return choice

@@ -41,7 +41,7 @@ from .isolate import WorkerConfig, Workers
 from .telemetry import git_commit, host_description, source_hash
 from .timers import Criterion, TimingError, sample
 
-__all__ = ["COLUMNS", "Point", "plan_timing", "run_point", "run_sweep", "shuffled", "system_description", "system_json",
+__all__ = ["COLUMNS", "Point", "run_point", "run_sweep", "shuffled", "system_description", "system_json",
            "MEMORY_GRANULARITY",
            "INJECT_VARIABLE", "INJECT_KINDS", "injection", "queue_points", "SYSTEM_HEAD",
            "check_sweep_files"]
@@ -152,21 +152,6 @@ def queue_points(point: Point) -> list[tuple]:
     strategies = candidates(point.impl, point.m, point.k, point.n, point.dtype, point.strategy, "cuda")
     return [(point.impl, point.m, point.n, point.k, point.dtype, strategy,
              _options(point, "cuda", strategy).scheme) for strategy in strategies]
-
-
-def plan_timing(requested: str | None, points: Iterable[Point], earlier: set[str] = frozenset()):  # noqa: ANN201
-    """The GPU timing method of a sweep or a whole run (the one entry point of `bench` and the workflow alike):
-    strassenbench.bench.queue.choose_timing over every call of ``points`` (``auto`` is blocking unless a call
-    queues more than the blocking kernel may hold), and graph where ``auto`` would choose blocking but rows
-    ``earlier`` written to the same file were timed by graph: every row of a sweep is timed alike. A TimingChoice
-    (its ``reason`` one line to say); ValueError for ``blocking`` asked of a sweep that cannot have it."""
-    from .queue import TimingChoice, choose_timing
-
-    choice = choose_timing(requested, (call for p in points for call in queue_points(p)))
-    if choice.method == "blocking" and requested in (None, "auto") and "graph" in earlier:
-        return TimingChoice("graph", "timing by graph: the file holds rows timed by graph, and a sweep's rows are "
-                                     "timed alike")
-    return choice
 
 
 def resolve_auto(point: Point, engine: str) -> tuple[Point, str]:

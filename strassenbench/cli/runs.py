@@ -333,9 +333,9 @@ def _announce(args: argparse.Namespace, todo: list) -> None:
 
 
 def _sweep_timing(args: argparse.Namespace, points: list) -> str | None:
-    """The GPU timing method of this sweep (strassenbench.bench.runner.plan_timing, with the rows ``--out``
+    """The GPU timing method of this sweep (strassenbench.bench.queue.plan_timing, with the rows ``--out``
     already holds), said once when auto chose graph."""
-    from ..bench.runner import plan_timing
+    from ..bench.queue import plan_timing
 
     if args.engine != "cuda":
         return None if args.timing in (None, "auto") else args.timing

@@ -3,29 +3,19 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..impls import get_impl
 from ..sweeps import MODEL_SQUARE_STRATEGIES
-from .figures import BEST_STRATEGY, Drawn, check_caption
+from .figures import Drawn
 from .figures_clock import CAPPED
 from .figures_model import LEFT_OUT
 
-__all__ = ["SOURCES", "caption", "checked_caption"]
-
-SOURCES = {  # the files of the run's folder each figure's measured lines come from
-    "fig_stra_square": ["square.csv", "rankk.csv", "panel.csv"],
-    "fig_stra_square_more": ["square.csv", "rankk.csv", "panel.csv"], "fig_intro_comparison": ["square.csv"],
-    "fig_model_square": ["strategies.csv"], "fig_model_sweeps": [], "fig_issue_bounds": [],
-    "fig_memlimit": ["memlimit.csv"],
-    "fig_algorithms": ["square.csv", "rankk.csv", "panel.csv"],
-    "fig_winners": ["square.csv", "rankk.csv", "panel.csv"],
-    "fig_tensorcore_square": ["square.csv"], "fig_dmma_square": ["square.csv"],
-    "fig_clock_square": ["square.csv", "system.json"],
-}
+__all__ = ["algorithms_caption", "clock_square_caption", "dmma_square_caption",
+           "intro_comparison_caption", "issue_bounds_caption", "memlimit_caption", "model_square_caption",
+           "model_sweeps_caption", "stra_square_caption", "stra_square_more_caption", "tensorcore_square_caption",
+           "winners_caption"]
 
 
-def _listed(labels: list[str]) -> str:
+def listed(labels: list[str]) -> str:
     return f" Lines: {'; '.join(labels)}." if labels else ""
 
 
@@ -33,19 +23,19 @@ def _peak(text: str, drawn: Drawn, words: str = " The dotted line is the GPU's F
     return text + words if "peak" in drawn.marks else text
 
 
-def _stra_square(drawn: Drawn, context: dict) -> str:
+def stra_square_caption(drawn: Drawn, context: dict) -> str:
     text = _peak("Figure fig:stra_square as the paper draws it: effective TFLOPS (2mnk / time, float32, median time "
                  "per point) of the paper's six implementations over its three sweeps: square, rank-k (k fixed), "
                  "panel (m = n fixed).", drawn)
     return text + (f" Not timed in this run: {context['missing']}." if context["missing"] else "")
 
 
-def _stra_square_more(drawn: Drawn, context: dict) -> str:
+def stra_square_more_caption(drawn: Drawn, context: dict) -> str:
     return _peak("The implementations this run timed beyond the paper's figure (our GEMM, direct 2-level Strassen, "
                  "other algorithms), with cuBLAS as the yardstick, on fig:stra_square's axes.", drawn)
 
 
-def _intro_comparison(drawn: Drawn, context: dict) -> str:
+def intro_comparison_caption(drawn: Drawn, context: dict) -> str:
     text = ("Figure fig:intro_comparison: effective TFLOPS of our 1-level Strassen, of the workspace-based "
             "1-level reference (the state of the art the paper sets it against, Lai et al.'s, re-implemented "
             "over cuBLAS in reference/) and of cuBLAS on square problems.")
@@ -55,7 +45,7 @@ def _intro_comparison(drawn: Drawn, context: dict) -> str:
     return text + " Neither Strassen implementation stays faster than cuBLAS up to the largest size of this run."
 
 
-def _model_square(drawn: Drawn, context: dict) -> str:
+def model_square_caption(drawn: Drawn, context: dict) -> str:
     solid = "measured (solid)" if drawn.solid else ""
     dashed = "the model's prediction (dashed)" if drawn.dashed else ""
     dotted = ("the model's with global traffic through the L2 (dotted: model l2, the optimistic side; what the paper's "
@@ -83,7 +73,7 @@ def _schemes(drawn: Drawn) -> str:
     return ", the fused products one after another (sequential)"
 
 
-def _model_sweeps(drawn: Drawn, context: dict) -> str:
+def model_sweeps_caption(drawn: Drawn, context: dict) -> str:
     if not drawn.dashed:
         return ("The model's curves of the paper's three sweeps: no predictions in this run's folder "
                 "(`strassenbench model predict` writes them).")
@@ -91,7 +81,7 @@ def _model_sweeps(drawn: Drawn, context: dict) -> str:
             "predictions only, the crossovers are in the model crossover table.")
 
 
-def _issue_bounds(drawn: Drawn, context: dict) -> str:
+def issue_bounds_caption(drawn: Drawn, context: dict) -> str:
     if "ideal" not in drawn.marks:
         return ("Per GPU model, the speedup bounds by the paper's model and by issue slots: none in this run's "
                 "folder (`strassenbench model issue-bounds` writes them).")
@@ -103,7 +93,7 @@ def _issue_bounds(drawn: Drawn, context: dict) -> str:
             "code, else from counting the loop's work (sm_70). Dotted: the ideal 8/7 and (8/7)^2.")
 
 
-def _algorithms(drawn: Drawn, context: dict) -> str:
+def algorithms_caption(drawn: Drawn, context: dict) -> str:
     dashed = "the model's prediction (dashed)" if drawn.dashed else ""
     return ("Which algorithm wins per shape (square, rank-k, panel): each algorithm's speedup over our fused "
             f"GEMM, as {dashed or 'the model predicts it'}"
@@ -113,7 +103,7 @@ def _algorithms(drawn: Drawn, context: dict) -> str:
                if (left := drawn.marks.get("left out")) else ""))
 
 
-def _winners(drawn: Drawn, context: dict) -> str:
+def winners_caption(drawn: Drawn, context: dict) -> str:
     shown = [name for name in ("float32", "3xTF32", "1xTF32") if any(f"model, {name} winners" == x for x in drawn.lines)]
     text = ("Which implementation wins at each size of the three sweeps (rank-k with k = 4,096, panel with m = n = "
             f"8,192): pick's first by {context['model']}{_schemes(drawn)}, its speedup over cuBLAS, each point in its "
@@ -127,7 +117,7 @@ def _winners(drawn: Drawn, context: dict) -> str:
     return text
 
 
-def _tensorcore_square(drawn: Drawn, context: dict) -> str:
+def tensorcore_square_caption(drawn: Drawn, context: dict) -> str:
     cutlass = get_impl("cutlass-3xtf32").label
     with_cutlass = (f" {cutlass}: CUTLASS's 3xTF32 SGEMM (its own kernel, 3-stage cp.async pipeline), the "
                     "yardstick of ours in 3xTF32." if any(line.startswith(cutlass) for line in drawn.lines) else "")
@@ -139,7 +129,7 @@ def _tensorcore_square(drawn: Drawn, context: dict) -> str:
                  " Dotted: the GPU's FP32 and dense TF32 peaks.")
 
 
-def _dmma_square(drawn: Drawn, context: dict) -> str:
+def dmma_square_caption(drawn: Drawn, context: dict) -> str:
     return _peak("Beyond the paper: effective TFLOPS (float64, median time per point) of the square sweep in double "
                  "precision: cuBLAS's DGEMM (on an A100 or H100 it runs on the FP64 tensor cores), our SIMT GEMM, "
                  "and on the FP64 tensor cores (mma.m8n8k4.f64) CUTLASS's DGEMM and our fused GEMM and 1- and "
@@ -147,7 +137,7 @@ def _dmma_square(drawn: Drawn, context: dict) -> str:
                  " Dotted: the GPU's FP64 and FP64 tensor peaks.")
 
 
-def _clock_square(drawn: Drawn, context: dict) -> str:
+def clock_square_caption(drawn: Drawn, context: dict) -> str:
     if left := drawn.marks.get(LEFT_OUT):
         return f"Per-clock TFLOPS of the square sweep: left out, as {left[0].lstrip('_')}."
     text = ("Beyond the paper: the square sweep's effective TFLOPS (float32, median time per point) as measured "
@@ -161,7 +151,7 @@ def _clock_square(drawn: Drawn, context: dict) -> str:
     return text
 
 
-def _memlimit(drawn: Drawn, context: dict) -> str:
+def memlimit_caption(drawn: Drawn, context: dict) -> str:
     text = ("The largest square problem each implementation can run in the free memory (the paper: 36,000 for "
             "our 1-level Strassen, 22,500 for the 1-level reference, on a 16 GB V100).")
     if "confirmed" in drawn.marks:
@@ -169,40 +159,3 @@ def _memlimit(drawn: Drawn, context: dict) -> str:
     if "not confirmed" in drawn.marks:
         text += " Hatched bars are the memory formula's, not confirmed by a run."
     return text
-
-
-CAPTIONS = {"fig_stra_square": _stra_square, "fig_stra_square_more": _stra_square_more,
-            "fig_intro_comparison": _intro_comparison, "fig_model_square": _model_square,
-            "fig_model_sweeps": _model_sweeps, "fig_issue_bounds": _issue_bounds, "fig_algorithms": _algorithms,
-            "fig_winners": _winners,
-            "fig_tensorcore_square": _tensorcore_square, "fig_dmma_square": _dmma_square, "fig_memlimit": _memlimit,
-            "fig_clock_square": _clock_square}
-
-
-def _strategies(drawn: Drawn) -> str:
-    """Where a point was timed with several strategies (the figure's BEST_STRATEGY marks), which were drawn."""
-    chosen = [label.lstrip("_") for label in drawn.marks.get(BEST_STRATEGY, [])]
-    if not chosen:
-        return ""
-    return (" Where the data time a point with several strategies, it is drawn at the fastest, as the paper draws "
-            f"each implementation at its best strategy per size (the data's strategy column says which): "
-            f"{'; '.join(chosen)}.")
-
-
-def caption(drawn: Drawn, context: dict[str, str]) -> str:
-    """A figure's caption, written from what the figure shows (``drawn``) and the run (``context``: device,
-    model, missing paper lines); check_caption holds it to the figure. KeyError for an unknown figure."""
-    text = CAPTIONS[drawn.stem](drawn, context) + _strategies(drawn)
-    sources = context["sources"]
-    where = (f" Data: {', '.join(sources)} in {context['data']}, measured on {context['device']}." if sources
-             else "")
-    return text + where + _listed(drawn.lines)
-
-
-def checked_caption(drawn: Drawn, context: dict) -> str:
-    """``drawn``'s caption, held to the figure by check_caption with the run's names (device, model, folder:
-    text from results, which may hold anything, such as 'a.csv' or '; dashed') standing in as placeholders."""
-    names = {"device": "DEVICE", "model": "MODEL", "data": "FOLDER"}
-    plain = replace(drawn, lines=[line.replace(context["device"], names["device"]) for line in drawn.lines])
-    check_caption(caption(plain, {**context, **names}), plain, context["sources"])
-    return caption(drawn, context)

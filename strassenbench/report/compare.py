@@ -33,7 +33,7 @@ from ..results import ResultsError, bad_times, timing_modes
 from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
 from .figures import fig_compare
-from .inputs import gpu_name, load_run
+from .inputs import RunData, gpu_name, load_run
 from .noise import DEFAULT_FLOOR, Floor, learn_floor, row_interval
 from .render import Table, render, table_of
 
@@ -92,12 +92,12 @@ def _check_times(folder: Path, sweeps: pd.DataFrame) -> None:
 def _left_out(runs: list) -> list[tuple[str, Table]]:
     """The points each run has that no comparison uses (a status other than ok: fault, error, ...; samples that
     reached the blocking kernel's timeout), by run."""
-    parts = [(name, left_out(run["sweeps"])) for name, run, _ in runs]
+    parts = [(name, left_out(run.sweeps)) for name, run, _ in runs]
     return [(name, table_of(out)) for name, out in parts if not out.empty]
 
 
-def _name(folder: Path, run: dict) -> str:
-    return f"{gpu_name(run['system'], run['sweeps']) or folder.name} ({folder.name})"
+def _name(folder: Path, run: RunData) -> str:
+    return f"{gpu_name(run.system, run.sweeps) or folder.name} ({folder.name})"
 
 
 def _load(folders: list[Path]) -> list[tuple[str, dict, dict]]:
@@ -108,14 +108,14 @@ def _load(folders: list[Path]) -> list[tuple[str, dict, dict]]:
         if not folder.is_dir():
             raise ValueError(f"not a folder: {folder}")
         run = load_run(folder)
-        if run["sweeps"].empty:
+        if run.sweeps.empty:
             raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
-        _check_times(folder, run["sweeps"])
+        _check_times(folder, run.sweeps)
         runs.append((_name(folder, run), run, _samples(folder)))
     base_name, base, _ = runs[0]
-    base_modes = timing_modes(base["sweeps"])
+    base_modes = timing_modes(base.sweeps)
     for name, run, _ in runs[1:]:
-        modes = timing_modes(run["sweeps"])
+        modes = timing_modes(run.sweeps)
         if base_modes and modes and modes != base_modes:
             raise ValueError(f"{name} was timed by {', '.join(sorted(modes))} and {base_name} by "
                              f"{', '.join(sorted(base_modes))}: times of different methods are not compared")
@@ -158,8 +158,8 @@ def _code(joined: pd.DataFrame) -> np.ndarray:
 def _pairs(base: tuple, other: tuple, columns: list[str], floor: Floor) -> pd.DataFrame:
     """The points ``other`` (name, run, samples) shares with the baseline ``base``, each judged."""
     (base_name, base_run, base_samples), (name, run, samples) = base, other
-    joined = ok_rows(base_run["sweeps"]).reindex(columns=columns).merge(
-        ok_rows(run["sweeps"]).reindex(columns=columns), on=KEYS, suffixes=("_base", "_other"))
+    joined = ok_rows(base_run.sweeps).reindex(columns=columns).merge(
+        ok_rows(run.sweeps).reindex(columns=columns), on=KEYS, suffixes=("_base", "_other"))
     judged = pd.DataFrame([_judge(r, base_samples, samples, floor.value) for r in joined.to_dict("records")],
                           columns=["ratio", "ratio_low", "ratio_high", "method", "verdict"], index=joined.index)
     beside = [c for c in columns if c in TELEMETRY] + ["commit", "source"]
@@ -218,14 +218,14 @@ def compare_runs(folders: list[Path], out: Path, noise_floor: float = DEFAULT_FL
         raise ValueError("compare needs at least two result folders")
     runs = _load(folders)
     floor = learn_floor(folders, noise_floor)
-    telemetry = [c for c in TELEMETRY if c not in OPTIONAL or any(_has(run["sweeps"], c) for _, run, _ in runs)]
+    telemetry = [c for c in TELEMETRY if c not in OPTIONAL or any(_has(run.sweeps, c) for _, run, _ in runs)]
     columns = [*KEYS, "time_median_s", "time_rel_stdev", "samples", *telemetry, "commit", "source"]
     parts = [_pairs(runs[0], other, columns, floor) for other in runs[1:]]
     table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
     with staging(out) as stage:  # made beside out, then published all or nothing (strassenbench.io.publish)
         write_atomic(stage / "compare.csv", csv_text(table))
         write_atomic(stage / "compare.md", _markdown(runs, table, floor))
-        fig_compare({name: run["sweeps"] for name, run, _ in runs}, stage)
+        fig_compare({name: run.sweeps for name, run, _ in runs}, stage)
         write_atomic(stage / "index.html", _page(runs, table, folders, floor))
         publish(stage, out)
     table.attrs["noise_floor"] = floor.sentence

@@ -8,7 +8,7 @@ workflow's model rules), each read as written; the report computes no model itse
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +18,7 @@ from ..model.files import read_models
 from ..results import ResultsError, folder_devices, read_results, read_system, timing_modes
 from ..sweeps import SWEEPS
 
-__all__ = ["RESULT_FILES", "load_run", "load_report_inputs", "gpu_name", "device_of", "ModelGPU", "model_gpu", "model_frame"]
+__all__ = ["RESULT_FILES", "RunData", "load_run", "load_report_inputs", "gpu_name", "device_of", "ModelGPU", "model_gpu", "model_frame"]
 
 RESULT_FILES = [*(f"{s}.csv" for s in SWEEPS), "strategies.csv", "memlimit.csv", "verify.csv", "verify_impls.csv",
                 "accuracy.csv"]
@@ -29,7 +29,23 @@ def _read(path: Path, kind: str) -> pd.DataFrame | None:
     return read_results(path, kind) if path.exists() else None
 
 
-def load_run(data: Path) -> dict[str, object]:
+@dataclass(frozen=True)
+class RunData:
+    """A run's folder as the report and compare read it: its results, checked (None for a file that is not
+    there; ``sweeps`` the three sweeps' rows, empty without any), system.json (``{}`` without it), and the model's
+    files beside them (``models``: by name, None for each that is not there; empty where not asked for)."""
+
+    sweeps: pd.DataFrame
+    strategies: pd.DataFrame | None
+    memlimit: pd.DataFrame | None
+    verify: pd.DataFrame | None
+    verify_impls: pd.DataFrame | None
+    accuracy: pd.DataFrame | None
+    system: dict
+    models: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+
+
+def load_run(data: Path) -> RunData:
     """Every result file of a run's folder, checked; ResultsError if the folder holds none."""
     if not any((data / name).exists() for name in RESULT_FILES):
         raise ResultsError(f"{data}: no results ({', '.join(RESULT_FILES)})")
@@ -42,26 +58,26 @@ def load_run(data: Path) -> dict[str, object]:
     if len(modes) > 1:
         raise ResultsError(f"{data}: its sweeps were timed by different methods ({', '.join(sorted(modes))}), "
                            "which cannot be set against each other: measure them again with one --timing")
-    return {
-        "sweeps": pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
-        "strategies": _read(data / "strategies.csv", "bench"),
-        "memlimit": _read(data / "memlimit.csv", "memlimit"),
-        "verify": _read(data / "verify.csv", "verify"),
-        "verify_impls": _read(data / "verify_impls.csv", "verify"),
-        "accuracy": _read(data / "accuracy.csv", "accuracy"),
-        "system": read_system(data / "system.json") or {},
-    }
+    return RunData(
+        sweeps=pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
+        strategies=_read(data / "strategies.csv", "bench"),
+        memlimit=_read(data / "memlimit.csv", "memlimit"),
+        verify=_read(data / "verify.csv", "verify"),
+        verify_impls=_read(data / "verify_impls.csv", "verify"),
+        accuracy=_read(data / "accuracy.csv", "accuracy"),
+        system=read_system(data / "system.json") or {},
+    )
 
 
-def load_report_inputs(data: Path) -> dict[str, object]:
+def load_report_inputs(data: Path) -> RunData:
     """What the report reads of a run's folder: its results (load_run) and, as ``models``, the model's files
     beside them (strassenbench.model.files.read_models: None for each that is not there), all checked."""
-    return {**load_run(data), "models": read_models(data)}
+    return replace(load_run(data), models=read_models(data))
 
 
-def model_frame(run: dict, *names: str) -> pd.DataFrame:
+def model_frame(run: RunData, *names: str) -> pd.DataFrame:
     """The rows of the run's model files ``names`` (empty where none is there)."""
-    frames = [run["models"][name] for name in names if run["models"].get(name) is not None]
+    frames = [run.models[name] for name in names if run.models.get(name) is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -73,11 +89,11 @@ def gpu_name(system: dict, sweeps: pd.DataFrame) -> str:
     return str(name or "")
 
 
-def device_of(run: dict) -> str:
+def device_of(run: RunData) -> str:
     """The device and engine the run measured on, for titles and tables: the GPU's name (cuda engine), else
     CPU stand-ins on the numpy engine."""
-    gpu = (run["system"].get("gpu") or {}).get("gpu")
-    engine = run["system"].get("engine") or ("cuda" if gpu else "numpy")
+    gpu = (run.system.get("gpu") or {}).get("gpu")
+    engine = run.system.get("engine") or ("cuda" if gpu else "numpy")
     return f"{gpu} ({engine} engine)" if gpu else f"CPU stand-ins ({engine} engine)"
 
 
@@ -96,14 +112,14 @@ class ModelGPU:
         return f"{self.name} ({'this GPU' if self.this_gpu else 'the paper'}'s model)"
 
 
-def model_gpu(run: dict, cpu_run: bool) -> ModelGPU:
+def model_gpu(run: RunData, cpu_run: bool) -> ModelGPU:
     """The run's model GPU from model_spec.csv (`strassenbench model spec`); this GPU's when the run measured a
     GPU and the spec is its own: a built-in spec whose key its name holds, or the queried device's."""
-    spec = run["models"].get("model_spec.csv")
+    spec = run.models.get("model_spec.csv")
     if spec is None or spec.empty:
         return ModelGPU("", False)
     row = spec.iloc[-1]
-    measured = gpu_name(run["system"], run["sweeps"]).lower()
+    measured = gpu_name(run.system, run.sweeps).lower()
     key = str(row["key"])
     this_gpu = not cpu_run and bool(measured) and (key == "device" or spec_key(measured, [key]) is not None)
     peaks = {"FP32 peak": row["tau_flop_float32"] / 1e12, "TF32 peak": row["tf32_flops"] / 1e12,

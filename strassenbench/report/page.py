@@ -14,28 +14,21 @@ import pandas as pd
 
 from ..io import publish, staging, write_atomic
 from ..model.files import load_resources
-from ..sweeps import SWEEPS
-from .analysis import ok_rows, speedups
-from .captions import SOURCES, checked_caption
-from .contents import REPORT_FIGURES, REPORT_TABLES
-from .figures import (Drawn, fig_intro_comparison, fig_memlimit, fig_stra_square, fig_stra_square_more,
-                      fig_tensorcore_square, fig_dmma_square, label_of)
-from .figures_clock import CAPPED_SHARE, fig_clock_square
-from .figures_model import fig_algorithms, fig_issue_bounds, fig_model_square, fig_model_sweeps
-from .inputs import ModelGPU, device_of, load_report_inputs, load_run, model_frame, model_gpu
+from .analysis import ok_rows
+from .contents import FIGURES, REPORT_FIGURES, REPORT_TABLES, Context, checked_caption, figure
+from .figures import Drawn, label_of
+from .figures_clock import CAPPED_SHARE
+from .inputs import ModelGPU, RunData, device_of, load_report_inputs, load_run, model_gpu
+from .page_tables import TABLES, table_markdown
 from .palette import PAPER_LINES
 from .render import render
-from .page_tables import MODEL_LINES, algorithm_impls, report_tables, table_markdown
-from .winners import fig_winners
 
 __all__ = ["load_run", "build_report", "REPORT_FIGURES", "REPORT_TABLES"]
 
-SWEEP_MODELS = tuple(f"model_{sweep}.csv" for sweep in SWEEPS)  # model predict's, best strategy per point
 
-
-def _header(run: dict) -> tuple[list[tuple[str, str]], bool]:
+def _header(run: RunData) -> tuple[list[tuple[str, str]], bool]:
     """The page's header rows (what the run measured on, as (name, value)) and whether it was a CPU run."""
-    system, sweeps = run["system"], run["sweeps"]
+    system, sweeps = run.system, run.sweeps
     gpu = system.get("gpu") or {}
     cpu_run = system.get("engine", "numpy") != "cuda" and (sweeps.empty or (sweeps["engine"] != "cuda").all())
     rows = {"GPU": gpu.get("gpu", "none (CPU run)"), "driver": gpu.get("driver", ""),
@@ -69,46 +62,15 @@ def build_report(data: Path, out: Path, resources_path: Path | None = None) -> l
         return [out / path.relative_to(stage) for path in written]
 
 
-def _figures(run: dict, model: ModelGPU, figures: Path, device: str, cpu_run: bool) -> list[Drawn]:
-    """Every figure of the report, drawn into ``figures``: the measured ones from the run's results, the
-    model's from its files (model_<sweep>.csv, model_strategies.csv, model_issue_bounds.csv)."""
-    sweeps = run["sweeps"]
-    peak, gpu = model.peaks.get("FP32 peak"), model.name or "no model files"
-    predicted = model_frame(run, *SWEEP_MODELS)
-    paper_lines = predicted[predicted["impl"].isin(MODEL_LINES)] if not predicted.empty else predicted
-    algorithms = (predicted[predicted["impl"].isin(["gemm", *algorithm_impls(run)])] if not predicted.empty
-                  else predicted)
-    measured = None if cpu_run else speedups(sweeps[sweeps["dtype"] == "float32"], baseline="gemm")
-    return [
-        fig_stra_square(sweeps, figures, peak, device, cpu=cpu_run),
-        fig_stra_square_more(sweeps, figures, peak, device, cpu=cpu_run),
-        fig_clock_square(sweeps, figures, (run["system"].get("gpu") or {}).get("max_sm_clock_mhz"), device, cpu_run),
-        fig_intro_comparison(sweeps, figures, device, cpu=cpu_run),
-        fig_model_square(run["models"]["model_strategies.csv"], run["strategies"], figures, gpu, device),
-        fig_model_sweeps(paper_lines, figures, gpu),
-        fig_issue_bounds(run["models"]["model_issue_bounds.csv"], figures),
-        fig_algorithms(algorithms, measured, figures, gpu, device),
-        fig_winners(run["models"].get("model_winners.csv"), sweeps, figures, gpu, device, cpu_run),
-        fig_memlimit(run["memlimit"], figures, device),
-        fig_tensorcore_square(sweeps, figures, _peaks(model, "FP32 peak", "TF32 peak"), device, cpu=cpu_run),
-        fig_dmma_square(sweeps, figures, _peaks(model, "FP64 peak", "FP64 tensor peak"), device, cpu=cpu_run),
-    ]
-
-
-def _peaks(model: ModelGPU, *names: str) -> dict[str, float]:
-    """The model GPU's peaks of those names it has (TFLOPS; none unless the model is the measured GPU's)."""
-    return {name: model.peaks[name] for name in names if name in model.peaks}
-
-
-def _captioned(drawn: list[Drawn], run: dict, data: Path, device: str, model: ModelGPU) -> list[dict]:
+def _captioned(drawn: list[Drawn], run: RunData, data: Path, device: str, model: ModelGPU) -> list[dict]:
     """Each figure's stem and caption, the caption held to what the figure shows."""
-    sweeps = run["sweeps"]
+    sweeps = run.sweeps
     timed = set(ok_rows(sweeps)["impl"].astype(str)) if not sweeps.empty else set()
     missing = ", ".join(label_of(i) for i in PAPER_LINES if i not in timed)
     figs = []
     for d in drawn:
         measured_lines = d.solid or any(k in d.marks for k in ("confirmed", "not confirmed"))
-        sources = [f for f in SOURCES[d.stem] if (data / f).is_file()] if measured_lines else []
+        sources = [f for f in figure(d.stem).sources if (data / f).is_file()] if measured_lines else []
         context = {"device": device, "model": model.title, "data": str(data), "sources": sources, "missing": missing}
         figs.append({"stem": d.stem, "caption": checked_caption(d, context)})
     return figs
@@ -120,16 +82,17 @@ def _build_report(data: Path, out: Path, stage: Path, resources_path: Path | Non
     header, cpu_run = _header(run)
     model = model_gpu(run, cpu_run)
     device = device_of(run)
-    drawn = _figures(run, model, stage / "figures", device, cpu_run)
-    written: list[Path] = [path for d in drawn for path in d.paths]
     resources = load_resources(resources_path) if resources_path else None
+    context = Context(run, model, stage / "figures", device, cpu_run, resources)
+    drawn = [entry.draw(context) for entry in FIGURES]  # the registry's figures, in the page's order
+    written: list[Path] = [path for d in drawn for path in d.paths]
     shown = []
-    for name, (frame, empty) in report_tables(run, model, resources).items():
-        markdown, cells = table_markdown(frame, empty)
-        path = stage / "tables" / f"{name}.md"
+    for entry in TABLES:
+        markdown, cells = table_markdown(entry.make(context), entry.note)
+        path = stage / "tables" / f"{entry.name}.md"
         write_atomic(path, markdown)
         written.append(path)
-        shown.append({"name": name, "title": name.replace("_", " "), "table": cells, "note": empty})
+        shown.append({"name": entry.name, "title": entry.name.replace("_", " "), "table": cells, "note": entry.note})
     banner = (model.name or "no GPU (no model files in the run's folder)") if cpu_run else None
     page = _page(out, header, banner, _captioned(drawn, run, data, device, model), shown)
     index = stage / "index.html"

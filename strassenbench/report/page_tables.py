@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import pandas as pd
 
 from ..accuracy import growth_constants
@@ -16,10 +19,10 @@ from ..strategies import STRATEGIES
 from ..sweeps import SWEEPS
 from .analysis import claims, left_out, ok_rows, scheme_name
 from .winners import winners_table
-from .inputs import ModelGPU, device_of, model_frame
+from .inputs import ModelGPU, RunData, device_of, model_frame
 from .render import Table, table_of
 
-__all__ = ["cell", "table_markdown", "report_tables", "algorithm_impls", "MODEL_LINES", "CROSSOVER_IMPLS"]
+__all__ = ["cell", "table_markdown", "TableEntry", "TABLES", "algorithm_impls", "MODEL_LINES", "CROSSOVER_IMPLS"]
 
 # The model's figure of the paper's three sweeps: the paper's implementations the model has a formula for
 # (CUTLASS and cuBLAS have none: our GEMM stands for them).
@@ -50,35 +53,35 @@ def table_markdown(frame: pd.DataFrame | None, empty: str) -> tuple[str, Table |
     return markdown(frame, disable_numparse=True), table_of(frame)
 
 
-def algorithm_impls(run: dict) -> list[str]:
+def algorithm_impls(run: RunData) -> list[str]:
     """The fused implementations to compare algorithms by: 1-level Strassen, one level of every algorithm the
     run verified, and every fused implementation it timed beyond the paper's (mixed specs as themselves)."""
     names = ["strassen1"]
-    verify = run.get("verify")
+    verify = run.verify
     if verify is not None and not verify.empty and "algorithm" in verify:
         names += [algorithm_impl(a).name for a in dict.fromkeys(verify["algorithm"].astype(str))
                   if a not in ("strassen", "classical")]
-    sweeps = run["sweeps"]
+    sweeps = run.sweeps
     if not sweeps.empty:
         names += [i for i in dict.fromkeys(sweeps["impl"].astype(str)) if i not in MODEL_LINES
                   and get_impl(i).kind == "fused"]
     return list(dict.fromkeys(names))
 
 
-def _speedup(run: dict, sweep: str, impl: str) -> dict[str, object]:
+def _speedup(run: RunData, sweep: str, impl: str) -> dict[str, object]:
     """model_speedup.csv's row of ``impl`` in ``sweep`` ({} where there is none)."""
-    speedup = run["models"].get("model_speedup.csv")
+    speedup = run.models.get("model_speedup.csv")
     if speedup is None:
         return {}
     row = speedup[(speedup["sweep"] == sweep) & (speedup["impl"] == impl) & (speedup["dtype"] == "float32")]
     return row.iloc[0].to_dict() if not row.empty else {}
 
 
-def _algorithm_table(run: dict) -> pd.DataFrame:
+def _algorithm_table(run: RunData) -> pd.DataFrame:
     """Per algorithm: shape, rank, additions (counted naively), omega, the stability factor (error growth per
     level), the largest relative error of its verification runs per dtype, and the model's square crossover over
     the GEMM (model_speedup.csv)."""
-    verify = run.get("verify")
+    verify = run.verify
     rows = []
     for impl in algorithm_impls(run):
         chosen = get_impl(impl)
@@ -100,10 +103,10 @@ def _algorithm_table(run: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _notation(run: dict) -> pd.DataFrame | None:
+def _notation(run: RunData) -> pd.DataFrame | None:
     """Figure tab:notation, all 17 rows: the paper's value (V100) and the model GPU's where it is a number
     (model_spec.csv: the paper's row, key V100, and the model's, its last)."""
-    spec = run["models"].get("model_spec.csv")
+    spec = run.models.get("model_spec.csv")
     if spec is None or spec.empty:
         return None
     ours, paper = spec.iloc[-1], spec[spec["key"] == "V100"]
@@ -143,11 +146,11 @@ def _block_sizes() -> pd.DataFrame:
         for s in STRATEGIES.values()])
 
 
-def _occupancy(run: dict) -> pd.DataFrame | None:
+def _occupancy(run: RunData) -> pd.DataFrame | None:
     """The paper's footnote to #blocks (active blocks per SM on a V100) beside ours on sm_70, sm_80 and sm_90,
     as model_occupancy.csv holds them: from the build's resources.csv where that architecture was built, else
     from the paper's register formula, marked "(formula)"."""
-    occupancy = run["models"].get("model_occupancy.csv")
+    occupancy = run.models.get("model_occupancy.csv")
     if occupancy is None or occupancy.empty:
         return None
     rows: dict[tuple, dict] = {}
@@ -159,7 +162,7 @@ def _occupancy(run: dict) -> pd.DataFrame | None:
     return pd.DataFrame(list(rows.values()))
 
 
-def _model_crossover(run: dict) -> pd.DataFrame | None:
+def _model_crossover(run: RunData) -> pd.DataFrame | None:
     """The model's crossovers of 1-level, 2-level hybrid and 2-level direct Strassen over the GEMM, per sweep
     (model_speedup.csv)."""
     rows = [{"sweep": sweep, "impl": impl, "baseline": cross["baseline"], "gpu": cross["gpu"],
@@ -233,62 +236,74 @@ def _errors(sweeps: pd.DataFrame) -> pd.DataFrame | None:
         max_error_over_bound=("ratio", "max"))
 
 
-def _checks(run: dict) -> pd.DataFrame | None:
+def _checks(run: RunData) -> pd.DataFrame | None:
     """The verification runs: implementations, then plans."""
     checks = []
-    if run.get("verify_impls") is not None and not run["verify_impls"].empty:
-        checks.append(run["verify_impls"].groupby(["impl", "engine", "levels", "dtype"], as_index=False).agg(
+    if run.verify_impls is not None and not run.verify_impls.empty:
+        checks.append(run.verify_impls.groupby(["impl", "engine", "levels", "dtype"], as_index=False).agg(
             cases=("rel_error", "size"), max_rel_error=("rel_error", "max")).rename(columns={"impl": "checked"}))
-    if run["verify"] is not None and not run["verify"].empty:
-        v = run["verify"].groupby(["algorithm", "engine", "levels", "dtype"], as_index=False).agg(
+    if run.verify is not None and not run.verify.empty:
+        v = run.verify.groupby(["algorithm", "engine", "levels", "dtype"], as_index=False).agg(
             cases=("rel_error", "size"), max_rel_error=("rel_error", "max"))
         v.insert(0, "checked", "plan: " + v.pop("algorithm").astype(str))
         checks.append(v)
     return pd.concat(checks, ignore_index=True) if checks else None
 
 
-def _paper_tables() -> dict[str, pd.DataFrame]:
-    """The paper's tables of the algorithm: strategies, the variants of 1 and 2 levels, the streaming stages."""
-    tables = {"block_sizes": _block_sizes()}
-    for levels in (1, 2):
-        tables[f"variants_L{levels}"] = pd.DataFrame([{
-            "Var#": v.number, "W_A": v.W_A, "W_B": v.W_B, "W_C": v.W_C, "Cnt#": v.count,
-            "products": " ".join(p.name for p in v.products)} for v in variants("strassen", levels)])
-    tables["streaming_L1_S2"] = pd.DataFrame([{**r, "product": r["product"].describe()}
-                                              for r in schedule("strassen", 1, 2).rows()])
-    return tables
+def _variants(levels: int) -> pd.DataFrame:
+    """Figure tab:perfeq_level2: the variants (Var#) of ``levels`` levels of Strassen."""
+    return pd.DataFrame([{"Var#": v.number, "W_A": v.W_A, "W_B": v.W_B, "W_C": v.W_C, "Cnt#": v.count,
+                          "products": " ".join(p.name for p in v.products)} for v in variants("strassen", levels)])
 
 
-def report_tables(run: dict, model: ModelGPU, resources: pd.DataFrame | None
-                  ) -> dict[str, tuple[pd.DataFrame | None, str]]:
-    """Every table of the report with the note shown in its place when it is empty."""
-    sweeps, models = run["sweeps"], run["models"]
-    speedup = model_frame(run, "model_speedup.csv")
-    claim_rows = claims(sweeps, run["memlimit"], device_of(run), speedup, model.name)
-    return {
-        **{name: (frame, "") for name, frame in _paper_tables().items()},
-        "model_notation": (_notation(run), NO_MODEL.format(name="model_spec.csv", command="spec")),
-        "occupancy": (_occupancy(run), NO_MODEL.format(name="model_occupancy.csv", command="occupancy")),
-        "model_bounds": (models.get("model_bounds.csv"), NO_MODEL.format(name="model_bounds.csv", command="bounds")),
-        "issue_bounds": (models.get("model_issue_bounds.csv"),
-                         NO_MODEL.format(name="model_issue_bounds.csv", command="issue-bounds")),
-        "kernel_resources": (_kernel_resources(resources), "no build/resources.csv: run `strassenbench build`"),
-        "memory_limits": (run["memlimit"], "no memlimit results in this run"),
-        "model_crossover": (_model_crossover(run), NO_MODEL.format(name="model_speedup.csv", command="speedup")),
-        "model_validation": (models.get("model_validate.csv"),
-                             "GPU runs only: the model against this GPU's measured sweeps (`strassenbench model "
-                             "validate`, model_validate.csv)"),
-        "algorithms": (_algorithm_table(run), ""),
-        "winners": (winners_table(models.get("model_winners.csv")),
-                    NO_MODEL.format(name="model_winners.csv", command="winners")),
-        "numerical_error": (_errors(sweeps), "no timed results in this run"),
-        "numerical_error_checks": (_checks(run), "no verification results in this run"),
-        "claims": (claim_rows, ""),
-        "tensorcore_accuracy": (tensorcore_accuracy(run.get("accuracy")),
-                                "no accuracy table in this run (the tensorcore profile writes accuracy.csv)"),
-        "tensorcore_kernels": (tensorcore_kernels(resources),
-                               "no tensor-core kernels in the build (`strassenbench build --strategy "
-                               f"{FAMILIES[TF32].cutlass_tile}`)"),
-        "points_left_out": (left_out(sweeps), "every timed point is in the figures (status ok, no blocking "
-                                              "timeout)"),
-    }
+def _streaming() -> pd.DataFrame:
+    """Figure tab:gpu_streaming: 1-level Strassen's stages on 2 streams."""
+    return pd.DataFrame([{**r, "product": r["product"].describe()} for r in schedule("strassen", 1, 2).rows()])
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    name: str  # its file stem, anchor and title
+    make: Callable[[object], pd.DataFrame | None]  # from the report's typed input (strassenbench.report.contents.Context)
+    note: str = ""  # shown in its place when it is empty
+
+
+def _claims(c) -> pd.DataFrame:  # noqa: ANN001 - a contents.Context
+    return claims(c.run.sweeps, c.run.memlimit, device_of(c.run), model_frame(c.run, "model_speedup.csv"),
+                  c.model.name)
+
+
+# The report's tables, one entry each, in the page's order.
+TABLES: tuple[TableEntry, ...] = (
+    TableEntry("block_sizes", lambda c: _block_sizes()),
+    TableEntry("variants_L1", lambda c: _variants(1)),
+    TableEntry("variants_L2", lambda c: _variants(2)),
+    TableEntry("streaming_L1_S2", lambda c: _streaming()),
+    TableEntry("model_notation", lambda c: _notation(c.run), NO_MODEL.format(name="model_spec.csv", command="spec")),
+    TableEntry("occupancy", lambda c: _occupancy(c.run),
+               NO_MODEL.format(name="model_occupancy.csv", command="occupancy")),
+    TableEntry("model_bounds", lambda c: c.run.models.get("model_bounds.csv"),
+               NO_MODEL.format(name="model_bounds.csv", command="bounds")),
+    TableEntry("issue_bounds", lambda c: c.run.models.get("model_issue_bounds.csv"),
+               NO_MODEL.format(name="model_issue_bounds.csv", command="issue-bounds")),
+    TableEntry("kernel_resources", lambda c: _kernel_resources(c.resources),
+               "no build/resources.csv: run `strassenbench build`"),
+    TableEntry("memory_limits", lambda c: c.run.memlimit, "no memlimit results in this run"),
+    TableEntry("model_crossover", lambda c: _model_crossover(c.run),
+               NO_MODEL.format(name="model_speedup.csv", command="speedup")),
+    TableEntry("model_validation", lambda c: c.run.models.get("model_validate.csv"),
+               "GPU runs only: the model against this GPU's measured sweeps (`strassenbench model validate`, "
+               "model_validate.csv)"),
+    TableEntry("algorithms", lambda c: _algorithm_table(c.run)),
+    TableEntry("winners", lambda c: winners_table(c.run.models.get("model_winners.csv")),
+               NO_MODEL.format(name="model_winners.csv", command="winners")),
+    TableEntry("numerical_error", lambda c: _errors(c.run.sweeps), "no timed results in this run"),
+    TableEntry("numerical_error_checks", lambda c: _checks(c.run), "no verification results in this run"),
+    TableEntry("claims", _claims),
+    TableEntry("tensorcore_accuracy", lambda c: tensorcore_accuracy(c.run.accuracy),
+               "no accuracy table in this run (the tensorcore profile writes accuracy.csv)"),
+    TableEntry("tensorcore_kernels", lambda c: tensorcore_kernels(c.resources),
+               f"no tensor-core kernels in the build (`strassenbench build --strategy {FAMILIES[TF32].cutlass_tile}`)"),
+    TableEntry("points_left_out", lambda c: left_out(c.run.sweeps),
+               "every timed point is in the figures (status ok, no blocking timeout)"),
+)

@@ -228,7 +228,8 @@ def test_clocks_in_the_row_are_read_in_the_timed_loop() -> None:
 def test_one_timer_class_per_method_behind_one_interface() -> None:
     """nvbench's way: each timing method its own class (the CSV's ``timing`` value its ``method``), the GPU ones
     made by name in one place, and one entry point plans a sweep's method for `bench` and the workflow alike."""
-    from strassenbench.bench.runner import Point, plan_timing
+    from strassenbench.bench.queue import plan_timing
+    from strassenbench.bench.runner import Point
     from strassenbench.bench.timers import (GPU_TIMING, TIMERS, BlockingTimer, GraphTimer, HostTimer, Timer,
                                             gpu_timer)
 

@@ -223,7 +223,7 @@ def test_model_predict_takes_schemes(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_the_sweeps_figure_says_which_scheme_its_predictions_ran(tmp_path: Path) -> None:
     from strassenbench.model.predict import predict
-    from strassenbench.report.captions import caption
+    from strassenbench.report.contents import caption
     from strassenbench.report.figures_model import fig_model_sweeps
 
     context = {"device": "d", "model": "H100", "data": "data/x", "sources": [], "missing": ""}
@@ -290,7 +290,7 @@ def test_model_speedup_carries_the_predictions_scheme(tmp_path: Path) -> None:
 
 def test_model_winners_takes_a_scheme_and_the_figure_says_it(tmp_path: Path) -> None:
     from strassenbench.model.files import WINNERS
-    from strassenbench.report.captions import caption
+    from strassenbench.report.contents import caption
     from strassenbench.report.winners import fig_winners
 
     out = tmp_path / "winners.csv"

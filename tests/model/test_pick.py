@@ -165,7 +165,7 @@ def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path
     why. fig_algorithms leaves a tensor-core implementation out for the V100 instead of drawing it at 0."""
     from strassenbench.model.files import WINNERS, read_model
     from strassenbench.model.predict import predict
-    from strassenbench.report.captions import checked_caption
+    from strassenbench.report.contents import checked_caption
     from strassenbench.report.figures_model import fig_algorithms
     from strassenbench.report.winners import fig_winners, winners_table
 

@@ -41,7 +41,7 @@ def test_fixture_report_has_every_figure_and_table(tmp_path, modeled) -> None:  
 
 def test_claims_and_crossover_from_results() -> None:
     run = load_run(FIXTURES / "gpu_a")
-    sweeps = run["sweeps"]
+    sweeps = run.sweeps
     s = speedups(sweeps)
     assert set(s["impl"]) == {"cutlass", "gemm", "strassen1", "strassen1-ref", "strassen2-ref", "strassen2-hybrid",
                               "strassen2-direct"}
@@ -51,7 +51,7 @@ def test_claims_and_crossover_from_results() -> None:
     assert cross["max_speedup"] == pytest.approx(ratio.max(), rel=1e-3)
     if cross["stable"] is not None:
         assert (ratio[ratio.index >= cross["stable"]] > 1).all()
-    table = claims(sweeps, run["memlimit"], "the fixture")
+    table = claims(sweeps, run.memlimit, "the fixture")
     assert list(table.columns) == ["claim", "paper (V100)", "this run", "status", "how it is computed"]
     assert list(table["paper (V100)"]) == ["1,536", "1.11x", "7,680", "1.19x", "1.22x", "7,168", "13,312", "36,000",
                                            "22,500"]
@@ -61,7 +61,7 @@ def test_claims_and_crossover_from_results() -> None:
     assert over_cutlass == f"{ratio.max():.2f}x at {int(ratio.idxmax()):,}"
     # Sec. s:gpu_exp sets 22,500 beside "the 1-level reference implementation consumes much more memory"
     assert "1-level reference" in table[table["paper (V100)"] == "22,500"]["claim"].item()
-    memlimit = run["memlimit"].assign(predicted_n=[20480 + 512 * i for i in range(len(run["memlimit"]))])
+    memlimit = run.memlimit.assign(predicted_n=[20480 + 512 * i for i in range(len(run.memlimit))])
     by_impl = memlimit.set_index("impl")["predicted_n"]
     table = claims(sweeps, memlimit, "the fixture").set_index("paper (V100)")["this run"]
     assert table["36,000"] == f"{by_impl['strassen1']:,} (confirmed)"
@@ -151,24 +151,26 @@ def test_fixtures_are_labelled_synthetic() -> None:
 def test_the_model_gpu_is_the_model_spec_file(tmp_path) -> None:  # noqa: ANN001
     """The report's model GPU is model_spec.csv's last row as `model spec` wrote it: this GPU's (its peaks drawn)
     when the run measured it (a built-in spec its name holds, or the queried device), the paper's otherwise."""
-    from strassenbench.report.inputs import model_gpu
+    from dataclasses import replace
+
+    from strassenbench.report.inputs import RunData, model_gpu
 
     assert main(["model", "spec", "--gpu", "V100", "--gpu", "H100", "--out", str(tmp_path / "model_spec.csv")]) == 0
     spec = pd.read_csv(tmp_path / "model_spec.csv")
     h100 = spec.iloc[-1]
-    run = {"models": {"model_spec.csv": spec}, "system": {"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
-           "sweeps": pd.DataFrame()}
+    run = RunData(pd.DataFrame(), None, None, None, None, None, {"gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
+                  {"model_spec.csv": spec})
     model = model_gpu(run, cpu_run=False)
     assert model.this_gpu and model.name == h100["gpu"] and "this GPU" in model.title
     assert model.peaks["FP32 peak"] == pytest.approx(h100["tau_flop_float32"] / 1e12)
-    future = {**run, "system": {"gpu": {"gpu": "NVIDIA Future GPU"}}}
+    future = replace(run, system={"gpu": {"gpu": "NVIDIA Future GPU"}})
     assert not model_gpu(future, cpu_run=False).this_gpu  # an H100 spec is not a Future GPU's
     queried = spec.assign(key=["V100", "device"], gpu=["Tesla V100 SXM2 16GB", "NVIDIA Future GPU"])
-    model = model_gpu({**future, "models": {"model_spec.csv": queried}}, cpu_run=False)
+    model = model_gpu(replace(future, models={"model_spec.csv": queried}), cpu_run=False)
     assert model.this_gpu and model.name == "NVIDIA Future GPU"
-    cpu = model_gpu({**run, "system": {}}, cpu_run=True)
+    cpu = model_gpu(replace(run, system={}), cpu_run=True)
     assert not cpu.this_gpu and not cpu.peaks and "the paper" in cpu.title
-    assert model_gpu({**run, "models": {}}, cpu_run=False).name == ""
+    assert model_gpu(replace(run, models={}), cpu_run=False).name == ""
 
 
 def _captured(monkeypatch: pytest.MonkeyPatch) -> dict:

@@ -19,7 +19,7 @@ from strassenbench.impls import get_impl
 from strassenbench.report.analysis import measured_crossover
 from support.figures import kept_figures
 from strassenbench.report.page import REPORT_FIGURES, build_report
-from strassenbench.report.captions import caption
+from strassenbench.report.contents import caption
 from strassenbench.report.figures import CaptionError, Drawn, check_caption
 from strassenbench.report.palette import INTRO_LINES, PAPER_LINES, style
 from strassenbench.report.page_tables import cell

@@ -18,7 +18,7 @@ from strassenbench.impls import get_impl
 from strassenbench.report.analysis import best_rows, chosen_strategies, speedups
 from support.figures import kept_figures
 from strassenbench.report.page import build_report
-from strassenbench.report.captions import caption
+from strassenbench.report.contents import caption
 from strassenbench.report.figures_clock import CAPPED, fig_clock_square, power_capped
 from strassenbench.report.palette import style
 from strassenbench.results import read_results

@@ -31,9 +31,9 @@ def timed_points():
 
 def run_timing():
     """The GPU timing method of the whole run, said once when auto chose graph; None on the CPU backend. It is
-    strassenbench.bench.runner.plan_timing (what `bench` plans a sweep by) over every point the sweeps and the
+    strassenbench.bench.queue.plan_timing (what `bench` plans a sweep by) over every point the sweeps and the
     strategies job time (auto is blocking unless a call queues more than the blocking kernel may hold)."""
-    from strassenbench.bench.runner import plan_timing
+    from strassenbench.bench.queue import plan_timing
     from strassenbench.impls import ImplError
 
     if BACKEND != "cuda":
