@@ -37,6 +37,8 @@ import pandas as pd
 
 from ..accuracy import bound_from_norms
 from ..algebra.algorithm import ALGORITHMS, AlgorithmError, algorithm_names, get_algorithm
+from ..algebra.levels import grid_dims
+from ..algebra.primitives import variant_counts
 from ..fused.build import plan_fits
 from ..device import current_device, spec_key
 from ..families import FAMILIES, MODES, SIMT, by_accuracy, counterpart
@@ -44,11 +46,12 @@ from ..impls import PAPER_MODELED, ImplError, family_impls, get_impl
 from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
-from .perf import best_strategy, effective_tflops
+from .perf import best_strategy, effective_tflops, modeled
 from .terms import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
-           "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "PICK_SCHEMES"]
+           "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "firsts", "lower_bound",
+           "PICK_SCHEMES"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
 AUTO = {"auto": (SIMT, "strassen2-direct"), **{f"auto-{m.suffix}": (m.name, f"strassen2-{m.suffix}")
@@ -247,18 +250,54 @@ def resolve(impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> tuple
 WINNER_MODES = by_accuracy("float32")
 
 
+def lower_bound(spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str) -> float:
+    """A time no prediction of ``impl`` for m x k x n goes below, by any model and with its products one after
+    another or atomic: for a fused implementation its products' flops on the padded grid at the peak of their
+    math (every model bounds a launch by T_flop at least, and T_flop counts 2 m_S n_S k_S per block of every
+    product at least: strassenbench.model.schemes.alone and stage_time); 0 for any other."""
+    if impl in _AS_MODELED or get_impl(impl).kind != "fused":
+        return 0.0
+    chosen = get_impl(impl)
+    _, levels, algorithm = modeled(impl)
+    gm, gk, gn = grid_dims(algorithm, levels)
+    rate = spec.tau_tensor(chosen.mode) if chosen.tensor else spec.tau_flop(dtype)
+    products = sum(variant_counts(algorithm, levels).values())
+    return products * 2.0 * math.ceil(m / gm) * math.ceil(k / gk) * math.ceil(n / gn) / rate if rate > 0 else math.inf
+
+
+def firsts(spec: GPUSpec, m: int, k: int, n: int, dtype: str = "float32", resources: pd.DataFrame | None = None,
+           scheme: str = "sequential") -> tuple[dict[str, Choice], float]:
+    """(the first of `rank` in each mode, cuBLAS's predicted seconds), as `rank` would give them, without
+    predicting a candidate whose lower_bound is above the best of its mode found so far (candidates taken by
+    their bound, fastest-possible first)."""
+    names = candidates(dtype, spec.arch)
+    order = {name: i for i, name in enumerate(names)}
+    bounds = {name: lower_bound(spec, name, m, k, n, dtype) for name in names}
+    best: dict[str, Choice] = {}
+    cublas = math.inf
+    for impl in sorted(names, key=lambda c: (bounds[c], order[c])):
+        mode = get_impl(impl).mode
+        if impl != "cublas" and mode in best and bounds[impl] > best[mode].seconds * (1 + 1e-9):
+            continue  # slower than the best of its mode whatever its strategy: rank puts it below that one
+        strategy, seconds, limiter = _predicted(spec, impl, m, k, n, dtype, resources, DEFAULT_MODEL, scheme)
+        cublas = seconds if impl == "cublas" else cublas
+        if math.isfinite(seconds) and (mode not in best or (seconds, order[impl]) < (best[mode].seconds,
+                                                                                   order[best[mode].impl])):
+            best[mode] = Choice(impl, strategy, seconds, "model", limiter)
+    return best, cublas
+
+
 def winner_rows(spec: GPUSpec, key: str, sweep: str, sizes: list[int], dtype: str = "float32",
                 resources: pd.DataFrame | None = None, scheme: str = "sequential") -> list[dict[str, object]]:
     """`model winners`: per size of ``sweep`` (the paper's fixed sides: k = 4,096 for rank-k, m = n = 8,192 for
-    panel), pick's first in each precision mode the GPU has, with its predicted speedup over cuBLAS, the fused
-    candidates' products run by ``scheme``."""
+    panel), pick's first in each precision mode the GPU has (firsts: rank's first of each mode), with its
+    predicted speedup over cuBLAS, the fused candidates' products run by ``scheme``."""
     rows = []
     for x in sizes:
         m, k, n = shape(sweep, x)
-        ranked = rank(spec, m, k, n, dtype, resources, scheme=scheme)
-        cublas = next(c for c in ranked if c.impl == "cublas").seconds
+        found, cublas = firsts(spec, m, k, n, dtype, resources, scheme)
         for mode in WINNER_MODES:
-            best = next((c for c in ranked if get_impl(c.impl).mode == mode), None)
+            best = found.get(mode)
             if best is None:
                 continue  # no such mode on this GPU (or in this dtype): left out, never drawn at 0
             rows.append({"gpu": spec.name, "key": key, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,

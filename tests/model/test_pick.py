@@ -224,3 +224,24 @@ def test_auto_is_not_run_as_itself() -> None:
     for name in AUTO:
         with pytest.raises(ImplError, match="chosen per shape by bench and verify"):
             get_impl(name)(A, B, C, engine="numpy")
+
+
+@pytest.mark.parametrize(("gpu", "sweep", "x", "scheme"), [("H100", "square", 2048, "sequential"),
+                                                          ("A100", "panel", 8192, "atomic")])
+def test_the_winners_are_ranks_firsts_without_ranking_everything(gpu: str, sweep: str, x: int, scheme: str) -> None:
+    """`model winners` takes each mode's first as `rank` would (firsts), skipping the candidates whose lower bound
+    is above the best of their mode so far; the bound is below every prediction it is set against."""
+    from strassenbench.model.perf import load_resources
+    from strassenbench.model.pick import WINNER_MODES, firsts, lower_bound
+
+    resources = load_resources(H100_DATA / "resources_sm_90.csv")
+    m, k, n = shape(sweep, x)
+    ranked = rank(SPECS[gpu], m, k, n, "float32", resources, scheme=scheme)
+    want = {mode: first for mode in WINNER_MODES
+            if (first := next((c for c in ranked if get_impl(c.impl).mode == mode), None)) is not None}
+    found, cublas = firsts(SPECS[gpu], m, k, n, "float32", resources, scheme)
+    assert found == want and set(found) == {"simt", "1xtf32", "3xtf32"}
+    assert cublas == next(c.seconds for c in ranked if c.impl == "cublas")
+    bounds = {c.impl: lower_bound(SPECS[gpu], c.impl, m, k, n, "float32") for c in ranked}
+    assert all(bounds[c.impl] <= c.seconds for c in ranked)
+    assert sum(b > 0 for b in bounds.values()) > len(bounds) / 2  # the fused ones have a bound that can prune
