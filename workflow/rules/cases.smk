@@ -1,5 +1,5 @@
-# What each rule runs: the architectures, the implementations of the run and of each sweep, the dtypes each is
-# timed in, the verification cases and the kernels' plans, and the words their jobs take.
+# What each step runs: the architectures, the implementations of the run and of each sweep, the dtypes each
+# is timed in, the verification cases and the kernels' plans, and the words their jobs take.
 from strassenbench.families import DMMA
 from strassenbench.sweeps import MODEL_SQUARE_IMPLS, MODEL_SQUARE_STRATEGIES, SWEEPS
 
