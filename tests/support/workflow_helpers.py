@@ -81,6 +81,11 @@ def verify_cases(profile: str) -> int:
     return per_shape * len(grid["dtypes"]) * len(grid["shapes"])
 
 
+def verify_jobs(profile: str) -> int:
+    """The verify jobs of a profile: one per (algorithm, levels, dtype), each running every shape."""
+    return verify_cases(profile) // len(config()["profiles"][profile]["verify"]["shapes"])
+
+
 def cpu_impls(profile: str = "smoke") -> list[str]:
     """The configured implementations that run without a GPU (an engine other than cuda): ``impls``, and
     ``tensor_impls`` where the profile has tensorcore on."""

@@ -8,7 +8,7 @@ import pytest
 
 from strassenbench.report.page import REPORT_FIGURES, REPORT_TABLES
 from support.workflow_helpers import (ROOT, SMOKE, config, copy_workflow, cpu_impls, impl_checks, snakemake, swept,
-                                      verify_cases)
+                                      verify_cases, verify_jobs)
 
 
 def _fenced_command(marker: str) -> str:
@@ -86,7 +86,8 @@ def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     # one job per (sweep, implementation), cutlass included on a GPU; the control in the square sweep only
     assert counts["sweep"] == 3 * len(impls) + len(controls)
     # Strassen at levels 0, 1, 2 and every other algorithm at 1 and 2; 2 dtypes, 4 shapes.
-    assert counts["verify"] == verify_cases("paper") == (3 + 2 * len(config()["algorithms"])) * 2 * 4
+    assert counts["verify"] == verify_jobs("paper") == (3 + 2 * len(config()["algorithms"])) * 2  # 4 shapes a job
+    assert verify_cases("paper") == 4 * verify_jobs("paper")
     assert counts["verify_impl"] == sum(len(get_impl(i).dtypes) for i in impls)
     assert "--plan grey322-11-50:1 --plan grey322-11-50:2" in proc.stdout  # the build has their kernels
     for rule in ("build", "strategies", "memlimit", "sysinfo", "report", "model_crossover", "collect_verify"):
@@ -116,7 +117,7 @@ def test_dry_run_of_records_profile_on_the_cpu_takes_every_catalogue_algorithm(w
     catalogue = [a for a in algorithm_names() if a not in ("strassen", "classical")]
     assert len(catalogue) >= 45 and counts["verify"] == (1 + len(catalogue)) * 2  # Strassen and each, L1, 2 dtypes
     for name in ("plinopt-4x4x4-48-rational", "perminov-5x5x5-93", "alphatensor-3x9x11-225"):
-        assert f"--algorithm {name} --levels 1 --m 37 --k 29 --n 41" in proc.stdout, name
+        assert f"--algorithm {name} --levels 1 --shape 37x29x41 " in proc.stdout, name
     assert counts["model_winners"] == 1 and "--gpu V100 --gpu A100 --gpu H100 --sizes" in proc.stdout
 
 
@@ -157,7 +158,7 @@ def test_dry_run_on_slurm_with_two_gpu_models(workdir):
     assert predictions and all("slurm_partition=cpu" in res and "gpu=0" in res for res in predictions)
     counts = _job_counts(proc.stdout)
     assert counts["compare"] == 1 and counts["sysinfo"] == 2 and counts["memlimit"] == 2
-    assert counts["verify"] == 2 * verify_cases("paper") and counts["build"] == 1
+    assert counts["verify"] == 2 * verify_jobs("paper") and counts["build"] == 1
     assert "--arch sm_80 --arch sm_90" in proc.stdout
 
 
