@@ -119,7 +119,8 @@ def test_the_running_half_width_is_the_interval_of_every_prefix() -> None:
 class _TimingOut(Timer):
     """A timer whose blocking kernel reaches its timeout on the samples ``bad`` (0-based) of the timed loop."""
 
-    mode = "blocking"
+    method = "blocking"
+    gpu = True
 
     def __init__(self, bad: set[int], every: bool = False) -> None:
         self.bad, self.every, self.timeouts, self.n = bad, every, 0, 0

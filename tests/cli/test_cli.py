@@ -79,7 +79,7 @@ def test_verify_fails_with_exit_1_when_bound_exceeded(capsys, monkeypatch):
         (["verify", "--levels", "-1", "--m", "4", "--n", "4", "--k", "4"], "--levels: -1 is below"),
         (["verify", "--levels", "3", "--m", "4", "--n", "4", "--k", "4"], "more than the shape 4x4x4 allows"),
         (["verify", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--beta", "inf"], "not finite"),
-        (["verify", "--levels", "1", "--m", "4", "--n", "4"], "required: --k"),
+        (["verify", "--levels", "1", "--m", "4", "--n", "4"], "give --m, --k and --n"),
         (["variants"], "required: --levels"),
         (["schedule", "--levels", "1", "--streams", "0"], "--streams: 0 is below"),
         (["frobnicate"], "invalid choice"),

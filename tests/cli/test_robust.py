@@ -120,7 +120,7 @@ def test_report_and_compare_never_write_into_their_inputs(tmp_path: Path, capsys
 
 
 def test_a_failed_report_leaves_the_report_folder_as_it_was(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from strassenbench.report import page as report_build
+    from strassenbench.report import contents
 
     out = tmp_path / "report"
     assert main(["report", "--data", str(FIXTURE), "--out", str(out)]) == 0
@@ -129,7 +129,7 @@ def test_a_failed_report_leaves_the_report_folder_as_it_was(tmp_path: Path, monk
     def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise RuntimeError("a figure failed")
 
-    monkeypatch.setattr(report_build, "fig_memlimit", broken)
+    monkeypatch.setattr(contents, "fig_memlimit", broken)  # the registry's drawing of fig_memlimit
     with pytest.raises(RuntimeError):
         main(["report", "--data", str(FIXTURE), "--out", str(out)])
     assert _snapshot(out) == before and not list(tmp_path.glob(".report.partial.*"))
