@@ -48,12 +48,16 @@ class Family:
     fields: tuple[str, ...]  # the macro's arguments (Instance.field)
     peak: str  # the GPUSpec attribute of its products' rate (strassenbench.model.gpus)
     itemsize: int | None  # bytes of the kernels' elements (None: the user's dtype's)
-    modes: tuple[str, ...] = ()  # filled from MODES
 
     @property
     def tensor(self) -> bool:
         """On tensor cores (TF32 or DMMA)."""
         return self.name != SIMT
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """Its run modes (MODES), in MODES' order."""
+        return tuple(m.name for m in MODES.values() if m.family == self.name)
 
     @property
     def strategy_type(self) -> type:
@@ -130,11 +134,7 @@ MODES: Mapping[str, Mode] = MappingProxyType({mode.name: mode for mode in (
     Mode(DMMA, DMMA, "dmma", "DMMA", "FP64", ("float64",)),
 )})
 
-FAMILIES: Mapping[str, Family] = MappingProxyType({
-    family.name: Family(**{**family.__dict__, "modes": tuple(m.name for m in MODES.values()
-                                                              if m.family == family.name)})
-    for family in _FAMILIES
-})
+FAMILIES: Mapping[str, Family] = MappingProxyType({family.name: family for family in _FAMILIES})
 
 ALL_STRATEGIES: Mapping[str, Strategy | TensorStrategy | DmmaStrategy] = MappingProxyType(
     {name: s for family in FAMILIES.values() for name, s in family.strategies.items()})

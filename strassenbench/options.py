@@ -48,8 +48,7 @@ def check_scheme(scheme: str | None, streams: int | None) -> int:
 @dataclass(frozen=True)
 class RunOptions:
     """The options of one fused run. ``strategy`` None is the engine's default (its family's Family.defaults),
-    ``scheme``
-    None is sequential, ``streams`` None the scheme's default (DEFAULT_STREAMS)."""
+    ``scheme`` None is sequential, ``streams`` None the scheme's default (DEFAULT_STREAMS)."""
 
     strategy: str | None = None
     scheme: str | None = None
