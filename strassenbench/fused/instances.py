@@ -95,6 +95,7 @@ def kernels_dir() -> Path:
     return env.source_folder("STRASSENBENCH_KERNELS", "the CUDA kernel sources", "instances.cuh") or default
 
 
+@lru_cache(maxsize=4096)
 def kernel_counts(counts: tuple[int, int, int]) -> tuple[int, int, int]:
     """The W_A x W_B x W_C of the kernel that runs a variant of these counts: each rounded up to a power of 2."""
     return tuple(1 << (w - 1).bit_length() for w in counts)  # type: ignore[return-value]

@@ -97,7 +97,7 @@ _KEY = ["arch", "strategy", "dtype", "W_A", "W_B", "W_C"]
 _TABLES: dict[int, tuple[weakref.ref, dict[tuple, object]]] = {}
 
 
-def _table_cache(resources: pd.DataFrame) -> dict[tuple, object]:
+def table_cache(resources: pd.DataFrame) -> dict[tuple, object]:
     """What has been derived from ``resources`` (a read-only table), kept while the table lives: a prediction
     asks for the same kernel's rows tens of thousands of times, and `strassenbench pick` for hundreds of
     candidates at every strategy."""
@@ -128,7 +128,7 @@ def per_table(fn):  # noqa: ANN001, ANN201 - a decorator
         resources = args[-1]
         if resources is None:
             return without(*args)
-        cache = _table_cache(resources)
+        cache = table_cache(resources)
         key = (fn.__qualname__, *args[:-1])
         if key not in cache:
             cache[key] = fn(*args)
@@ -140,7 +140,7 @@ def per_table(fn):  # noqa: ANN001, ANN201 - a decorator
 def _index(resources: pd.DataFrame) -> tuple[dict[tuple, pd.DataFrame], pd.DataFrame]:
     """The fused kernels' rows of ``resources`` (plain write-back, vector loads) by (arch, strategy, dtype, W_A,
     W_B, W_C), made once per table."""
-    cache = _table_cache(resources)
+    cache = table_cache(resources)
     if ("_index",) not in cache:
         rows = resources
         if "write_mode" in rows:
@@ -160,7 +160,7 @@ def write_mode_table(resources: pd.DataFrame | None, write_mode: str) -> pd.Data
     table and kept while it lives."""
     if resources is None or write_mode == "plain" or "write_mode" not in resources:
         return resources
-    cache = _table_cache(resources)
+    cache = table_cache(resources)
     if ("_write_mode", write_mode) not in cache:
         keys = [c for c in ("source", "arch", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "loads")
                 if c in resources]

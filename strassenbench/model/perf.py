@@ -45,7 +45,7 @@ from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
 from .memory import global_times
-from .tensor import tensor_kernel_load
+from .tensor import tensor_figures, tensor_load
 from .schemes import Load, alone, scheme_time
 from .terms import DEFAULT_MODEL, Timing
 
@@ -223,17 +223,40 @@ def impl_time(
     table = issue.write_mode_table(resources, "atomic" if scheme == "atomic" else "plain")
     family = family_of(mode)
     computes = family.computes or dtype  # the kernels' dtype
+    book = _kernel_book(spec, s, dtype, mode, table)
 
     def load_of(w: tuple[int, int, int]) -> Load | None:
         kernel = kernel_counts(w)
+        found = book.get(kernel)
+        if found is None:
+            found = book[kernel] = _kernel_figures(spec, s, kernel, dtype, mode, table)
         if family.tensor:  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
-            tensor = family.strategies[counterpart(s.name, mode)]
-            return tensor_kernel_load(spec, tensor, kernel, sm, sk, sn, mode, table)
-        active, _ = active_blocks(spec, s, kernel, dtype, table)
-        counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, table)
-        return kernel_load(spec, s, w, sm, sk, sn, dtype, active, counts)
+            return tensor_load(spec, found[0], kernel, sm, sk, sn, mode, *found[1:])
+        return kernel_load(spec, s, w, sm, sk, sn, dtype, *found)
 
     return scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of)
+
+
+@issue.per_table
+def _kernel_book(spec: GPUSpec, s: Strategy, dtype: str, mode: str, resources: pd.DataFrame | None) -> dict:
+    """What the model reads of each kernel (W_A x W_B x W_C) of strategy ``s`` on ``spec`` (_kernel_figures),
+    filled in as the kernels are asked for: a prediction asks for the same ones hundreds of thousands of times
+    (`model winners`), and one look-up per implementation is cheaper than one per product."""
+    return {}
+
+
+def _kernel_figures(spec: GPUSpec, s: Strategy, kernel: tuple[int, int, int], dtype: str, mode: str,
+                    resources: pd.DataFrame | None) -> tuple:
+    """A SIMT kernel's (active blocks per SM, main-loop slice counts) as kernel_load takes them; a tensor-core
+    kernel's (its family's strategy in ``s``'s role, active blocks, instructions per slice, load-use distance)
+    as tensor_load does."""
+    family = family_of(mode)
+    if family.tensor:
+        tensor = family.strategies[counterpart(s.name, mode)]
+        return (tensor, *tensor_figures(spec, tensor, kernel, mode, resources))
+    active, _ = active_blocks(spec, s, kernel, dtype, resources)
+    counts, _ = issue.slice_counts(spec.arch, s, kernel, dtype, resources)
+    return active, counts
 
 
 def _tensor_mode(impl: str) -> str:

@@ -43,7 +43,7 @@ from ..fused.instances import kernel_counts, max_batch
 from ..limits import MAX_SCHEDULE_PRODUCTS
 from ..options import SCHEMES, check_scheme
 from .files import ModelError
-from .terms import INFINITE, ZERO, Timing, bounded
+from .terms import INFINITE, ZERO, Timing, bounded, sum_of
 
 __all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "SCHEMES"]
 
@@ -129,10 +129,7 @@ def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: i
     """The time of the ``levels``-level ``algorithm``'s products run by ``scheme`` on ``streams`` streams (None:
     the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C)."""
     if check_scheme(scheme, streams) and scheme == "sequential":  # each product alone, one after another
-        total = ZERO
-        for w, count in variant_counts(algorithm, levels).items():
-            total = total + alone(model, load_of(w)) * count
-        return total
+        return sum_of((alone(model, load_of(w)), count) for w, count in variant_counts(algorithm, levels).items())
     total = ZERO
     for stage in scheme_launches(algorithm, levels, scheme, streams, dtype):
         lanes = [[None if (one := load_of(w)) is None else one.batched(z) for w, z in lane] for lane in stage]

@@ -31,14 +31,14 @@ from ..occupancy import blocks_per_sm
 from ..families import MODES, family_of
 from ..strategies import DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
-from .issue import SUB_PARTITIONS, per_table
+from .issue import SUB_PARTITIONS, table_cache, per_table
 from .latency import load_latency_clocks, slice_chain_clocks
 from .memory import global_times
 from .schemes import Load, alone
 from .terms import DEFAULT_MODEL, Timing
 
 __all__ = ["tensor_slice_instructions", "dmma_slice_instructions", "tensor_active_blocks",
-           "tensor_kernel_load", "tensor_kernel_time"]
+           "tensor_figures", "tensor_kernel_load", "tensor_kernel_time", "tensor_load"]
 
 
 
@@ -77,9 +77,17 @@ def _rows(resources: pd.DataFrame | None, arch: str, s: TensorStrategy, w: tuple
           mode: str) -> pd.DataFrame:
     if resources is None or "mode" not in resources:
         return pd.DataFrame()
-    r = resources
-    return r[(r["arch"] == arch) & (r["strategy"] == s.name) & (r["mode"] == mode) & (r["W_A"] == w[0])
-             & (r["W_B"] == w[1]) & (r["W_C"] == w[2]) & (r["loads"] == "vector") & (r["write_mode"] == "plain")]
+    cache = table_cache(resources)
+    if ("_tensor_index",) not in cache:  # the rows by kernel, made once per table (a prediction asks thousands)
+        r = resources
+        rows = r[(r["loads"] == "vector") & (r["write_mode"] == "plain")]
+        cache[("_tensor_index",)] = ({key: part for key, part in rows.groupby(_TENSOR_KEY, sort=False)},
+                                     rows.iloc[0:0])
+    groups, empty = cache[("_tensor_index",)]
+    return groups.get((arch, s.name, mode, w[0], w[1], w[2]), empty)
+
+
+_TENSOR_KEY = ["arch", "strategy", "mode", "W_A", "W_B", "W_C"]
 
 
 def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: str) -> float:
@@ -153,7 +161,20 @@ def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
     """One tensor-core kernel's launch (one product of variant ``w``) on an m x k x n problem, as the schemes'
     model takes it (strassenbench.model.schemes.Load; None when no block fits or the GPU has no such unit):
     TF32 (a TensorStrategy) or DMMA (a DmmaStrategy, float64: 8-byte elements)."""
+    return tensor_load(spec, s, w, m, k, n, mode, *tensor_figures(spec, s, w, mode, resources))
+
+
+def tensor_figures(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], mode: str,
+                   resources: pd.DataFrame | None = None) -> tuple[int, float, float]:
+    """What tensor_load reads of the kernel: (active blocks per SM, instructions per warp and slice, the loads'
+    load-use distance)."""
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
+    return (active, *_slice_loop(spec.arch, s, w, mode, resources))
+
+
+def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
+                mode: str, active: int, per_slice: float, load_use: float) -> Load | None:
+    """tensor_kernel_load with the kernel's figures given (tensor_figures)."""
     if active < 1 or spec.tau_tensor(mode) <= 0:
         return None
     parts, kk, itemsize = MODES[mode].parts, math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)
@@ -163,7 +184,6 @@ def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
-    per_slice, load_use = _slice_loop(spec.arch, s, w, mode, resources)
     warps = s.threads // 32
     chain = slice_chain_clocks(load_latency_clocks(spec), warps / SUB_PARTITIONS, per_slice, load_use)
     return Load(tiles, blocks, (n_flop, itemsize * n_smop, warps * (kk // s.k_S) * per_slice),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .files import DEFAULT_MODEL, ModelError
 
-__all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded"]
+__all__ = ["Timing", "ZERO", "INFINITE", "MODELS", "DEFAULT_MODEL", "bounded", "sum_of"]
 
 # The terms each model bounds a kernel's time by (Timing's fields)
 MODELS: dict[str, tuple[str, ...]] = {
@@ -27,6 +27,11 @@ MODELS: dict[str, tuple[str, ...]] = {
     "paper": ("t_flop", "t_gmop", "t_smop", "t_stream"),
     "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue", "t_latency", "t_stream"),
 }
+
+
+# Each model's terms as positions in bounded's tuple (Timing's fields after ``seconds``, in order).
+_TERMS = {model: tuple(("t_flop", "t_gmop", "t_smop", "t_issue", "t_dram", "t_l2", "t_stream", "t_latency").index(t)
+                       for t in terms) for model, terms in MODELS.items()}
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,21 @@ class Timing:
         return max(parts, key=parts.__getitem__)
 
 
+def sum_of(terms) -> Timing:  # noqa: ANN001 - iterable of (Timing, count)
+    """ZERO + t_1 * count_1 + t_2 * count_2 + ..., added in that order field by field (the same sums as those
+    Timings' + and *, without a Timing between: a prediction adds hundreds of thousands of them)."""
+    totals = [0.0] * 9
+    model = ""
+    for timing, count in terms:
+        if timing.model:
+            if model and timing.model != model:
+                raise ValueError(f"a time by model {timing.model} added to one by model {model}")
+            model = timing.model
+        for i, value in enumerate(timing.numbers()):
+            totals[i] = totals[i] + value * count
+    return Timing(*totals, model=model)
+
+
 def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: float, t_dram: float,
             t_l2: float, t_stream: float = 0.0, t_latency: float = 0.0) -> Timing:
     """One kernel's or stage's Timing: every term, and its seconds the largest of ``model``'s terms (ModelError
@@ -76,9 +96,8 @@ def bounded(model: str, t_flop: float, t_gmop: float, t_smop: float, t_issue: fl
     ``t_latency``: the slices' uncovered load latency (strassenbench.model.latency; 0 where not modeled)."""
     if model not in MODELS:
         raise ModelError(f"no model {model!r} (choose from {', '.join(MODELS)})")
-    terms = {"t_flop": t_flop, "t_gmop": t_gmop, "t_smop": t_smop, "t_issue": t_issue, "t_dram": t_dram,
-             "t_l2": t_l2, "t_stream": t_stream, "t_latency": t_latency}
-    return Timing(max(terms[name] for name in MODELS[model]), **terms, model=model)
+    terms = (t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream, t_latency)
+    return Timing(max(terms[i] for i in _TERMS[model]), *terms, model=model)
 
 
 ZERO = Timing(0.0, 0.0, 0.0, 0.0, 0.0)
