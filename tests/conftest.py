@@ -64,16 +64,18 @@ def local_smoke(tmp_path_factory: pytest.TempPathFactory, sim_build: str, float3
 
 @pytest.fixture(scope="session")
 def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory, sim_build: str):  # noqa: ANN201
-    """The full float32 set for sm_90 (every strategy, variant, write mode and load width) and the CUTLASS
-    baseline, once per session: (its folder, its resources table). About eight minutes of nvcc on one core:
-    test_kernels_build checks it, and the smoke workflow starts from its units. It starts from sim_build's
-    units (seed_build), so that its Small and TcSmall units are compiled once in the session."""
+    """The float32 Small and Huge kernels for sm_90 (every variant, write mode and load width: the smallest tile
+    and the one at the register and issue limits) and the CUTLASS baseline, once per session: (its folder, its
+    resources table). test_kernels_build checks it, and the smoke workflow starts from its units. It starts
+    from sim_build's units (seed_build), so that its Small and TcSmall units are compiled once in the session.
+    The other four strategies' 240 kernels are built by a slow test (FLOAT32_SLOW)."""
     from strassenbench.fused.build import build
-    from support.workflow_helpers import seed_build
+    from support.workflow_helpers import FLOAT32_FAST, seed_build
 
     with shared_folder(tmp_path_factory, "build90") as out:
         seed_build(out, sim_build)
-        return str(out), build(["sm_90"], out, dtypes=("float32",))
+        return str(out), build(["sm_90"], out, dtypes=("float32",), strategies=FLOAT32_FAST)
+
 
 
 @pytest.fixture(scope="session")

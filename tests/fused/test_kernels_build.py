@@ -22,7 +22,7 @@ from strassenbench.fused.toolchain import Toolchain, ToolchainError, choose, fin
 from strassenbench.model.issue import issue_fractions
 from strassenbench.occupancy import ARCHS, blocks_per_sm
 from strassenbench.strategies import STRATEGIES
-from support.workflow_helpers import seed_build
+from support.workflow_helpers import FLOAT32_FAST, FLOAT32_SLOW, seed_build
 
 ONE_LEVEL = {(1, 1, 1)} | {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", 1)}
 # The builds a test reads by name (request.getfixturevalue): each test with the tests of its build's group
@@ -42,14 +42,32 @@ def huge_sm80(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     return build(["sm_80"], tmp_path_factory.mktemp("build80"), dtypes=("float32",), strategies=("Huge",))
 
 
-def test_full_float32_set_compiles_for_sm90(float32_sm90: pd.DataFrame) -> None:
-    assert list(float32_sm90.columns) == RESOURCE_COLUMNS
-    expected = {i.name for i in instances(dtypes=("float32",))} | {cutlass.KERNEL}
-    assert set(float32_sm90["kernel"]) == expected
-    assert (float32_sm90["registers"] > 0).all() and (float32_sm90["ffma"] > 0).all()
-    for row in float32_sm90.itertuples():  # occupancy is the calculator's, from ptxas's numbers
+def _check_float32_set(frame: pd.DataFrame, strategies: tuple[str, ...], baseline: bool) -> None:
+    """Every float32 kernel of ``strategies`` (and the CUTLASS baseline) read back, none spilling, and its
+    occupancy the calculator's from ptxas's numbers."""
+    assert list(frame.columns) == RESOURCE_COLUMNS
+    expected = {i.name for i in instances(dtypes=("float32",), strategies=strategies)} | (
+        {cutlass.KERNEL} if baseline else set())
+    assert set(frame["kernel"]) == expected
+    assert (frame["registers"] > 0).all() and (frame["ffma"] > 0).all()
+    for row in frame.itertuples():
         s = STRATEGIES[row.strategy]
         assert row.blocks_per_sm == blocks_per_sm(ARCHS["sm_90"], s.threads, row.registers, row.smem_bytes)
+    spilling = frame[(frame["spill_stores"] > 0) | (frame["spill_loads"] > 0)]
+    assert spilling.empty, spilling[["kernel", "registers", "spill_stores"]].to_string()
+    assert (frame["local_mem_ops"] == 0).all()
+
+
+def test_float32_small_and_huge_compile_for_sm90(float32_sm90: pd.DataFrame) -> None:
+    _check_float32_set(float32_sm90, FLOAT32_FAST, baseline=True)
+
+
+@pytest.mark.slow
+def test_every_float32_strategy_compiles_for_sm90(float32_sm90_build, tmp_path) -> None:  # noqa: ANN001
+    """The other four strategies' float32 kernels (240, about five minutes of nvcc on one core) for sm_90."""
+    seed_build(tmp_path, float32_sm90_build[0])
+    _check_float32_set(build(["sm_90"], tmp_path, dtypes=("float32",), strategies=FLOAT32_SLOW, cutlass=False),
+                       FLOAT32_SLOW, baseline=False)
 
 
 def _counts(frame: pd.DataFrame) -> list[tuple[int, int, int]]:
@@ -284,33 +302,35 @@ def test_build_cli_rejects_bad_counts(value: str, message: str, tmp_path, capsys
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
 
 
-def test_no_float32_kernel_spills_on_sm90(float32_sm90: pd.DataFrame) -> None:
-    """Every instantiation gets the registers it needs, or fits the Huge cap, without spilling."""
-    spilling = float32_sm90[(float32_sm90["spill_stores"] > 0) | (float32_sm90["spill_loads"] > 0)]
-    assert spilling.empty, spilling[["kernel", "registers", "spill_stores"]].to_string()
-    assert (float32_sm90["local_mem_ops"] == 0).all()
-
-
 @pytest.fixture(scope="module")
 def float64_wide(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """float64 Large and Huge (8 x 8 doubles per thread, at the 255-register limit) for sm_90, and Large for
-    sm_80 (its Huge kernels have room to spare)."""
-    out = tmp_path_factory.mktemp("build64")
-    return pd.concat([build(["sm_90"], out, dtypes=("float64",), strategies=("Large", "Huge"), cutlass=False),
-                      build(["sm_80"], out, dtypes=("float64",), strategies=("Large",), cutlass=False)],
-                     ignore_index=True)
+    """float64 Huge (8 x 8 doubles per thread, at the 255-register limit) for sm_90: every variant."""
+    return build(["sm_90"], tmp_path_factory.mktemp("build64"), dtypes=("float64",), strategies=("Huge",),
+                 cutlass=False)
+
+
+def _check_float64_wide(frame: pd.DataFrame, kernels: int) -> None:
+    assert len(frame) == kernels
+    spilling = frame[(frame["spill_stores"] > 0) | (frame["spill_loads"] > 0)]
+    assert spilling.empty, spilling[["kernel", "arch", "registers", "spill_stores"]].to_string()
+    assert (frame["local_mem_ops"] == 0).all() and (frame["registers"] <= 255).all()
+    vector = frame[frame["loads"] == "vector"]
+    assert (vector["loop_generic_loads"] == 0).all() and (vector["loop_global_loads"] > 0).all()
 
 
 def test_no_float64_kernel_spills_at_the_register_limit(float64_wide: pd.DataFrame) -> None:
     """The float64 kernels whose accumulator and fragments alone take 192 registers fit the other 63 without
-    spilling, vector and scalar, plain and atomic, every variant, on sm_90 and sm_80; the vector kernels' main
-    loops load with LDG only."""
-    assert len(float64_wide) == 3 * 15 * 2 * 2
-    spilling = float64_wide[(float64_wide["spill_stores"] > 0) | (float64_wide["spill_loads"] > 0)]
-    assert spilling.empty, spilling[["kernel", "arch", "registers", "spill_stores"]].to_string()
-    assert (float64_wide["local_mem_ops"] == 0).all() and (float64_wide["registers"] <= 255).all()
-    vector = float64_wide[float64_wide["loads"] == "vector"]
-    assert (vector["loop_generic_loads"] == 0).all() and (vector["loop_global_loads"] > 0).all()
+    spilling, vector and scalar, plain and atomic, every variant, on sm_90; the vector kernels' main loops load
+    with LDG only."""
+    _check_float64_wide(float64_wide, 15 * 2 * 2)
+
+
+@pytest.mark.slow
+def test_float64_large_fits_the_register_limit_on_sm90_and_sm80(tmp_path) -> None:  # noqa: ANN001
+    """float64 Large (the same 8 x 8 doubles per thread as Huge) for sm_90 and sm_80 (whose Huge kernels have
+    room to spare), as test_no_float64_kernel_spills_at_the_register_limit checks Huge."""
+    _check_float64_wide(build(["sm_90", "sm_80"], tmp_path, dtypes=("float64",), strategies=("Large",),
+                              cutlass=False), 2 * 15 * 2 * 2)
 
 
 @pytest.mark.parametrize("table", TABLES)

@@ -48,6 +48,12 @@ def copy_workflow(target: Path) -> Path:
     return target
 
 
+# The float32 strategies the session builds for sm_90 (conftest.float32_sm90_build), and those only
+# `pytest -m slow` builds (test_kernels_build).
+FLOAT32_FAST = ("Small", "Huge")
+FLOAT32_SLOW = ("Medium", "Large", "Tall", "Wide")
+
+
 def seed_build(target: Path, *builds: str) -> None:
     """Link the compiled units of ``builds`` (strassenbench build folders) into ``target`` (hard links, else
     copies: a build replaces a file, never writes into it): their stamps make them fresh there, so
