@@ -61,8 +61,8 @@ def _a(word: str) -> str:
     return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
 
 
-def _check_results_file(out: str, kind: str) -> None:
-    """An existing --out a command resumes or replaces is a results file of its own kind."""
+def _check_results_file(out: str, kind: str, option: str = "--out") -> None:
+    """An existing ``option`` (--out) a command resumes or replaces is a results file of its own kind."""
     from ..results import kind_of
 
     head = first_line(out)
@@ -72,7 +72,7 @@ def _check_results_file(out: str, kind: str) -> None:
         what = f"{_a(found.name)} results file" if found else f"it begins {','.join(header)[:30]!r}"
         if not head.strip() or b"\0" in head:
             what = "an empty file" if not head.strip() else "not a CSV file: binary data"
-        raise UsageError(f"output {out} is not {_a(kind)} results file ({what}): give another --out, or remove it "
+        raise UsageError(f"output {out} is not {_a(kind)} results file ({what}): give another {option}, or remove it "
                          "first")
 
 
@@ -100,10 +100,17 @@ def check_outputs(args: argparse.Namespace) -> None:
     kind = _RESULT_KIND.get(args.command)
     if kind and getattr(args, "format", "csv") == "csv" and Path(out).is_file():
         _check_results_file(out, kind)
-    if args.command == "bench":  # the files a sweep writes beside its table
+    if args.command == "bench":  # the files a sweep writes beside its table, and the table it publishes
         from ..bench.runner import check_sweep_files
 
         check_sweep_files(Path(out))
+        if args.publish:
+            if Path(args.publish).resolve() == Path(out).resolve():
+                raise UsageError(f"--publish {args.publish} is --out itself: publish to another file")
+            check_output(args.publish)
+            check_names(args.publish, samples_path(args.publish))
+            if Path(args.publish).is_file():  # it replaces only a sweep's table
+                _check_results_file(args.publish, "bench", "--publish")
     if args.command == "build":  # its table of kernels replaces only a build's
         from ..fused.modules import RESOURCE_COLUMNS
 

@@ -92,18 +92,23 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     """Concatenate one-row-per-job CSVs into one table (the workflow's collect step), and their samples files."""
+    collect(args.inputs, args.out, args.by_strategy)
+    return 0
+
+
+def collect(inputs: list[str], out: str, by_strategy: bool = False) -> None:
+    """`collect`'s work (also `bench --publish`'s): ``inputs``' rows into the table ``out``, and their samples."""
     from ..results import collect_rows
     from ..samples import checked_samples, collect_samples
 
     # every input checked (kinds, timing, one device, each point once), and every samples file against its own
     # CSV's rows, before anything is written
-    joined, frames = collect_rows(args.inputs)
-    merged = checked_samples(args.inputs, frames)
-    if args.by_strategy:
-        from ..results import by_strategy
+    joined, frames = collect_rows(inputs)
+    merged = checked_samples(inputs, frames)
+    if by_strategy:
+        from ..results import by_strategy as per_strategy
 
-        joined, merged = by_strategy(joined), {}
+        joined, merged = per_strategy(joined), {}
     text = csv_text(joined)
-    check_replace(args.out, text.split("\n", 1)[0])
-    collect_samples(args.inputs, args.out, merged, table=text)  # the table and its samples: both or neither
-    return 0
+    check_replace(out, text.split("\n", 1)[0])
+    collect_samples(inputs, out, merged, table=text)  # the table and its samples: both or neither

@@ -91,6 +91,9 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, action="append", help="repeat; default float32")
     p.add_argument("--engine", choices=("cuda", "numpy"), default="numpy")
     p.add_argument("--out", required=True, metavar="FILE.csv", help="results; an existing file is resumed")
+    p.add_argument("--publish", metavar="FILE.csv",
+                   help="once the sweep is done, also write --out's table and samples to FILE.csv as `collect` "
+                   "would (the workflow's part of a job: written only by a run that finished)")
     p.add_argument("--seed", type=types.integer(0), default=0)
     p.add_argument("--order", choices=("shuffle", "fixed"), default="shuffle",
                    help="the implementations' order at each size: shuffled (default; the seed is in each row's "
@@ -313,6 +316,10 @@ def _bench(args: argparse.Namespace) -> int:
     faults = int((frame["status"] == "fault").sum()) if len(frame) else 0
     print(f"strassenbench: {len(frame)} points in {args.out} ({len(bad)} not ok"
           f"{f', {faults} faults' if faults else ''})", file=sys.stderr)
+    if args.publish:
+        from .results import collect
+
+        collect([args.out], args.publish)
     return 0
 
 

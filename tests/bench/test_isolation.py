@@ -60,6 +60,28 @@ def test_bench_reports_faults_and_collect_keeps_them(tmp_path, monkeypatch, caps
     assert list(collected["status"]).count("fault") == 1 and len(collected) == 4
 
 
+def test_bench_publishes_what_collect_would_and_refuses_a_bad_target(tmp_path, capsys) -> None:  # noqa: ANN001
+    """--publish writes --out's table and samples as `collect` does (the workflow's sweep job, one process); a
+    target that is --out itself or another kind of file is refused before anything runs, and nothing is written."""
+    out, published = tmp_path / "results" / "square.csv", tmp_path / "parts" / "square.csv"
+    args = ["bench", "--impl", "cublas,strassen1", "--sizes", "32,48", "--min-time", "0", "--min-samples", "2",
+            "--precision", "1", "--warmup-time", "0", "--no-progress", "--out", str(out)]
+    assert main([*args, "--publish", str(published)]) == 0
+    assert main(["collect", str(out), "--out", str(tmp_path / "collected.csv")]) == 0
+    assert published.read_bytes() == (tmp_path / "collected.csv").read_bytes()
+    assert published.with_suffix(".samples.jsonl").read_bytes() == (tmp_path / "collected.samples.jsonl").read_bytes()
+    capsys.readouterr()
+    other = tmp_path / "verify.csv"
+    other.write_text("impl,engine\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for into, target, message in ((out, out, "is --out itself"), (tmp_path / "fresh.csv", other,
+                                                                   "is not a bench results file")):
+        assert main([*args[:-1], str(into), "--publish", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("value", ["strassen1:32:32", "strassen1:32:32:32:boom", "strassen1:a:32:32",
                                    "strassen1:32:32:32:crash:x"])
 def test_a_malformed_injection_is_one_line(tmp_path, monkeypatch, capsys, value) -> None:  # noqa: ANN001

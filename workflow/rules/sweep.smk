@@ -31,8 +31,7 @@ rule sweep:
     shell:
         "strassenbench bench --engine {params.engine:q} --impl {wildcards.impl:q} --sweep {wildcards.sweep:q} "
         "--sizes {params.sizes:q} {params.fixed:q} {params.fused:q} {params.dtypes:q} {params.timing:q} {params.expect:q} "
-        "--no-progress --out {params.partial:q} > {log:q} 2>&1 "
-        "&& strassenbench collect {params.partial:q} --out {output:q} >> {log:q} 2>&1"
+        "--no-progress --out {params.partial:q} --publish {output:q} > {log:q} 2>&1"
 
 
 rule collect_sweep:
