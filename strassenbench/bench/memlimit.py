@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import re
 import resource
-import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -97,16 +98,72 @@ def _run_cuda(backend: Backend, impl: str, n: int, dtype: str, build_dir: str) -
         backend.free()
 
 
+# The capped child's environment: one malloc arena and one BLAS thread, so that what it maps beyond its arrays
+# stays small and the same from run to run.
+_PROBE_ENV = {"MALLOC_ARENA_MAX": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+@lru_cache(maxsize=1)
+def _probe_context():  # noqa: ANN202 - a multiprocessing context
+    """A fork server started with _PROBE_ENV and this module imported: each probe is a fresh process forked from
+    it (its own address space to cap) without a second of imports each."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    saved = {name: os.environ.get(name) for name in _PROBE_ENV}
+    os.environ.update(_PROBE_ENV)  # the server inherits the environment it starts with
+    try:
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return context
+
+
+def _probe_child(send, errors: str, impl: str, n: int, dtype: str, budget: int) -> None:  # noqa: ANN001
+    """A probe's process: its stderr into ``errors``, _probe's answer to ``send``."""
+    with open(errors, "wb") as stream:
+        os.dup2(stream.fileno(), 2)
+    send.send(_probe(impl, n, dtype, budget))
+
+
 def _run_capped(impl: str, n: int, dtype: str, budget: int) -> str:
-    cmd = [sys.executable, "-m", "strassenbench.bench.memlimit", impl, str(n), dtype, str(budget)]
-    env = dict(os.environ, MALLOC_ARENA_MAX="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=3600)
-    status = result.stdout.strip().splitlines()[-1:] or [""]
-    if status[0] in ("ok", "oom"):
-        return status[0]
-    if "Memory allocation" in result.stderr or "MemoryError" in result.stderr:  # OpenBLAS's own buffers
+    """_probe in a process of its own (_probe_context): ok, oom, or the error it died of."""
+    context = _probe_context()
+    receive, send = context.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory(prefix="strassenbench-memlimit-") as folder:
+        errors = os.path.join(folder, "stderr")
+        child = context.Process(target=_probe_child, args=(send, errors, impl, n, dtype, budget))
+        child.start()
+        send.close()
+        status = ""
+        if receive.poll(PROBE_TIMEOUT):
+            try:
+                status = receive.recv()
+            except EOFError:  # it died before answering
+                pass
+        child.join(PROBE_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        stderr = open(errors, errors="replace").read() if os.path.exists(errors) else ""
+    receive.close()
+    if status in ("ok", "oom"):
+        return status
+    if "Memory allocation" in stderr or "MemoryError" in stderr:  # OpenBLAS's own buffers
         return "oom"
-    return "error: " + (result.stderr.strip().splitlines() or ["no output"])[-1][:160]
+    if not stderr.strip() and child.exitcode:
+        stderr = f"the probe's process ended with {child.exitcode}"
+    return "error: " + (stderr.strip().splitlines() or ["no output"])[-1][:160]
+
+
+PROBE_TIMEOUT = 3600.0  # seconds a probe may take
 
 
 def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: int | None,
@@ -178,7 +235,3 @@ def _probe(impl: str, n: int, dtype: str, budget: int) -> str:
         return "ok"
     except MemoryError:
         return "oom"
-
-
-if __name__ == "__main__":
-    print(_probe(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))

@@ -185,6 +185,19 @@ def test_memlimit_cli_confirms_on_the_cpu(tmp_path, capsys: pytest.CaptureFixtur
     assert list(frame["run_at_n"]) == ["ok", "ok"] and list(frame["run_above"]) == ["oom", "oom"]
 
 
+def test_a_capped_probe_runs_forked_with_its_own_environment_and_a_failure_is_its_last_line(monkeypatch) -> None:  # noqa: ANN001
+    """Each CPU probe is a process of its own, forked from a server that has the probe's module imported and
+    one malloc arena and one BLAS thread (whatever this process has); a probe that raises is an error naming
+    its exception."""
+    from strassenbench.bench import memlimit as module
+
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")  # the server was or is started with _PROBE_ENV, not this
+    assert module._run_capped("cublas", 64, "float32", 32 * 2**20) == "ok"
+    failed = module._run_capped("strassen1-dmma", 64, "float32", 32 * 2**20)
+    assert failed.startswith("error: ") and "computes float64" in failed
+    assert os.environ["MALLOC_ARENA_MAX"] == "8"
+
+
 def test_bench_cli_end_to_end_and_resume(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     out = tmp_path / "b.csv"
     argv = ["bench", "--impl", "cublas,strassen2-hybrid", "--sweep", "rankk", "--sizes", "64", "--out", str(out),
