@@ -15,11 +15,17 @@ confirmation can fail where the GPU's would not.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import resource
+import select
+import signal
+import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -99,71 +105,95 @@ def _run_cuda(backend: Backend, impl: str, n: int, dtype: str, build_dir: str) -
 
 
 # The capped child's environment: one malloc arena and one BLAS thread, so that what it maps beyond its arrays
-# stays small and the same from run to run.
-_PROBE_ENV = {"MALLOC_ARENA_MAX": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+# stays small and the same from run to run, and every block of 128 KiB or more mapped afresh (glibc's
+# threshold would otherwise rise to the largest block freed, and the warm-up's freed arrays, still mapped,
+# would hold later ones outside the cap).
+_PROBE_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "131072", "OPENBLAS_NUM_THREADS": "1",
+              "OMP_NUM_THREADS": "1"}
+PROBE_TIMEOUT = 3600.0  # seconds a probe may take
 
 
 @lru_cache(maxsize=1)
-def _probe_context():  # noqa: ANN202 - a multiprocessing context
-    """A fork server started with _PROBE_ENV and this module imported: each probe is a fresh process forked from
-    it (its own address space to cap) without a second of imports each."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    saved = {name: os.environ.get(name) for name in _PROBE_ENV}
-    os.environ.update(_PROBE_ENV)  # the server inherits the environment it starts with
-    try:
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    return context
+def _prober() -> subprocess.Popen:
+    """A process started once with _PROBE_ENV and this module imported (serve_probes): it forks the probes'
+    processes (each its own address space to cap), so that a probe costs no second of imports, and an
+    implementation's two probes one warm-up. It ends when this process closes its input (exits)."""
+    # -P: the package this process runs, never one in the working folder
+    cmd = [sys.executable, "-P", "-c", f"from {__name__} import serve_probes; serve_probes()"]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                            env=dict(os.environ, **_PROBE_ENV), start_new_session=True)
 
 
-def _probe_child(send, errors: str, impl: str, n: int, dtype: str, budget: int) -> None:  # noqa: ANN001
-    """A probe's process: its stderr into ``errors``, _probe's answer to ``send``."""
-    with open(errors, "wb") as stream:
-        os.dup2(stream.fileno(), 2)
-    send.send(_probe(impl, n, dtype, budget))
+def _forked(errors: str, work: Callable[[], str]) -> tuple[str, int]:
+    """(``work()``'s answer, its exit status) from a forked child whose stdout and stderr go to the file
+    ``errors`` (appended: a probe's whole story), "" as the answer of one that died or raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of it may reach the reply channel
+        os.close(read)
+        fd = os.open(errors, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        code = 0
+        try:
+            os.write(write, work().encode())
+        except BaseException:  # noqa: BLE001 - its last line is the probe's error
+            traceback.print_exc()
+            code = 1
+        sys.stderr.flush()
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        status = answer.read().decode(errors="replace")
+    _, wait = os.waitpid(pid, 0)
+    return status, os.waitstatus_to_exitcode(wait)
 
 
-def _run_capped(impl: str, n: int, dtype: str, budget: int) -> str:
-    """_probe in a process of its own (_probe_context): ok, oom, or the error it died of."""
-    context = _probe_context()
-    receive, send = context.Pipe(duplex=False)
+def serve_probes() -> None:
+    """_prober's loop: for each request line (JSON [impl, sizes, dtype, budget, stderr file]), a forked child
+    warms ``impl`` up (_warm) and forks a grandchild per size for _capped_run, each as a fresh process with
+    the warm one's state would be; one reply line (JSON: per size [its answer, its exit status])."""
+    for line in sys.stdin:
+        impl, sizes, dtype, budget, errors = json.loads(line)
+
+        def warm_then_probe() -> str:
+            _warm(impl, dtype)
+            return json.dumps([_forked(errors, lambda n=n: _capped_run(impl, n, dtype, budget)) for n in sizes])
+
+        answer, code = _forked(errors, warm_then_probe)
+        print(answer if answer else json.dumps([["", code]] * len(sizes)), flush=True)
+
+
+def _run_capped(impl: str, sizes: list[int], dtype: str, budget: int) -> list[str]:
+    """_capped_run at each of ``sizes`` after one _warm (forked by _prober): ok, oom, or the error it died of."""
+    prober = _prober()
     with tempfile.TemporaryDirectory(prefix="strassenbench-memlimit-") as folder:
         errors = os.path.join(folder, "stderr")
-        child = context.Process(target=_probe_child, args=(send, errors, impl, n, dtype, budget))
-        child.start()
-        send.close()
-        status = ""
-        if receive.poll(PROBE_TIMEOUT):
-            try:
-                status = receive.recv()
-            except EOFError:  # it died before answering
-                pass
-        child.join(PROBE_TIMEOUT)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        try:
+            prober.stdin.write(json.dumps([impl, sizes, dtype, budget, errors]) + "\n")
+            prober.stdin.flush()
+            ready, _, _ = select.select([prober.stdout], [], [], PROBE_TIMEOUT)
+        except (BrokenPipeError, ValueError):  # it has died (or its pipe was closed)
+            ready = [prober.stdout]
+        reply = prober.stdout.readline() if ready and not prober.stdout.closed else ""
         stderr = open(errors, errors="replace").read() if os.path.exists(errors) else ""
-    receive.close()
+    if not reply:  # timed out, or the prober died: a new one for the next probe
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(prober.pid, signal.SIGKILL)
+        prober.wait()
+        _prober.cache_clear()
+        return ["error: " + ("timed out" if not ready else "the probe's server ended")] * len(sizes)
+    return [_verdict(status, code, stderr) for status, code in json.loads(reply)]
+
+
+def _verdict(status: str, code: int, stderr: str) -> str:
     if status in ("ok", "oom"):
         return status
     if "Memory allocation" in stderr or "MemoryError" in stderr:  # OpenBLAS's own buffers
         return "oom"
-    if not stderr.strip() and child.exitcode:
-        stderr = f"the probe's process ended with {child.exitcode}"
+    if not stderr.strip() and code:
+        stderr = f"the probe's process ended with {code}"
     return "error: " + (stderr.strip().splitlines() or ["no output"])[-1][:160]
-
-
-PROBE_TIMEOUT = 3600.0  # seconds a probe may take
 
 
 def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: int | None,
@@ -199,7 +229,7 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         if backend.engine == "cuda":
             at, above = (_run_cuda(backend, name, x, dtype, build_dir) if x else "" for x in (n, n + step))
         else:
-            at, above = (_run_capped(name, x, dtype, budget) if x else "" for x in (n, n + step))
+            at, above = _run_capped(name, [n, n + step], dtype, budget) if n else ("", "")
         row.update({"run_at_n": at, "run_above": above, "confirmed": at == "ok" and above == "oom"})
         if backend.engine == "numpy" and not row["confirmed"]:
             row["message"] = "CPU stand-ins allocate host temporaries beyond the declared device memory"
@@ -221,17 +251,20 @@ def _vm_size() -> int:
     raise OSError("no VmSize in /proc/self/status")
 
 
-def _probe(impl: str, n: int, dtype: str, budget: int) -> str:
-    """In a child process: cap the address space at its current size + budget, then allocate and run."""
-    chosen = get_impl(impl)
-    warm = np.ones((1024, 1024), dtype=dtype)  # BLAS allocates its packing buffers on the first large call
-    chosen(warm, warm, np.zeros((1024, 1024), dtype=dtype), engine="numpy")
-    del warm
+def _warm(impl: str, dtype: str) -> None:
+    """A probe's start: BLAS allocates its packing buffers on the first large call."""
+    warm = np.ones((1024, 1024), dtype=dtype)
+    get_impl(impl)(warm, warm, np.zeros((1024, 1024), dtype=dtype), engine="numpy")
+
+
+def _capped_run(impl: str, n: int, dtype: str, budget: int) -> str:
+    """In a child process after _warm: cap the address space at its current size + budget, then allocate and
+    run."""
     cap = _vm_size() + budget
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     try:
         arrays = [np.full((n, n), 0.5, dtype=dtype) for _ in range(3)]
-        chosen(*arrays, 1.0, 0.0, engine="numpy")  # beta = 0: NumPy's matmul writes C without a temporary
+        get_impl(impl)(*arrays, 1.0, 0.0, engine="numpy")  # beta = 0: NumPy's matmul writes C without a temporary
         return "ok"
     except MemoryError:
         return "oom"

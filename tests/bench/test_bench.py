@@ -186,15 +186,26 @@ def test_memlimit_cli_confirms_on_the_cpu(tmp_path, capsys: pytest.CaptureFixtur
 
 
 def test_a_capped_probe_runs_forked_with_its_own_environment_and_a_failure_is_its_last_line(monkeypatch) -> None:  # noqa: ANN001
-    """Each CPU probe is a process of its own, forked from a server that has the probe's module imported and
-    one malloc arena and one BLAS thread (whatever this process has); a probe that raises is an error naming
-    its exception."""
+    """Each CPU probe is a process of its own, forked (after one warm-up per implementation) from a server that
+    has the probe's module imported and one malloc arena and one BLAS thread (whatever this process has); a
+    probe that raises is an error naming its exception, and the next one is served as before; a server that
+    died is replaced."""
     from strassenbench.bench import memlimit as module
 
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")  # the server was or is started with _PROBE_ENV, not this
-    assert module._run_capped("cublas", 64, "float32", 32 * 2**20) == "ok"
-    failed = module._run_capped("strassen1-dmma", 64, "float32", 32 * 2**20)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")  # the server is started with _PROBE_ENV, not this
+    module._prober.cache_clear()
+    budget = 32 * 2**20
+    assert module._run_capped("cublas", [64, 2048], "float32", budget) == ["ok", "oom"]
+    server = module._prober()
+    with open(f"/proc/{server.pid}/environ", "rb") as environ:
+        assert b"MALLOC_ARENA_MAX=1\0" in environ.read()
+    failed = module._run_capped("strassen1-dmma", [64], "float32", budget)[0]
     assert failed.startswith("error: ") and "computes float64" in failed
+    assert module._run_capped("cublas", [64], "float32", budget) == ["ok"] and module._prober() is server
+    server.kill()
+    server.wait()
+    assert module._run_capped("cublas", [64, 96], "float32", budget) == ["error: the probe's server ended"] * 2
+    assert module._run_capped("cublas", [64], "float32", budget) == ["ok"] and module._prober() is not server
     assert os.environ["MALLOC_ARENA_MAX"] == "8"
 
 
