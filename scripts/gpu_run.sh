@@ -57,11 +57,13 @@ step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, ca
   return 0
 }
 
-# Tensor cores, sm_80 and later: TcHuge for the sweeps, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and
+# Tensor cores, sm_80 and later: TcHuge for the sweeps, TcTall (two blocks per SM) beside it, TcSmall for the gpu
+# tests; the FP64 ones' DmmaSmall and
 # DmmaHuge (float64) for the gpu tests and resources.csv, DmmaLarge (their default on a GPU) for the accuracy table
 TENSOR=()
 if [ "${ARCH#sm_}" -ge 80 ]; then
-  TENSOR=(--strategy TcSmall --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge --strategy DmmaHuge)
+  TENSOR=(--strategy TcSmall --strategy TcTall --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge
+          --strategy DmmaHuge)
 fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
   --strategy Medium --strategy Large --strategy Tall --strategy Wide --strategy Huge "${TENSOR[@]}" \

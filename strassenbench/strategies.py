@@ -105,11 +105,14 @@ class TensorStrategy(WarpGrid):
 
 # The tensor-core family's strategies: Huge's 128 x 128 x 8 block on 8 warps of 64 x 32 (CUTLASS's 3xTF32
 # example runs 128 x 128 on 4 warps of 64 x 64; 8 warps keep 1xTF32 within 128 registers, 2 blocks per SM; 3xTF32's
-# staged accumulation takes about 212, one block per SM: strassenbench.model.latency), and smaller blocks for
+# staged accumulation takes about 212, one block per SM: strassenbench.model.latency); Tall, CUTLASS's 3xTF32
+# SGEMM shape on sm_80 and later, 128 x 64 on 4 warps of the same 64 x 32: its 128 threads hold two blocks per SM
+# at up to 255 registers, so that one block's loads and barriers overlap the other's mma; and smaller blocks for
 # small problems and the emulator.
 _TENSOR_TABLE = """
 TcSmall  32  32 8 2 1
 TcLarge  64  64 8 2 2
+TcTall  128  64 8 2 2
 TcHuge  128 128 8 2 4
 """  # Strategy, m_S, n_S, k_S, warps along m, warps along n
 

@@ -514,7 +514,7 @@ def test_main_loops_at_the_issue_limit(fixture: str, request: pytest.FixtureRequ
 @pytest.fixture(scope="module")
 def tensor_huge(tmp_path_factory: pytest.TempPathFactory, float32_sm90_build) -> pd.DataFrame:  # noqa: ANN001
     """TcHuge's GEMM and 1-level M0 kernels in both modes for sm_90 and sm_80, and CUTLASS's 3xTF32 SGEMM beside
-    them. The sm_90 ones are the full float32 set's (seed_build): only sm_80's are compiled here."""
+    them (the session's sm_90 units seeded: seed_build)."""
     out = tmp_path_factory.mktemp("build-tc")
     seed_build(out, float32_sm90_build[0])
     return build(["sm_90", "sm_80"], out, dtypes=("float32",), strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2)))
@@ -545,6 +545,25 @@ def test_tensor_core_kernels_fit_beside_cutlass_3xtf32(tensor_huge: pd.DataFrame
         mine = fast[(fast["arch"] == arch) & (fast["mode"] == "3xtf32")]
         per_hmma = mine["loop_instructions"] / mine["loop_hmma"]
         assert len(mine) == 2 and (per_hmma <= limit).all(), (arch, per_hmma.tolist(), limit)
+
+
+@pytest.fixture(scope="module")
+def tensor_tall(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """TcTall's GEMM and widest 1-level kernels (w2x2x2) in both modes for sm_90."""
+    return build(["sm_90"], tmp_path_factory.mktemp("build-tctall"), dtypes=("float32",), strategies=("TcTall",),
+                 counts=((1, 1, 1), (2, 2, 2)), cutlass=False)
+
+
+def test_tctall_holds_two_blocks_per_sm_in_3xtf32(tensor_tall: pd.DataFrame) -> None:
+    """CUTLASS's 3xTF32 SGEMM shape, 128 x 64 on 4 warps of 64 x 32: the 3xTF32 GEMM and 1-level kernels hold 2
+    blocks per SM on sm_90 (TcHuge's hold one) with no spill or stack, 1xTF32's at least 3; every main loop has
+    its warp tile's HMMA (16 per slice in 1xTF32, 48 in 3xTF32)."""
+    assert len(tensor_tall) == 2 * 2 * 4  # modes, counts, write modes x loads
+    assert (tensor_tall[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
+    blocks = tensor_tall["blocks_per_sm"]
+    assert (blocks[tensor_tall["mode"] == "3xtf32"] == 2).all() and (blocks[tensor_tall["mode"] == "1xtf32"] >= 3).all()
+    fast = tensor_tall[(tensor_tall["loads"] == "vector") & (tensor_tall["write_mode"] == "plain")]
+    assert (fast["loop_hmma"] == fast["mode"].map({"1xtf32": 16, "3xtf32": 48})).all()
 
 
 def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001
