@@ -200,7 +200,8 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
              build_dir: str = "build") -> list[dict[str, object]]:
     ballast, note = None, ""
     if backend.engine == "cuda":
-        runnable = [name for name in impls if backend.engine in get_impl(name).engines]
+        runnable = [name for name in impls
+                    if backend.engine in get_impl(name).engines and dtype in get_impl(name).dtypes]
 
         def warm() -> None:
             for name in runnable:
@@ -221,9 +222,10 @@ def memlimit(impls: list[str], backend: Backend, dtype: str, step: int, budget: 
         row = {"gpu": gpu, "engine": backend.engine, "impl": name, "label": impl.label,
                "dtype": dtype, "free_bytes": free, "step": step, "predicted_n": n,
                "predicted_bytes": needed_bytes(name, n, dtype) if n else 0, "message": note}
-        if backend.engine not in impl.engines:
-            row.update({"run_at_n": "", "run_above": "", "confirmed": False,
-                        "message": f"{name} does not run on {backend.engine}"})
+        skip = (f"{name} does not run on {backend.engine}" if backend.engine not in impl.engines else
+                f"{name} computes {', '.join(impl.dtypes)}, not {dtype}" if dtype not in impl.dtypes else "")
+        if skip:  # said in its row, never run into an error
+            row.update({"run_at_n": "", "run_above": "", "confirmed": False, "message": skip})
             rows.append(row)
             continue
         if backend.engine == "cuda":

@@ -183,9 +183,16 @@ def test_memlimit_cli_confirms_on_the_cpu(tmp_path, capsys: pytest.CaptureFixtur
     frame = pd.read_csv(out)
     assert list(frame["confirmed"]) == [True, True]
     assert list(frame["run_at_n"]) == ["ok", "ok"] and list(frame["run_above"]) == ["oom", "oom"]
+    # an implementation of another dtype is said in its row, not run into an error
+    assert main(["memlimit", "--impl", "strassen1-dmma", "--memory-budget", "32MiB", "--step", "128",
+                 "--out", str(out)]) == 0
+    row = pd.read_csv(out, keep_default_na=False).iloc[0]
+    assert (row["run_at_n"], row["run_above"]) == ("", "")
+    assert row["message"] == "strassen1-dmma computes float64, not float32"
 
 
-def test_a_capped_probe_runs_forked_with_its_own_environment_and_a_failure_is_its_last_line(monkeypatch) -> None:  # noqa: ANN001
+def test_a_capped_probe_is_forked_with_its_own_environment_and_a_failure_is_its_last_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each CPU probe is a process of its own, forked (after one warm-up per implementation) from a server that
     has the probe's module imported and one malloc arena and one BLAS thread (whatever this process has); a
     probe that raises is an error naming its exception, and the next one is served as before; a server that
