@@ -28,6 +28,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -176,7 +177,7 @@ def _run_capped(impl: str, sizes: list[int], dtype: str, budget: int) -> list[st
         except (BrokenPipeError, ValueError):  # it has died (or its pipe was closed)
             ready = [prober.stdout]
         reply = prober.stdout.readline() if ready and not prober.stdout.closed else ""
-        stderr = open(errors, errors="replace").read() if os.path.exists(errors) else ""
+        stderr = Path(errors).read_text(errors="replace") if os.path.exists(errors) else ""
     if not reply:  # timed out, or the prober died: a new one for the next probe
         with contextlib.suppress(ProcessLookupError):
             os.killpg(prober.pid, signal.SIGKILL)

@@ -15,7 +15,7 @@ T_issue, T_latency, T_dram, T_l2 and T_stream are this project's terms (strassen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .files import DEFAULT_MODEL, ModelError
 
@@ -27,11 +27,6 @@ MODELS: dict[str, tuple[str, ...]] = {
     "paper": ("t_flop", "t_gmop", "t_smop", "t_stream"),
     "l2": ("t_flop", "t_dram", "t_l2", "t_smop", "t_issue", "t_latency", "t_stream"),
 }
-
-
-# Each model's terms as positions in bounded's tuple (Timing's fields after ``seconds``, in order).
-_TERMS = {model: tuple(("t_flop", "t_gmop", "t_smop", "t_issue", "t_dram", "t_l2", "t_stream", "t_latency").index(t)
-                       for t in terms) for model, terms in MODELS.items()}
 
 
 @dataclass(frozen=True)
@@ -54,9 +49,7 @@ class Timing:
     model: str = ""  # which of MODELS bounds ``seconds`` ("": ZERO or INFINITE, which any model may add)
 
     def __add__(self, other: "Timing") -> "Timing":
-        if self.model and other.model and self.model != other.model:
-            raise ValueError(f"a time by model {self.model} added to one by model {other.model}")
-        return Timing(*(a + b for a, b in zip(self.numbers(), other.numbers())), model=self.model or other.model)
+        return Timing(*(a + b for a, b in zip(self.numbers(), other.numbers())), model=_joined(other.model, self.model))
 
     def __mul__(self, times: int) -> "Timing":
         return Timing(*(a * times for a in self.numbers()), model=self.model)
@@ -74,16 +67,25 @@ class Timing:
         return max(parts, key=parts.__getitem__)
 
 
+def _joined(onto: str, added: str) -> str:
+    """The model of a sum: the one its times share ("" takes any: ZERO, INFINITE); ValueError for two."""
+    if onto and added and onto != added:
+        raise ValueError(f"a time by model {added} added to one by model {onto}")
+    return onto or added
+
+
+# Each model's terms as positions in bounded's tuple: Timing's fields between ``seconds`` and ``model``.
+_TERMS = {model: tuple([f.name for f in fields(Timing)][1:-1].index(t) for t in terms)
+          for model, terms in MODELS.items()}
+
+
 def sum_of(terms) -> Timing:  # noqa: ANN001 - iterable of (Timing, count)
     """ZERO + t_1 * count_1 + t_2 * count_2 + ..., added in that order field by field (the same sums as those
     Timings' + and *, without a Timing between: a prediction adds hundreds of thousands of them)."""
     totals = [0.0] * 9
     model = ""
     for timing, count in terms:
-        if timing.model:
-            if model and timing.model != model:
-                raise ValueError(f"a time by model {timing.model} added to one by model {model}")
-            model = timing.model
+        model = _joined(model, timing.model)
         for i, value in enumerate(timing.numbers()):
             totals[i] = totals[i] + value * count
     return Timing(*totals, model=model)
