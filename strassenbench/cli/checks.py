@@ -104,7 +104,7 @@ def check_outputs(args: argparse.Namespace) -> None:
         from ..bench.runner import check_sweep_files
 
         check_sweep_files(Path(out))
-        if args.publish:
+        if args.publish is not None:  # "" is a bad name too, never "no --publish"
             if Path(args.publish).resolve() == Path(out).resolve():
                 raise UsageError(f"--publish {args.publish} is --out itself: publish to another file")
             check_output(args.publish)

@@ -74,8 +74,9 @@ def test_bench_publishes_what_collect_would_and_refuses_a_bad_target(tmp_path, c
     other = tmp_path / "verify.csv"
     other.write_text("impl,engine\n")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    for into, target, message in ((out, out, "is --out itself"), (tmp_path / "fresh.csv", other,
-                                                                   "is not a bench results file")):
+    for into, target, message in ((out, out, "is --out itself"),
+                                  (tmp_path / "fresh.csv", other, "is not a bench results file"),
+                                  (tmp_path / "fresh.csv", "", "is a folder; give a file name")):
         assert main([*args[:-1], str(into), "--publish", str(target)]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
