@@ -1,6 +1,6 @@
 // Write-back of the register accumulator to the W_C blocks of C (paper, Sec. s:gpu_stra: "C_l += gamma_l M
 // from registers", Algorithm a:gpu_stra, right). Plain read-modify-write when no other product writes the
-// same block concurrently, atomicAdd otherwise (paper, "Task Parallelism: Atomic write"); a compile-time
+// same block concurrently, atomic otherwise (paper, "Task Parallelism: Atomic write"); a compile-time
 // choice. Elements past a block's extent are dropped (Sec. s:fringe).
 #pragma once
 
@@ -12,10 +12,18 @@ namespace sb {
 // `Tile` places the thread's accumulator in the block tile: row(i), col(j), and kVb, how many consecutive
 // columns j, j + 1, ... (from a multiple of kVb) lie side by side in C (WarpTile; MmaWarpTile of the
 // tensor-core kernels).
-template <int W_C, bool ATOMIC, class T, int M_R, int N_R, class Terms, class Tile>
+//
+// The atomic write-back of a vector kernel (VECTOR) reduces kVb columns at a time (red_add: one vector
+// reduction on sm_90): the launch builder chooses that kernel only when every C term is aligned to kVb
+// elements, as is its leading dimension and its extent along the row (checked here), so a chunk of kVb
+// columns is wholly inside a term or wholly outside it, and no scalar path is compiled beside it.
+template <int W_C, bool ATOMIC, bool VECTOR, class T, int M_R, int N_R, class Terms, class Tile>
 __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld, int row0, int col0,
                                          const Tile& wt, T alpha, T beta) {
   constexpr int V = Tile::kVb;
+  constexpr bool kVectorReduce = ATOMIC && VECTOR;
+  if constexpr (kVectorReduce)
+    if (!terms.template vectors_fit<V>(ld)) fail("vector kernel launched with C terms not aligned to its reductions");
 #pragma unroll
   for (int t = 0; t < W_C; ++t) {
     T* const ptr = terms.ptr(t);
@@ -30,6 +38,15 @@ __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& 
 #pragma unroll
       for (int j = 0; j < N_R; j += V) {
         const int col = col0 + wt.col(j);
+        if constexpr (kVectorReduce) {  // V columns, all inside the term or all outside it
+          if (col < cols) {
+            Vec<T, V> c;
+#pragma unroll
+            for (int v = 0; v < V; ++v) c.v[v] = scale * acc[i][j + v];
+            red_add(out + col, c);
+          }
+          continue;
+        }
         if (!ATOMIC && vectors && col + V <= cols) {  // one V-wide read-modify-write
           Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
           Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : SB_LOAD(p, "global load");

@@ -114,7 +114,7 @@ __device__ __forceinline__ void mma_primitive(int lda, int ldb, int ldc, int bk,
 
   const T scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
   const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
-  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
+  epilogue<W_C, ATOMIC, VECTOR>(acc, terms_c, ldc, row0, col0, tile, scale, beta);
 }
 
 }  // namespace sb

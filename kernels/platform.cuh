@@ -5,10 +5,12 @@
 // NVRTC (the CUDA 12 toolchain of strassenbench.fused.toolchain) has no C++ standard library: CCCL's libcu++
 // provides what the kernels use.
 #include <cuda/std/cstdint>
+#include <cuda/std/type_traits>
 #include <cuda/std/utility>
 namespace sb { namespace stdx = ::cuda::std; }
 #else
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 namespace sb { namespace stdx = ::std; }
 #endif
@@ -21,7 +23,7 @@ namespace sb { namespace stdx = ::std; }
 #else
 #include <cstdio>
 #include <cstdlib>
-#include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomicAdd, shared-memory traces on the CPU
+#include "emu/cuda_emu.hpp"  // threadIdx, __syncthreads, __shared__, atomics, shared-memory traces on the CPU
 #define SB_HOST_DEVICE
 #define SB_SMEM_TRACE(ptr, bytes, store) ::emu::trace_smem(ptr, bytes, store)
 // One load or store through a pointer, `what` ("global load", ...) naming it: alignment-checked in the
@@ -134,6 +136,31 @@ __device__ __forceinline__ Vec<T, N> ldg_at(const T* base, long long offset) {
   return x;
 #else
   return ::emu::load(p, "global load");
+#endif
+}
+
+// p[0, V) += v by global reductions: the atomic write-back of the vector kernels (epilogue.cuh). On sm_90 a
+// float32 pair or quad is one `red.global.add.v2.f32` / `.v4.f32` (PTX ISA 8.1, "red": vector reductions of
+// f32 in the global space; each element a relaxed, gpu-scope reduction of its own, as atomicAdd's, with the
+// same flush of subnormals to zero); elsewhere, and for float64, V scalar atomicAdd. p is aligned to V
+// elements (an aligned vector access; the emulator checks it, as it checks loads).
+template <class T, int V>
+__device__ __forceinline__ void red_add(T* p, const Vec<T, V>& v) {
+#if defined(__CUDACC__)
+#if __CUDA_ARCH__ >= 900
+  if constexpr (stdx::is_same_v<T, float> && V == 4) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "f"(v.v[0]), "f"(v.v[1]), "f"(v.v[2]), "f"(v.v[3]) : "memory");
+    return;
+  } else if constexpr (stdx::is_same_v<T, float> && V == 2) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(p), "f"(v.v[0]), "f"(v.v[1]) : "memory");
+    return;
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < V; ++i) atomicAdd(p + i, v.v[i]);
+#else
+  ::emu::red_add(reinterpret_cast<Vec<T, V>*>(p), v, "global reduction");
 #endif
 }
 

@@ -68,7 +68,7 @@ __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, in
   const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};
   // The thread's place in the tile, recomputed rather than kept in registers across the main loop.
   const WarpTile<T, M_S, N_S, M_R, N_R, WARP_M, WARP_N> out_tile(opaque(tid));
-  epilogue<W_C, ATOMIC>(acc, terms_c, ldc, row0, col0, out_tile, scale, beta);
+  epilogue<W_C, ATOMIC, VECTOR>(acc, terms_c, ldc, row0, col0, out_tile, scale, beta);
 }
 
 // C <- beta C over an m x n matrix (beta = 0 writes zeros without reading C): applied once before the

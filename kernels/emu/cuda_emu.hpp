@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace emu {
@@ -132,6 +133,16 @@ inline void store(V* p, const V& value, const char* what) {
   check_aligned(p, sizeof(V), what);
   void* to = p;
   std::memcpy(to, &value, sizeof(V));
+}
+
+// A vector reduction (sb::red_add): aligned as a V-wide access, each element then a relaxed atomic add of its
+// own (PTX ISA, "red": a vector red is a reduction per element, not one atomic access).
+template <class V>
+inline void red_add(V* p, const V& value, const char* what) {
+  check_aligned(p, sizeof(V), what);
+  using T = std::remove_cvref_t<decltype(value.v[0])>;
+  T* first = reinterpret_cast<T*>(static_cast<void*>(p));
+  for (const T& x : value.v) atomic_add(first++, x);
 }
 
 // Run kernel(args...), named `name` in fault messages, over grid x block threads as described above.

@@ -27,7 +27,7 @@ from .. import env
 from ..algebra.levels import check_levels
 from ..algebra.primitives import variant_counts
 from ..families import ALL_STRATEGIES, FAMILIES, MODES, SIMT, Family, strategy_family
-from ..strategies import STRATEGIES, DmmaStrategy, Strategy, TensorStrategy
+from ..strategies import STRATEGIES, DmmaStrategy, Strategy, TensorStrategy, WarpGrid
 
 __all__ = [
     "PARAM_BYTES",
@@ -38,6 +38,7 @@ __all__ = [
     "WRITE_MODES",
     "LOADS",
     "load_widths",
+    "write_width",
     "Instance",
     "kernels_dir",
     "kernel_counts",
@@ -264,6 +265,14 @@ def load_widths(strategy: Strategy | TensorStrategy, dtype: str) -> tuple[int, i
     itemsize, s = np.dtype(dtype).itemsize, strategy
     return (vec_width(itemsize, min(s.m_S * s.k_S // s.threads, s.k_S)),
             vec_width(itemsize, min(s.k_S * s.n_S // s.threads, s.n_S)))
+
+
+def write_width(strategy: Strategy | WarpGrid, dtype: str) -> int:
+    """Columns of C side by side in a thread's accumulator (the write-back's kVb): the widest vector that
+    divides n_R for the SIMT tiles (kernels/mainloop.cuh WarpTile), 2 for the mma fragments' column pairs
+    (MmaWarpTile, DMMA's tile). The vector kernels' atomic write-back reduces that many at a time
+    (kernels/epilogue.cuh)."""
+    return vec_width(np.dtype(dtype).itemsize, strategy.n_R) if isinstance(strategy, Strategy) else 2
 
 
 def render(selected: tuple[Instance, ...]) -> str:

@@ -30,7 +30,7 @@ from ..options import SCHEMES, RunOptions
 from ..plan import BlockView, Plan, Step
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
 from ..algebra.schedule import schedule
-from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel
+from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel, write_width
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
            "param_bytes"]
@@ -111,7 +111,7 @@ def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, in
     A launch of a grid split along y (MAX_GRID) starts rows0 rows down the blocks: the kernel's rows, row0 =
     blockIdx.y m_S on, count from each term's first row, so every A and C term moves rows0 rows down and loses
     rows0 rows of its extent (B's rows are k, the same for every block row). A term with no rows left keeps
-    its own address (valid, and as aligned as _vector_loads found it) with zero rows. Whole rows keep a term's
+    its own address (valid, and as aligned as _vector_kernel found it) with zero rows. Whole rows keep a term's
     alignment: the vector kernels need ld a multiple of V.
 
     The A and B sums are normalised (``normalised``): the kernel forms x_0 + sum_t (u_t / u_0) x_t, one FFMA
@@ -157,17 +157,22 @@ def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: in
     return stages
 
 
-def _vector_loads(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], strategy: Strategy,
-                  dtype: np.dtype) -> bool:
-    """Whether every A and B term of the group allows the vector kernel's loads: the term's address and the
-    leading dimension are multiples of V elements, and so is its extent along the row."""
+def _vector_kernel(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, int, int], strategy: Strategy,
+                   dtype: np.dtype, write_mode: str) -> bool:
+    """Whether every term of the group allows the vector kernel: each A and B term its loads, and for the
+    atomic write-back each C term its reductions (kernels/epilogue.cuh). A term allows V-wide accesses when its
+    address and the leading dimension are multiples of V elements, and so is its extent along the row."""
     widths = load_widths(strategy, str(dtype))
+    sides = [(0, widths[0]), (1, widths[1])]
+    if write_mode == "atomic":
+        sides.append((2, write_width(strategy, str(dtype))))
     for step in group:
-        for views, base, ld, v in zip((step.a, step.b), bases, lds, widths):
-            if ld % v:
+        operands = (step.a, step.b, step.c)
+        for side, v in sides:
+            if lds[side] % v:
                 return False
-            for view, _ in views:
-                if _term_address(view, base, ld, dtype.itemsize) % (v * dtype.itemsize) or view.cols % v:
+            for view, _ in operands[side]:
+                if _term_address(view, bases[side], lds[side], dtype.itemsize) % (v * dtype.itemsize) or view.cols % v:
                     return False
     return True
 
@@ -179,7 +184,7 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     rows, _products)."""
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
-    loads = "vector" if _vector_loads(group, bases, lds, strategy, dtype) else "scalar"
+    loads = "vector" if _vector_kernel(group, bases, lds, strategy, dtype, write_mode) else "scalar"
     inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads, mode=mode)
     bm, bk, bn = plan.block
     block_cols, block_rows = _ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S)

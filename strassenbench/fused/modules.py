@@ -30,11 +30,11 @@ __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED
            "compile_module", "disassemble", "parse_ptxas", "sass_counts", "toolchain_for", "unit_digest",
            "unit_fresh"]
 
+# The opcode classes of a kernel's machine code (strassenbench.fused.sass.opcode_counts).
+OPCODE_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", "global_reductions"]
 RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
-    "spill_stores",
-    "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-    "local_mem_ops", *MAINLOOP_COLUMNS,
+    "spill_stores", "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", *OPCODE_COLUMNS, *MAINLOOP_COLUMNS,
 ]
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
 FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 (the unit's PTX, --entry) on spills or "
@@ -42,7 +42,7 @@ FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 (the
          "uncapped then terms reread on spills left | fatbin sass+ptx")
 # The columns read from the machine code, raw counts only (the model derives rates from them:
 # strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).
-SASS_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", *MAINLOOP_COLUMNS]
+SASS_COLUMNS = [*OPCODE_COLUMNS, *MAINLOOP_COLUMNS]
 SUPPORTED_ARCHS = tuple(ARCHS)
 
 
@@ -95,7 +95,7 @@ def blocks_row(kernel: str, arch: str, source: str, strategy: str, dtype: str, c
         "registers": p.registers, "spill_stores": p.spill_stores, "spill_loads": p.spill_loads,
         "smem_bytes": p.smem_bytes, "stack_bytes": p.stack_bytes,
         "blocks_per_sm": blocks_per_sm(ARCHS[arch], threads, p.registers, p.smem_bytes),
-        **{col: ops.get(col, 0) for col in ("ffma", "lds128", "lds_other", "ldg", "local_mem_ops")},
+        **{col: ops.get(col, 0) for col in OPCODE_COLUMNS},
         **loop,
     }
 

@@ -106,8 +106,15 @@ def parse_sass(sass: str) -> dict[str, list[Instruction]]:
     return functions
 
 
+# Reductions and atomics on global memory: RED (sm_80's global reduction, e.g. RED.E.ADD.F32), REDG and ATOMG
+# (sm_90's; REDG.E.ADD.F32x4 is one vector reduction of 4 floats), ATOM (generic addressing). Not ATOMS
+# (shared memory).
+GLOBAL_REDUCTIONS = ("RED", "REDG", "ATOM", "ATOMG")
+
+
 def opcode_counts(instructions: list[Instruction]) -> Counter:
-    """ffma (FFMA and DFMA), lds128, lds_other, ldg, local_mem_ops (LDL and STL)."""
+    """ffma (FFMA and DFMA), lds128, lds_other, ldg, local_mem_ops (LDL and STL), global_reductions (the
+    atomic write-back's reduction instructions, GLOBAL_REDUCTIONS: a vector reduction counts once)."""
     counts: Counter = Counter()
     for ins in instructions:
         base = ins.base
@@ -119,6 +126,8 @@ def opcode_counts(instructions: list[Instruction]) -> Counter:
             counts["ldg"] += 1
         elif base in ("LDL", "STL"):
             counts["local_mem_ops"] += 1
+        elif base in GLOBAL_REDUCTIONS:
+            counts["global_reductions"] += 1
     return counts
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +34,7 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     lib.emu_align_ldg.argtypes = [*GRID_BLOCK, PTR, LL, INT, INT, PTR]
     lib.emu_align_shared.argtypes = [*GRID_BLOCK, LL, INT, PTR, PTR]
     lib.emu_align_ldmatrix.argtypes = [*GRID_BLOCK, LL, PTR, PTR]
-    lib.emu_align_epilogue.argtypes = [*GRID_BLOCK, PTR, INT, ctypes.c_float]
+    lib.emu_align_epilogue.argtypes = [*GRID_BLOCK, PTR, INT, ctypes.c_float, INT, INT]
     assert emu._take(lib) is None
     return lib
 
@@ -102,17 +104,33 @@ def test_ldmatrix_rows(probe: ctypes.CDLL) -> None:
     assert int(found[1], 16) == int(base[0]) + 16 * int(found[2]) + 4  # lane l's row, 4 bytes off
 
 
-@pytest.mark.parametrize("beta", [0.0, 1.0])
-def test_epilogue_planted_misplaced_vector(probe: ctypes.CDLL, beta: float) -> None:
-    """A tile that puts a thread's 4-wide write-back one column off: the read-modify-write is misaligned."""
+@pytest.mark.parametrize(("beta", "atomic"), [(0.0, 0), (1.0, 0), (0.0, 1)])
+def test_epilogue_planted_misplaced_vector(probe: ctypes.CDLL, beta: float, atomic: int) -> None:
+    """A tile that puts a thread's 4-wide write-back one column off: the read-modify-write, or the atomic
+    write-back's vector reduction, is misaligned."""
     C = _aligned(8)
-    probe.emu_align_epilogue(1, 1, 1, 1, 1, 1, C.ctypes.data, 0, beta)
+    probe.emu_align_epilogue(1, 1, 1, 1, 1, 1, C.ctypes.data, 0, beta, atomic, 0)
     assert emu._take(probe) is None
     np.testing.assert_array_equal(C[:4], [1, 2, 3, 4])
     C[:] = 0
-    probe.emu_align_epilogue(1, 1, 1, 1, 1, 1, C.ctypes.data, 1, beta)
-    kind = "global store" if beta == 0 else "global load"
+    probe.emu_align_epilogue(1, 1, 1, 1, 1, 1, C.ctypes.data, 1, beta, atomic, 0)
+    kind = "global reduction" if atomic else "global store" if beta == 0 else "global load"
     assert emu._take(probe) == _fault(kind, 16, C.ctypes.data + 4, "align_epilogue") + "0)"
+    if atomic:  # each element reduced: the four values land one column on
+        np.testing.assert_array_equal(C[:6], [0, 1, 2, 3, 4, 0])
+
+
+def test_atomic_vector_write_back_refuses_unaligned_terms(probe: ctypes.CDLL) -> None:
+    """The vector kernels' atomic write-back takes only C terms aligned to its reductions (the launch builder
+    gives the others to the scalar kernel): a term one element off stops the kernel with one message, as a
+    trap stops it on the GPU. In a process of its own: the emulator aborts."""
+    script = (f"import ctypes, numpy as np; lib = ctypes.CDLL({probe._name!r}); "
+              "C = np.zeros(12, np.float32); skip = (-C.ctypes.data % 16) // 4; "
+              "lib.emu_align_epilogue(*[ctypes.c_uint(1)] * 6, ctypes.c_void_p(C[skip:].ctypes.data), 0, "
+              "ctypes.c_float(0), 1, 1)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "vector kernel launched with C terms not aligned to its reductions" in done.stderr, done.stderr
 
 
 def test_run_raises_and_take_fault(probe: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,3 +164,28 @@ def test_fused_kernels_run_clean(strategy: str, mode: str, dtypes: tuple[str, ..
             expected = A.astype(np.float64) @ B + C
             emu_gemm(plan, A, B, C, 1.0, 1.0, strategy=strategy, mode=mode)
             np.testing.assert_array_equal(C, expected.astype(dtype), err_msg=f"{strategy} {dtype} {m}x{k}x{n}")
+
+
+@pytest.mark.parametrize("strategy, mode", [("Small", "simt"), ("TcSmall", "1xtf32")])
+def test_an_unaligned_c_goes_to_the_scalar_kernel_only_for_the_atomic_write_back(strategy: str, mode: str) -> None:
+    """A and B aligned, C one element off its vector alignment (a view one column into a wider buffer): the
+    sequential scheme's plain write-back has a scalar path for it and keeps the vector kernels; the atomic
+    scheme's vector kernels reduce whole vectors only (kernels/epilogue.cuh), so its launches take the scalar
+    kernels. Both exact, with no misaligned access."""
+    rng = np.random.default_rng(1)
+    m = k = n = 64
+    A, B = (rng.integers(-2, 3, (m, k)).astype(np.float32) for _ in range(2))
+    for scheme, suffix in (("sequential", "_plain"), ("atomic", "_atomic_scalar")):
+        wide = _aligned(m * (n + 4)).reshape(m, n + 4)
+        wide[:, 1:n + 1] = rng.integers(-2, 3, (m, n))
+        C = wide[:, 1:n + 1]
+        assert C.ctypes.data % 16 == 4 and not C.flags.c_contiguous
+        plan = make_plan("strassen", 1, m, k, n)
+        kernels = {launch.kernel for launch in plan_launches(
+            plan, A, B, C, 1.0, 1.0, strategy=get_strategy(strategy, mode), mode=mode, scheme=scheme).launches
+            if launch.instance}
+        assert kernels and all(kernel.endswith(suffix) for kernel in kernels), kernels
+        expected = A.astype(np.float64) @ B + C
+        emu_gemm(plan, A, B, C, 1.0, 1.0, strategy=strategy, mode=mode, scheme=scheme)
+        np.testing.assert_array_equal(C, expected.astype(np.float32), err_msg=scheme)
+        assert not wide[:, 0].any() and not wide[:, n + 1:].any()  # nothing written beside C

@@ -112,6 +112,27 @@ def test_huge_direct_two_level_var0_target(table: str, request: pytest.FixtureRe
     assert var0["loop_ffma_share"] >= 0.84
 
 
+@pytest.mark.parametrize("table", TABLES)
+def test_atomic_write_back_reduces_whole_vectors_on_sm90(table: str, request: pytest.FixtureRequest) -> None:
+    """The atomic write-back's global reductions, read from the machine code: one per element of the W_C
+    m_R x n_R blocks in the scalar kernels, and on sm_90 one per 4 in the vector kernels
+    (red.global.add.v4.f32: the w2x2x2 Huge kernel's 128 scalar reductions become 32); sm_80 has no vector
+    reduction. The plain write-back has none."""
+    frame = request.getfixturevalue(table)
+    huge = frame[(frame["strategy"] == "Huge") & (frame["source"] == "strassenbench") & (frame["dtype"] == "float32")]
+    s = STRATEGIES["Huge"]
+    per_term = s.m_R * s.n_R
+    assert (huge.loc[huge["write_mode"] == "plain", "global_reductions"] == 0).all()
+    atomic = huge[huge["write_mode"] == "atomic"]
+    arch = atomic["arch"].iloc[0]
+    width = {("sm_90", "vector"): 4}
+    expected = atomic.apply(lambda r: r["W_C"] * per_term // width.get((arch, r["loads"]), 1), axis=1)
+    assert (atomic["global_reductions"] == expected).all(), atomic[["kernel", "global_reductions"]].to_string()
+    if arch == "sm_90":
+        w222 = atomic[(atomic["W_A"] == 2) & (atomic["W_B"] == 2) & (atomic["W_C"] == 2) & (atomic["loads"] == "vector")]
+        assert w222["global_reductions"].tolist() == [32]
+
+
 def test_huge_two_level_fit_the_cap_or_get_their_registers(float32_sm90: pd.DataFrame) -> None:
     """Every 2-level kernel (up to 4 terms per operand) is built under the 128-register cap; one that would
     spill under it is built uncapped instead (one block per SM). None spills; all loads are LDG."""

@@ -50,13 +50,19 @@ extern "C" __global__ void align_ldmatrix(long long offset, float* out, unsigned
 SB_EMU_ENTRY(align_ldmatrix, SB_ALIGN_LDMATRIX_PARAMS, SB_ALIGN_LDMATRIX_ARGS)
 
 // The epilogue's write-back of a 1 x 4 accumulator into C (one row of 8 floats, ld 8) by a tile that places it
-// `shift` columns right: shift 1 is a planted bug, a V = 4 read-modify-write off its 16-byte alignment.
+// `shift` columns right: shift 1 is a planted bug, a V = 4 read-modify-write (atomic: a vector reduction, the
+// vector kernels' atomic write-back) off its 16-byte alignment. `term` elements into C is where the C term
+// starts: 1 breaks the atomic vector write-back's contract (its terms aligned to V), which stops the kernel.
 struct AlignTerm {
   float* c;
   __device__ float* ptr(int) const { return c; }
   __device__ int rows(int) const { return 1; }
   __device__ int cols(int) const { return 8; }
   __device__ float coeff(int) const { return 1; }
+  template <int V>
+  __device__ bool vectors_fit(int ld) const {
+    return ld % V == 0 && reinterpret_cast<unsigned long long>(c) % (V * sizeof(float)) == 0;
+  }
 };
 struct AlignTile {
   static constexpr int kVb = 4;
@@ -64,10 +70,13 @@ struct AlignTile {
   __device__ int row(int i) const { return i; }
   __device__ int col(int j) const { return j + shift; }
 };
-extern "C" __global__ void align_epilogue(float* C, int shift, float beta) {
+extern "C" __global__ void align_epilogue(float* C, int shift, float beta, int atomic, int term) {
   const float acc[1][4] = {{1, 2, 3, 4}};
-  sb::epilogue<1, false>(acc, AlignTerm{C}, 8, 0, 0, AlignTile{shift}, 1.0f, beta);
+  if (atomic)
+    sb::epilogue<1, true, true>(acc, AlignTerm{C + term}, 8, 0, 0, AlignTile{shift}, 1.0f, beta);
+  else
+    sb::epilogue<1, false, false>(acc, AlignTerm{C + term}, 8, 0, 0, AlignTile{shift}, 1.0f, beta);
 }
-#define SB_ALIGN_EPILOGUE_PARAMS float *C, int shift, float beta
-#define SB_ALIGN_EPILOGUE_ARGS C, shift, beta
+#define SB_ALIGN_EPILOGUE_PARAMS float *C, int shift, float beta, int atomic, int term
+#define SB_ALIGN_EPILOGUE_ARGS C, shift, beta, atomic, term
 SB_EMU_ENTRY(align_epilogue, SB_ALIGN_EPILOGUE_PARAMS, SB_ALIGN_EPILOGUE_ARGS)
