@@ -4,6 +4,7 @@
 #pragma once
 
 #include "blocking.cuh"
+#include "presum.cuh"
 #include "strassen.cuh"
 #include "dmma_primitive.cuh"
 #include "tensorcore_primitive.cuh"
@@ -19,6 +20,13 @@
   int lda, int ldb, int ldc, int bk, T alpha, T beta, const SB_GRID_CONSTANT sb::Products<T, W, Z> products
 #define SB_STRASSEN_ARGS lda, ldb, ldc, bk, alpha, beta, products
 #define SB_SCALE_PARAMS(T) T *C, int m, int n, int ldc, T beta
+// The presum kernel's sums: up to SB_PRESUM_TERMS inputs each, SB_PRESUM_BATCH sums to a launch (presum.cuh;
+// strassenbench.fused.instances mirrors both).
+#define SB_PRESUM_TERMS 16
+#define SB_PRESUM_BATCH 8
+#define SB_PRESUM_PARAMS(T) \
+  int ld_in, int ld_out, const SB_GRID_CONSTANT sb::Products<T, SB_PRESUM_TERMS + 1, SB_PRESUM_BATCH> sums
+#define SB_PRESUM_ARGS ld_in, ld_out, sums
 #define SB_SCALE_ARGS C, m, n, ldc, beta
 #define SB_BLOCK_PARAMS const volatile int *flag, volatile int *timed_out, unsigned long long timeout_ns
 #define SB_BLOCK_ARGS flag, timed_out, timeout_ns
@@ -85,6 +93,13 @@ extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size)
     sb::scale_matrix<T>(SB_SCALE_ARGS);                                                    \
   }                                                                                        \
   SB_EMU_ENTRY(NAME, SB_SCALE_PARAMS(T), SB_SCALE_ARGS)
+
+#define SB_PRESUM_INSTANCE(NAME, T)                                                        \
+  extern "C" __global__ void __launch_bounds__(256) NAME(SB_PRESUM_PARAMS(T)) {            \
+    static_assert(sizeof(sums) + 8 <= SB_PARAM_BYTES, "parameters too big");               \
+    sb::presum<T, SB_PRESUM_TERMS, SB_PRESUM_BATCH>(SB_PRESUM_ARGS);                       \
+  }                                                                                        \
+  SB_EMU_ENTRY(NAME, SB_PRESUM_PARAMS(T), SB_PRESUM_ARGS)
 
 // The blocking kernel of the timer (blocking.cuh), in every module so that any build has it.
 #define SB_BLOCK_INSTANCE(NAME)                                                            \

@@ -13,11 +13,15 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
 SCHEMES = ("sequential", "streams", "atomic")
-DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4}
+# Beyond the paper: the operand sums formed once into a workspace, then the products in order
+# (strassenbench.fused.launch). Opt-in: an implementation of its own runs it (strassen1-presum, ...), never a
+# --scheme of the workspace-free ones, whose declared memory is none.
+PRESUM = "presum"
+DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4, PRESUM: 1}
 
 
 def scheme_or_sequential(scheme: str | None) -> str:
@@ -33,13 +37,13 @@ class OptionsError(ValueError):
 def check_scheme(scheme: str | None, streams: int | None) -> int:
     """The streams ``scheme`` (None: sequential) runs on: ``streams``, or the scheme's default."""
     scheme = scheme_or_sequential(scheme)
-    if scheme not in SCHEMES:
+    if scheme not in DEFAULT_STREAMS:
         raise OptionsError(f"unknown scheme '{scheme}' (choose from {', '.join(SCHEMES)})")
     streams = DEFAULT_STREAMS[scheme] if streams is None else streams
     if isinstance(streams, bool) or not isinstance(streams, int):
         raise OptionsError(f"streams must be an integer, got {streams!r}")
-    if scheme == "sequential" and streams != 1:
-        raise OptionsError("the sequential scheme runs on one stream")
+    if scheme in ("sequential", PRESUM) and streams != 1:
+        raise OptionsError(f"the {scheme} scheme runs on one stream")
     if streams < 1:
         raise OptionsError(f"streams must be >= 1, got {streams}")
     return streams

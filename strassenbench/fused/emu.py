@@ -222,11 +222,11 @@ def _ctype(arg):  # noqa: ANN001, ANN202
 
 
 def _default_library(kernel: str, extra_flags: tuple[str, ...]) -> ctypes.CDLL:
-    """The default library that has ``kernel``: a default kernel's (precision, strategy, level), or for scale
-    and blocking (in every library) float32 or its dtype's Small GEMM library."""
+    """The default library that has ``kernel``: a default kernel's (precision, strategy, level), or for scale,
+    presum and blocking (in every library) float32 or its dtype's Small GEMM library."""
     if kernel == BLOCK_KERNEL:
         return library("float32", "Small", extra_flags, level=0)
-    if kernel.startswith("scale_"):
+    if kernel.startswith(("scale_", "presum_")):
         return library({"f32": "float32", "f64": "float64"}[kernel.split("_")[1]], "Small", extra_flags, level=0)
     inst = parse_instance(kernel)
     if inst is None:

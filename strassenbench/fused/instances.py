@@ -47,6 +47,9 @@ __all__ = [
     "instances",
     "render",
     "scale_kernel",
+    "presum_kernel",
+    "PRESUM_TERMS",
+    "PRESUM_BATCH",
     "BLOCK_KERNEL",
     "helper_kernels",
     "parse_instance",
@@ -199,14 +202,25 @@ def scale_kernel(dtype: str) -> str:
     return f"scale_{_SHORT[dtype]}"
 
 
+# The presum kernel (kernels/presum.cuh, the presum scheme's operand sums): at most PRESUM_TERMS inputs per
+# sum and PRESUM_BATCH sums per launch, in one sb::Products<T, PRESUM_TERMS + 1, PRESUM_BATCH> (term 0 the
+# output); kernels/instances.cuh has the same numbers.
+PRESUM_TERMS, PRESUM_BATCH = 16, 8
+
+
+def presum_kernel(dtype: str) -> str:
+    return f"presum_{_SHORT[dtype]}"
+
+
 # nvbench's blocking kernel (kernels/blocking.cuh), which the GPU timer enqueues before every timed call.
 BLOCK_KERNEL = "block_stream"
 
 
 def helper_kernels(selected: tuple[Instance, ...]) -> tuple[str, ...]:
-    """The kernels every module of ``selected`` carries beside them: the scale kernel of each dtype (beta
-    applied once, strassenbench.fused.launch) and the blocking kernel."""
-    return (*(scale_kernel(d) for d in sorted({i.dtype for i in selected})), BLOCK_KERNEL)
+    """The kernels every module of ``selected`` carries beside them: the scale kernel (beta applied once,
+    strassenbench.fused.launch) and the presum kernel of each dtype, and the blocking kernel."""
+    dtypes = sorted({i.dtype for i in selected})
+    return (*(scale_kernel(d) for d in dtypes), *(presum_kernel(d) for d in dtypes), BLOCK_KERNEL)
 
 
 _NAME = re.compile(rf"strassen_(?P<dtype>{'|'.join([*_SHORT.values(), *(m for m in MODES if MODES[m].tensor)])})_"
@@ -282,6 +296,7 @@ def render(selected: tuple[Instance, ...]) -> str:
         '#include "instances.cuh"',
         "",
         *(f"SB_SCALE_INSTANCE({scale_kernel(d)}, {_CTYPE[d]})" for d in sorted({i.dtype for i in selected})),
+        *(f"SB_PRESUM_INSTANCE({presum_kernel(d)}, {_CTYPE[d]})" for d in sorted({i.dtype for i in selected})),
         f"SB_BLOCK_INSTANCE({BLOCK_KERNEL})",
         *(i.source_line() for i in selected),
         "",

@@ -11,6 +11,11 @@ finishes before the next stage starts. The paper's three schemes (Sec. s:task) a
 - ``atomic``: atomicAdd write-back and batching: one launch per variant with blockIdx.z selecting the
   product, variants spread over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
 
+Beyond the paper, ``presum`` (opt-in, strassenbench.options.PRESUM): every operand sum of more than one term
+is formed once into a workspace by the presum kernel (kernels/presum.cuh), then the products run one after
+another as in ``sequential``, each loading one tile per operand; deterministic, and the workspace is
+``presum_bytes``.
+
 Every launch carries its products' terms (block address, extent, coefficient) in one kernel parameter,
 sb::Products (``products_dtype``): no device memory is allocated for parameters, and a batch larger than
 the kernel's Z takes several launches, as do more block rows than a grid's y holds (MAX_GRID).
@@ -22,18 +27,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from importlib import import_module
 from typing import Any
 
 import numpy as np
 
-from ..options import SCHEMES, RunOptions
+from ..options import PRESUM, SCHEMES, RunOptions
 from ..plan import BlockView, Plan, Step
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
 from ..algebra.schedule import schedule
-from .instances import Instance, kernel_counts, load_widths, max_batch, products_dtype, scale_kernel, write_width
+from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, load_widths, max_batch, presum_kernel,
+                        products_dtype, scale_kernel, write_width)
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes"]
+           "param_bytes", "presum_bytes", "presum_layout", "PresumLayout"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -61,6 +68,7 @@ class Launch:
 @dataclass(frozen=True)
 class Program:
     stages: tuple[tuple[tuple[Launch, ...], ...], ...]  # stages -> streams -> launches
+    workspace: tuple[Any, ...] = ()  # arrays the launches address (the presum scheme's), held while it lives
 
     @property
     def launches(self) -> list[Launch]:
@@ -185,7 +193,9 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_kernel(group, bases, lds, strategy, dtype, write_mode) else "scalar"
-    inst = Instance(strategy, str(dtype), kernel_counts(group[0].primitive.counts), write_mode, loads, mode=mode)
+    first = group[0]  # its terms, which the presum scheme has made fewer than its primitive's
+    inst = Instance(strategy, str(dtype), kernel_counts((len(first.a), len(first.b), len(first.c))), write_mode, loads,
+                    mode=mode)
     bm, bk, bn = plan.block
     block_cols, block_rows = _ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S)
     if block_cols > max_grid[0]:  # a check, not a split: the kernel's int extents keep n below 2^31 anyway
@@ -257,6 +267,9 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
         scale = Launch(scale_kernel(str(dtype)), (grid, 1, 1), (SCALE_BLOCK, 1, 1),
                        (C, np.int32(m), np.int32(n), np.int32(lds[2]), dtype.type(beta)))
         stages.append(((scale,),))
+    if alpha != 0 and scheme == PRESUM:
+        return _presum_program(plan, steps, A, B, C, lds, alpha, beta if fold_beta else 1, strategy, mode, max_grid,
+                               stages)
     if alpha != 0:
         kernel_beta = beta if fold_beta else 1
         for stage in _scheme_groups(plan, steps, scheme, streams):
@@ -267,6 +280,109 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
                 for lane in stage
             ))
     return Program(tuple(stages))
+
+
+@dataclass(frozen=True)
+class PresumLayout:
+    """Where the presum scheme puts its operand sums: per operand (A, B) the distinct sums of more than one term
+    (their terms with the coefficients normalised, the first 1), each a block of ``blocks[side]`` rows at
+    ``index * blocks[side]`` in a workspace of leading dimension ``lds[side]``; and per product its terms with the
+    summed sides as one workspace term."""
+
+    sums: tuple[tuple[tuple[tuple[BlockView, Fraction], ...], ...], tuple[tuple[tuple[BlockView, Fraction], ...], ...]]
+    blocks: tuple[int, int]
+    lds: tuple[int, int]
+    steps: tuple[Step, ...]
+    summed: tuple[tuple[bool, bool], ...]  # per product: whether its A and B side come from the workspace
+
+    def shape(self, side: int) -> tuple[int, int]:
+        return len(self.sums[side]) * self.blocks[side], self.lds[side]
+
+
+def presum_layout(plan: Plan, steps: tuple[Step, ...] | None = None) -> PresumLayout:
+    """The presum workspace of ``plan`` (its live ``steps``): a sum of several terms is kept once however many
+    products use it, and a product's term is the sum's block with the first coefficient (``normalised``: a sum
+    and its multiples share a block). Rows of a workspace are 4 elements apart at least (16-byte aligned for
+    the vector kernels' loads)."""
+    steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c)) if steps is None else steps
+    shapes = (plan.block_shape_a, plan.block_shape_b)
+    found: tuple[dict, dict] = ({}, {})
+    new_steps, summed = [], []
+    for step in steps:
+        sides, flags = [], []
+        for side, terms in enumerate((step.a, step.b)):
+            if len(terms) == 1:
+                sides.append(terms)
+                flags.append(False)
+                continue
+            if len(terms) > PRESUM_TERMS:
+                raise FusedError(f"product {step.primitive.name} of {plan.algorithm} sums {len(terms)} terms; the "
+                                 f"presum kernel takes at most {PRESUM_TERMS} (use fewer levels)")
+            coeffs = normalised([c for _, c in terms])
+            key = tuple((view, Fraction(c)) for (view, _), c in zip(terms, [1, *coeffs[1:]]))
+            index = found[side].setdefault(key, len(found[side]))
+            rows = max(view.rows for view, _ in terms)
+            cols = max(view.cols for view, _ in terms)
+            sides.append(((BlockView(index * shapes[side][0], 0, rows, cols), Fraction(coeffs[0])),))
+            flags.append(True)
+        new_steps.append(Step(step.primitive, step.variant, sides[0], sides[1], step.c))
+        summed.append((flags[0], flags[1]))
+    lds = tuple(max(4, _ceil_div(shape[1], 4) * 4) for shape in shapes)
+    return PresumLayout((tuple(found[0]), tuple(found[1])), (shapes[0][0], shapes[1][0]), lds,  # type: ignore[arg-type]
+                        tuple(new_steps), tuple(summed))
+
+
+def presum_bytes(plan: Plan, dtype: str) -> int:
+    """Device bytes the presum scheme allocates: its workspace (presum_layout), nothing for parameters."""
+    layout = presum_layout(plan, _live_steps(plan, dtype))
+    return sum(rows * ld for rows, ld in map(layout.shape, (0, 1))) * np.dtype(dtype).itemsize
+
+
+def _presum_launches(sums: tuple, base: int, ld: int, out_base: int, layout: PresumLayout, side: int,
+                     dtype: np.dtype, max_grid: tuple[int, int, int]) -> list[Launch]:
+    """The presum kernel's launches that form one operand's sums (at most PRESUM_BATCH to a launch)."""
+    launches = []
+    block_rows = layout.blocks[side]
+    for first in range(0, len(sums), PRESUM_BATCH):
+        part = sums[first: first + PRESUM_BATCH]
+        buf = np.zeros((), dtype=products_dtype(str(dtype), PRESUM_TERMS + 1, PRESUM_BATCH))
+        rows = cols = 0
+        for z, terms in enumerate(part, start=0):
+            out = out_base + (first + z) * block_rows * layout.lds[side] * dtype.itemsize
+            buf["address"][z, :] = out  # unused inputs: a valid address, extent 0
+            extent = (max(v.rows for v, _ in terms), max(v.cols for v, _ in terms))
+            buf["rows"][z, 0], buf["cols"][z, 0] = extent
+            rows, cols = max(rows, extent[0]), max(cols, extent[1])
+            for t, (view, coeff) in enumerate(terms, start=1):
+                buf["address"][z, t] = _term_address(view, base, ld, dtype.itemsize)
+                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
+                buf["coeff"][z, t] = float(coeff)
+        grid = (_ceil_div(max(cols, 1), SCALE_BLOCK), max(1, min(rows, max_grid[1])), len(part))
+        launches.append(Launch(presum_kernel(str(dtype)), grid, (SCALE_BLOCK, 1, 1),
+                               (np.int32(ld), np.int32(layout.lds[side]), buf)))
+    return launches
+
+
+def _presum_program(plan: Plan, steps: tuple[Step, ...], A, B, C, lds, alpha: float, beta: float,  # noqa: ANN001
+                    strategy: Strategy | TensorStrategy, mode: str, max_grid: tuple[int, int, int],
+                    stages: list) -> Program:
+    """The presum scheme: the sums of A's and of B's terms (one stream each), then the products in order."""
+    layout = presum_layout(plan, steps)
+    dtype = np.dtype(C.dtype)
+    xp = import_module(type(C).__module__.split(".")[0])  # NumPy, or CuPy (the device's memory)
+    workspace = tuple(xp.zeros(layout.shape(side), dtype=dtype) for side in (0, 1))
+    sums = tuple(tuple(launch for launch in _presum_launches(layout.sums[side], _address(x), lds[side],
+                                                             _address(workspace[side]), layout, side, dtype, max_grid))
+                 for side, x in enumerate((A, B)))
+    if any(sums):
+        stages.append(tuple(lane for lane in sums if lane))
+    products = []
+    for step, (sum_a, sum_b) in zip(layout.steps, layout.summed):
+        a, b = (workspace[0] if sum_a else A), (workspace[1] if sum_b else B)
+        step_lds = (layout.lds[0] if sum_a else lds[0], layout.lds[1] if sum_b else lds[1], lds[2])
+        products += _launches([step], a, b, C, step_lds, alpha, beta, strategy, "plain", plan, mode, max_grid)
+    stages.append((tuple(products),))
+    return Program(tuple(stages), workspace)
 
 
 def param_bytes(plan: Plan, dtype: str) -> int:
