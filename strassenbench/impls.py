@@ -24,14 +24,14 @@ from functools import partial
 import numpy as np
 
 from .algebra.algorithm import AlgorithmError
-from .algebra.levels import check_levels, spec_levels
+from .algebra.levels import check_levels, grid_dims, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
-from .fused.launch import param_bytes
+from .fused.launch import param_bytes, presum_bytes, presum_layout
 from .gemm import check_operands
 from .inject import planted
 from .limits import MAX_LEVELS, LimitError
 from .families import FAMILIES, MODES, SIMT, Family, Mode, mode_by_suffix
-from .options import OptionsError, RunOptions
+from .options import PRESUM, OptionsError, RunOptions
 from .plan import make_plan, max_levels
 
 __all__ = ["Impl", "IMPLS", "PAPER_MODELED", "get_impl", "fast_impl", "algorithm_impl", "ImplError", "family_impls"]
@@ -48,6 +48,18 @@ def _levels_for(levels: int, m: int, k: int, n: int, algorithm: str = "strassen"
 
 def _fused_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: str = "strassen") -> int:
     return param_bytes(make_plan(algorithm, _levels_for(levels, m, k, n, algorithm), m, k, n), dtype)
+
+
+def _presum_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: str = "strassen") -> int:
+    return presum_bytes(make_plan(algorithm, _levels_for(levels, m, k, n, algorithm), m, k, n), dtype)
+
+
+def _presum_formula(levels: int, algorithm: str = "strassen") -> str:
+    """The presum workspace as a formula: its distinct operand sums of A (blocks of mk / (m~ k~)) and of B,
+    counted from a plan of the algorithm (strassenbench.fused.launch.presum_layout)."""
+    dm, dk, dn = grid_dims(algorithm, levels)
+    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
+    return f"{len(sums[0])}mk/{dm * dk} + {len(sums[1])}kn/{dk * dn}"
 
 
 def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
@@ -82,6 +94,7 @@ class Impl:
     dtypes: tuple[str, ...] = ("float32", "float64")
     algorithm: str = "strassen"  # the fused levels' algorithm: a name of algorithms/ or a mixed spec (a+b)
     mode: str = SIMT  # a run mode of strassenbench.families: the fused kernels', cuBLAS's or CUTLASS's math
+    scheme: str | None = None  # a scheme of its own (the presum ones'), which no --scheme changes
 
     @property
     def run_mode(self) -> Mode:
@@ -119,7 +132,7 @@ class Impl:
         """The options of a run on ``engine``, in this implementation's mode, checked once here."""
         self.check(engine, strategy, scheme)
         try:
-            return RunOptions(strategy, scheme, build_dir=build_dir, mode=self.mode)
+            return RunOptions(strategy, self.scheme or scheme, build_dir=build_dir, mode=self.mode)
         except OptionsError as err:
             raise ImplError(f"{self.name}: {err}") from None
 
@@ -264,8 +277,10 @@ def _engine_call(engine: str, options: RunOptions, plan, A, B, C, alpha: float, 
         from .engines.fused_engine import prepare
 
         return prepare(engine, plan, A, B, C, alpha, beta, options)
-    mode = {"mode": options.mode} if options.tensor else {}  # the numpy engine's one option
-    return partial(ENGINES[engine], plan, A, B, C, alpha, beta, **mode)
+    kwargs: dict = {"mode": options.mode} if options.tensor else {}  # the numpy engine's options
+    if options.scheme_name == PRESUM:
+        kwargs["presum"] = True
+    return partial(ENGINES[engine], plan, A, B, C, alpha, beta, **kwargs)
 
 
 def _leaf_call(engine: str, options: RunOptions, out, a, b, alpha: float,  # noqa: ANN001
@@ -328,6 +343,10 @@ IMPLS: dict[str, Impl] = {
              partial(_fused_bytes, 1), "0"),
         Impl("strassen2-direct", "2-level direct (ours)", _FUSED, 2, "fused", ("strategy", "scheme"),
              partial(_fused_bytes, 2), "0"),
+        # Beyond the paper, opt-in: the presum scheme (strassenbench.fused.launch), its operand sums formed once
+        # into a workspace and the products in order; any algorithm by name, <algorithm>x<L>-presum.
+        *(Impl(f"strassen{levels}-presum", f"{levels}-level presum (ours)", _FUSED, levels, "fused", ("strategy",),
+               partial(_presum_bytes, levels), _presum_formula(levels), scheme=PRESUM) for levels in (1, 2)),
         Impl("strassen1-ref", "1-level reference", ("cuda", "numpy"), 1, "reference", (),
              partial(_ref_bytes, 1), "(mk + kn + mn)/4"),
         Impl("strassen2-ref", "2-level reference", ("cuda", "numpy"), 2, "reference", (),
@@ -369,12 +388,12 @@ def family_impls(family: str) -> tuple[str, ...]:
 _FAST_NAME = re.compile(r"^(?P<algorithm>.+?)x(?P<levels>[1-9][0-9]*)$")
 
 
-def fast_impl(algorithm: str, levels: int | None = None, mode: str = SIMT) -> Impl:
+def fast_impl(algorithm: str, levels: int | None = None, mode: str = SIMT, presum: bool = False) -> Impl:
     """The fused implementation of ``levels`` levels of ``algorithm`` (a name of algorithms/ or a path), or of
     a mixed spec ``a+b`` (its levels: one per part). Named ``<algorithm>x<L>`` (``grey322-11-50x1``) or by
     the mixed spec itself (``grey322-11-50+strassen``); on the tensor cores (``mode`` 1xtf32 or 3xtf32) with
     the mode's suffix, ``grey322-11-50x1-3xtf32``; on the FP64 tensor cores (``mode`` dmma) in float64,
-    ``grey322-11-50x1-dmma``."""
+    ``grey322-11-50x1-dmma``. ``presum``: in the presum scheme, the name ending in ``-presum``."""
     fixed = spec_levels(algorithm)
     levels = fixed if levels is None else levels
     if not levels:
@@ -390,6 +409,11 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = SIMT) -> Im
     run = MODES[mode]
     if run.tensor:
         name, label = f"{name}-{run.suffix}", f"{label[:-len(' (ours)')]} {run.label} (ours)"
+    if presum:
+        return Impl(f"{name}-{PRESUM}", f"{label[:-len(' (ours)')]} presum (ours)", _FUSED, levels, "fused",
+                    ("strategy",), partial(_presum_bytes, levels, algorithm=algorithm),
+                    _presum_formula(levels, algorithm), algorithm=algorithm, dtypes=run.dtypes, mode=mode,
+                    scheme=PRESUM)
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
                 partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm,
                 dtypes=run.dtypes, mode=mode)
@@ -405,16 +429,17 @@ def get_impl(name: str) -> Impl:
     """An implementation of the registry, or a fused one of any algorithm (``fast_impl``)."""
     if name in IMPLS:
         return IMPLS[name]
-    base, mode = mode_by_suffix(name)
+    presum = name.endswith(f"-{PRESUM}")
+    base, mode = mode_by_suffix(name.removesuffix(f"-{PRESUM}"))
     if "+" in base:
-        return fast_impl(base, mode=mode)
+        return fast_impl(base, mode=mode, presum=presum)
     match = _FAST_NAME.match(base)
     if match is None:
         raise ImplError(f"unknown implementation '{name}' (choose from {', '.join(IMPLS)}, or <algorithm>x<levels> "
                         "such as grey322-11-50x1, or a mixed spec such as grey322-11-50+strassen; "
                         f"{', '.join(f'-{m.suffix}' for m in MODES.values() if m.tensor)} after it runs in that "
-                        "tensor-core mode)")
-    return fast_impl(match["algorithm"], int(match["levels"]), mode)
+                        f"tensor-core mode, and -{PRESUM} last in the presum scheme)")
+    return fast_impl(match["algorithm"], int(match["levels"]), mode, presum)
 
 
 def table(m: int | None = None, n: int | None = None, k: int | None = None, dtype: str = "float32") -> list[dict]:

@@ -33,11 +33,28 @@ def _operand_sum(terms: tuple[tuple[BlockView, Fraction], ...], array: np.ndarra
     return buffer
 
 
+def _presums(plan: Plan, A: np.ndarray, B: np.ndarray) -> tuple[tuple, tuple[np.ndarray, np.ndarray], tuple]:
+    """The presum scheme's workspace filled (strassenbench.fused.launch.presum_layout, the layout the kernels
+    use): (the steps with their summed sides as workspace terms, the two workspaces, which sides are summed)."""
+    from ..fused.launch import presum_layout
+
+    layout = presum_layout(plan)
+    work = tuple(np.zeros(layout.shape(side), dtype=A.dtype) for side in (0, 1))
+    for side, x in enumerate((A, B)):
+        for index, terms in enumerate(layout.sums[side]):
+            first = index * layout.blocks[side]
+            for view, coeff in terms:
+                if not view.empty:
+                    axpy(work[side][first: first + view.rows, : view.cols], view.of(x), coeff)
+    return layout.steps, work, layout.summed
+
+
 def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
-         mode: str = SIMT) -> None:
+         mode: str = SIMT, presum: bool = False) -> None:
     """C <- alpha A B + beta C in place, following ``plan``; with a TF32 tensor-core ``mode`` (1xTF32, 3xTF32)
     the products' operand sums are rounded and split as the tensor-core kernels do (strassenbench.tensorcore);
-    DMMA's (float64 on FP64 tensor cores) are float64 products, as SIMT's."""
+    DMMA's (float64 on FP64 tensor cores) are float64 products, as SIMT's. ``presum``: the presum scheme's
+    order, every operand sum of several terms formed first into its workspace (the fused kernels' layout)."""
     m, k, n = check_operands(A, B, C)
     if (m, k, n) != (plan.m, plan.k, plan.n):
         raise ValueError(f"plan is for {plan.m}x{plan.k}x{plan.n}, operands are {m}x{k}x{n}")
@@ -51,13 +68,17 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
     P = np.empty(plan.block_shape_a, dtype=dtype)
     Q = np.empty(plan.block_shape_b, dtype=dtype)
     M = np.empty(plan.block_shape_c, dtype=dtype)
-    for step in plan.steps:
+    steps, operands = plan.steps, [(A, B)] * len(plan.steps)
+    if presum:
+        steps, (WA, WB), summed = _presums(plan, A, B)
+        operands = [(WA if sa else A, WB if sb else B) for sa, sb in summed]
+    for step, (X, Y) in zip(steps, operands):
         if all(view.empty for view, _ in step.c):
             continue
         if not MODES[mode].tf32:  # SIMT, and DMMA: float64 products, as the FP64 tensor cores form them
-            np.matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), out=M)
+            np.matmul(_operand_sum(step.a, X, P), _operand_sum(step.b, Y, Q), out=M)
         else:
-            M[...] = matmul(_operand_sum(step.a, A, P), _operand_sum(step.b, B, Q), mode)
+            M[...] = matmul(_operand_sum(step.a, X, P), _operand_sum(step.b, Y, Q), mode)
         for view, coeff in step.c:
             if not view.empty:
                 axpy(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))
