@@ -40,6 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "and every variant of 1- and 2-level Strassen)")
     p.add_argument("--plan", action="append", type=types.plan, metavar="ALGORITHM:L",
                    help="repeat: also the kernels that L levels of ALGORITHM run on, e.g. grey322-11-50:1")
+    p.add_argument("--presum", action="store_true",
+                   help="also the kernels the presum scheme runs (strassen1-presum, ...): one term of A and of B, "
+                        "for 1- and 2-level Strassen and every --plan")
     p.add_argument("--force", action="store_true", help="recompile even when the stamp is unchanged")
     p.add_argument("--cutlass", action=argparse.BooleanOptionalAction, default=None,
                    help="also build the CUTLASS baseline (default: when float32 Huge is built)")
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from ..fused.build import build, check_counts, toolchain_for
-    from ..fused.instances import operand_counts, plan_counts
+    from ..fused.instances import FUSED_ALGORITHM, FUSED_LEVELS, operand_counts, plan_counts, presum_counts
 
     def report(what: str, rebuilt: bool | None) -> None:
         state = "" if rebuilt is None else f": {'compiled' if rebuilt else 'up to date'}"
@@ -65,6 +68,10 @@ def _build(args: argparse.Namespace) -> int:
     if args.plan:  # the plans' kernels beside those asked for (default: the GEMM and Strassen's)
         planned = [c for spec, levels in args.plan for c in plan_counts(spec, levels)]
         counts = tuple(dict.fromkeys([*(counts or operand_counts()), *planned]))
+    if args.presum:  # and those the presum scheme runs the same plans on
+        plans = [*((FUSED_ALGORITHM, levels) for levels in FUSED_LEVELS), *(args.plan or [])]
+        summed = [c for spec, levels in plans for c in presum_counts(spec, levels)]
+        counts = tuple(dict.fromkeys([*(counts or operand_counts()), *summed]))
     for arch in args.arch:  # so is an architecture no toolchain here builds for this driver
         toolchain_for(arch, args.driver_cuda)
     print(f"strassenbench: building {', '.join(args.arch)} into {args.out} (minutes per arch)", file=sys.stderr)

@@ -105,7 +105,7 @@ def function(build_dir: str, arch: str, kernel: str):  # noqa: ANN201
     module_file = _index(build_dir, arch).get(kernel)
     if module_file is None:
         raise CudaError(f"{kernel} was not built for {arch}: run `strassenbench build --arch {arch} "
-                        f"--out {build_dir}` with its dtype, strategy and counts")
+                        f"--out {build_dir}` with its dtype, strategy and counts (--presum: the presum scheme's)")
     _check_fresh(build_dir, arch, module_file)
     return module(build_dir, module_file).get_function(kernel)
 

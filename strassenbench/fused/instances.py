@@ -44,6 +44,7 @@ __all__ = [
     "kernel_counts",
     "operand_counts",
     "plan_counts",
+    "presum_counts",
     "instances",
     "render",
     "scale_kernel",
@@ -113,6 +114,13 @@ def plan_counts(algorithm: str, levels: int) -> tuple[tuple[int, int, int], ...]
         return ((1, 1, 1),)
     check_levels(algorithm, levels)  # within MAX_PRODUCTS: counted from the levels' nonzeros, not the products
     return tuple(sorted({kernel_counts(w) for w in variant_counts(algorithm, levels)}))
+
+
+@lru_cache(maxsize=None)
+def presum_counts(algorithm: str, levels: int) -> tuple[tuple[int, int, int], ...]:
+    """The kernels the presum scheme runs ``levels`` levels of ``algorithm`` on (strassenbench.fused.launch): one
+    term of A and of B (a sum of several comes from the workspace), the variant's W_C, sorted."""
+    return tuple(sorted({kernel_counts((1, 1, c)) for *_, c in plan_counts(algorithm, levels)}))
 
 
 @lru_cache(maxsize=None)

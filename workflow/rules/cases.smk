@@ -44,7 +44,7 @@ def kernel_plans():
     """--plan ALG:L for the kernels beyond the default build (GEMM and Strassen): the fused implementations of
     other algorithms, and the verified algorithms where the verify jobs run them on a GPU (the records profile
     builds those everywhere: building them is what it checks). On the CPU backend nothing runs the verified
-    plans' kernels, so they are not compiled."""
+    plans' kernels, so they are not compiled. --presum when a presum implementation is timed."""
     from strassenbench.impls import get_impl
 
     from strassenbench.fused.build import plan_fits
@@ -53,9 +53,11 @@ def kernel_plans():
     plans = [(alg, levels) for alg in [config["algorithm"], *ALGORITHMS]
              for levels in GRID["verify"]["levels"] if verified and levels and plan_fits(alg, levels)]
     timed = [*config["impls"], *(config["controls"] if BACKEND == "cuda" else [])]  # on a CPU the controls run
-    plans += [(impl.algorithm, impl.levels) for impl in map(get_impl, timed) if impl.kind == "fused"]  # on numpy
-    return [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
-            for word in ("--plan", f"{alg}:{levels}")]
+    fused = [impl for impl in map(get_impl, timed) if impl.kind == "fused"]  # on numpy
+    plans += [(impl.algorithm, impl.levels) for impl in fused]
+    presum = ["--presum"] if any(impl.scheme for impl in fused) else []  # the presum scheme's kernels too
+    return presum + [word for alg, levels in dict.fromkeys(plans) if alg != "strassen"
+                     for word in ("--plan", f"{alg}:{levels}")]
 
 
 def crossover_impls():
