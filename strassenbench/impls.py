@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -54,6 +54,7 @@ def _presum_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: st
     return presum_bytes(make_plan(algorithm, _levels_for(levels, m, k, n, algorithm), m, k, n), dtype)
 
 
+@lru_cache(maxsize=None)
 def _presum_formula(levels: int, algorithm: str = "strassen") -> str:
     """The presum workspace as a formula: its distinct operand sums of A (blocks of mk / (m~ k~)) and of B,
     counted from a plan of the algorithm (strassenbench.fused.launch.presum_layout)."""

@@ -39,6 +39,7 @@ from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
 from ..families import SIMT, counterpart, family_of
 from ..impls import IMPLS, PAPER_MODELED
+from ..options import PRESUM
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, Strategy
 from . import issue
@@ -46,7 +47,7 @@ from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-
 from .gpus import GPUSpec
 from .memory import global_times
 from .tensor import tensor_figures, tensor_load
-from .schemes import Load, alone, scheme_time
+from .schemes import Load, alone, presum_words, scheme_time
 from .terms import DEFAULT_MODEL, Timing
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "kernel_load",
     "kernel_time",
     "impl_time",
+    "own_scheme",
     "load_resources",
     "best_strategy",
     "ranked_strategies",
@@ -73,6 +75,18 @@ ITEMSIZE = {"float32": 4, "float64": 8}
 MODELED_IMPLS: dict[str, tuple[int, int]] = {
     name: (IMPLS[name].workspace_levels, IMPLS[name].levels - IMPLS[name].workspace_levels) for name in PAPER_MODELED
 }
+
+
+def own_scheme(impl: str) -> str | None:
+    """The scheme an implementation runs whatever scheme is asked (the presum ones'), else None."""
+    if impl in MODELED_IMPLS:
+        return None
+    from ..impls import ImplError, get_impl
+
+    try:
+        return get_impl(impl).scheme
+    except ImplError as err:
+        raise ModelError(str(err)) from None
 
 
 def modeled(impl: str) -> tuple[int, int, str]:
@@ -207,6 +221,8 @@ def impl_time(
     ``model`` (timing.MODELS), its fused products run by ``scheme`` on ``streams`` streams (None: the scheme's
     default; strassenbench.model.schemes)."""
     ref_levels, fused_levels, algorithm = modeled(impl)
+    if own_scheme(impl):  # the presum implementations: their own scheme, whichever is asked
+        scheme, streams = own_scheme(impl), None
     mode = _tensor_mode(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
@@ -234,7 +250,12 @@ def impl_time(
             return tensor_load(spec, found[0], kernel, sm, sk, sn, mode, *found[1:])
         return kernel_load(spec, s, w, sm, sk, sn, dtype, *found)
 
-    return scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of)
+    fused = scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of)
+    if scheme != PRESUM:
+        return fused
+    words_a, words_b = presum_words(algorithm, fused_levels)  # the sums' pass over DRAM, before the products
+    sums = ITEMSIZE[computes] * (words_a * sm * sk + words_b * sk * sn) / spec.dram_bandwidth
+    return fused + Timing(sums, 0.0, sums, 0.0, 0.0, sums, model=model)
 
 
 @issue.per_table

@@ -8,7 +8,7 @@ from ..breakeven import break_even
 from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
-from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled
+from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled, own_scheme
 from .terms import DEFAULT_MODEL
 
 __all__ = ["predict", "crossover"]
@@ -45,7 +45,7 @@ def predict(
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
                 "t_dram_s": t.t_dram, "t_l2_s": t.t_l2, "t_stream_s": t.t_stream, "t_latency_s": t.t_latency,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
-                "model": model, "scheme": scheme,
+                "model": model, "scheme": own_scheme(impl) or scheme,
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)

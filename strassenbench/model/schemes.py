@@ -20,6 +20,9 @@ schemes' stages, as strassenbench.fused.launch runs them:
     streams     the stages and streams of strassenbench.algebra.schedule, one launch per product
     atomic      one stage; one launch per variant (blockIdx.z the product, at most Z products in a launch, more
                 take several on its stream), the variants dealt to the streams in product order
+    presum      beyond the paper (opt-in, its own implementations): the operand sums formed once, a pass over
+                DRAM (each sum's terms read, the sum written: ``presum_words``), then one launch per product
+                as in sequential, each on one term of A and of B, (1, 1, W_C)
 
 The atomic scheme's kernels are the atomicAdd write-back ones, with their own registers, blocks per SM and main
 loop where the build's resources.csv has them (strassenbench.model.issue.write_mode_table). T_stream sums over the
@@ -35,17 +38,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from fractions import Fraction
 
 from ..algebra.primitives import variant_counts
 from ..algebra.schedule import schedule
 from ..fused.instances import kernel_counts, max_batch
 from ..limits import MAX_SCHEDULE_PRODUCTS
-from ..options import SCHEMES, check_scheme
+from ..options import PRESUM, SCHEMES, check_scheme
 from .files import ModelError
 from .terms import INFINITE, ZERO, Timing, bounded, sum_of
 
-__all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "SCHEMES"]
+__all__ = ["Load", "alone", "stage_time", "scheme_launches", "scheme_time", "presum_words", "SCHEMES"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | Non
     counts = variant_counts(algorithm, levels)
     if scheme == "sequential":
         return [[[(w, 1)]] for w, count in counts.items() for _ in range(count)]
+    if scheme == PRESUM:  # the sums' pass is not a fused launch (presum_words)
+        return [[[((1, 1, w[2]), 1)]] for w, count in counts.items() for _ in range(count)]
     if scheme == "atomic":  # one launch per variant (Z products at most), dealt to the streams in product order
         lanes: list[list[tuple[tuple[int, int, int], int]]] = [[] for _ in range(min(streams, len(counts)))]
         for i, w in enumerate(variant_counts(algorithm, levels, ordered=True)):
@@ -130,8 +136,25 @@ def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: i
     the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C)."""
     if check_scheme(scheme, streams) and scheme == "sequential":  # each product alone, one after another
         return sum_of((alone(model, load_of(w)), count) for w, count in variant_counts(algorithm, levels).items())
+    if scheme == PRESUM:  # each product alone on one term of A and of B, after the sums' pass (impl_time's)
+        return sum_of((alone(model, load_of((1, 1, w[2]))), count)
+                      for w, count in variant_counts(algorithm, levels).items())
     total = ZERO
     for stage in scheme_launches(algorithm, levels, scheme, streams, dtype):
         lanes = [[None if (one := load_of(w)) is None else one.batched(z) for w, z in lane] for lane in stage]
         total = total + stage_time(model, lanes)
     return total
+
+
+@lru_cache(maxsize=None)
+def presum_words(algorithm: str, levels: int) -> tuple[int, int]:
+    """The presum scheme's DRAM words, in blocks of A (m~ k~ of them make A) and of B: each distinct sum's
+    terms read and the sum written once (strassenbench.fused.launch.presum_layout, on a plan of one element
+    per block)."""
+    from ..algebra.levels import grid_dims
+    from ..fused.launch import presum_layout
+    from ..plan import make_plan
+
+    dm, dk, dn = grid_dims(algorithm, levels)
+    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
+    return sum(len(t) + 1 for t in sums[0]), sum(len(t) + 1 for t in sums[1])

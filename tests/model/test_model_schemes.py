@@ -306,3 +306,26 @@ def test_model_winners_takes_a_scheme_and_the_figure_says_it(tmp_path: Path) -> 
     assert "run by the atomic scheme" in texts["atomic"] and "one after another" in texts["sequential"]
     assert main(["model", "winners", "--gpu", "V100", "--scheme", "streams", "--out", str(out)]) == 2
 
+
+
+def test_presum_is_its_sums_pass_then_each_product_on_one_term_per_operand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The presum implementations run their own scheme whatever is asked: a pass over DRAM for the sums (each
+    sum's terms read and the sum written: 5 sums of 2 terms per operand at 1 level, 15 blocks each), then the
+    products one after another on (1, 1, W_C) kernels, as strassenbench.fused.launch launches them."""
+    from strassenbench.model import perf
+    from strassenbench.model.schemes import presum_words
+
+    n = 8192
+    assert presum_words("strassen", 1) == (15, 15)
+    asked = {scheme: impl_time(H100, "strassen1-presum", HUGE, n, n, n, "float32", scheme=scheme)
+             for scheme in ("sequential", "atomic")}
+    assert asked["sequential"] == asked["atomic"]
+    assert scheme_launches("strassen", 1, "presum", None, "float32") == \
+        [[[((1, 1, w[2]), 1)]] for w, count in variant_counts("strassen", 1).items() for _ in range(count)]
+    monkeypatch.setattr(perf, "presum_words", lambda algorithm, levels: (0, 0))
+    products = impl_time(H100, "strassen1-presum", HUGE, n, n, n, "float32")
+    sums = 4 * (15 * (n // 2) ** 2 * 2) / H100.dram_bandwidth
+    assert asked["sequential"].seconds == pytest.approx(products.seconds + sums)
+    assert asked["sequential"].t_dram == pytest.approx(products.t_dram + sums)
+    # each product loads one tile per operand: fewer global words than the fused products' (3.43 tiles a slice)
+    assert products.t_gmop < impl_time(H100, "strassen1", HUGE, n, n, n, "float32").t_gmop
