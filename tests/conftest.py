@@ -81,12 +81,15 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory, sim_build: str)
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The kernels the CPU device loads (tests/support/cudasim/): a real sm_90 build, Small strategy, every default
-    kernel in both dtypes, the tensor-core TcSmall in both modes and the FP64 tensor-core DmmaSmall (seconds: the
-    small tiles compile fast)."""
+    kernel in both dtypes and the presum scheme's (`build --presum`), the tensor-core TcSmall in both modes and the
+    FP64 tensor-core DmmaSmall (seconds: the small tiles compile fast)."""
     from strassenbench.fused.build import build
+
+    from strassenbench.fused.instances import presum_counts
 
     with shared_folder(tmp_path_factory, "sim-build") as out:
         build(["sm_90"], out, strategies=("Small", "TcSmall", "DmmaSmall"), cutlass=False)
+        build(["sm_90"], out, strategies=("Small",), counts=presum_counts("strassen", 2), cutlass=False)
     return str(out)
 
 

@@ -41,7 +41,7 @@ from ..families import SIMT, counterpart, family_of
 from ..impls import IMPLS, PAPER_MODELED
 from ..options import PRESUM
 from ..occupancy import blocks_per_sm
-from ..strategies import STRATEGIES, Strategy
+from ..strategies import STRATEGIES, Strategy, WarpGrid
 from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported
 from .gpus import GPUSpec
@@ -66,6 +66,7 @@ __all__ = [
     "load_resources",
     "best_strategy",
     "ranked_strategies",
+    "model_strategies",
     "effective_tflops",
 ]
 
@@ -293,17 +294,25 @@ def best_strategy(
     spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
     model: str = DEFAULT_MODEL, scheme: str = "sequential",
 ) -> tuple[str, Timing]:
-    """The fastest of the six strategies for this point (the paper picked the best per point)."""
+    """The fastest strategy for this point (model_strategies; the paper picked the best of its six per point)."""
     return ranked_strategies(spec, impl, m, k, n, dtype, resources, model, scheme)[0]
+
+
+def model_strategies(impl: str) -> dict[str, Strategy | WarpGrid]:
+    """The strategies the model ranks for ``impl``: the paper's six, or a tensor-core family's own (TcSmall ..
+    TcHuge, DmmaSmall ..), each in the role the kernels give it (_kernel_figures)."""
+    mode = _tensor_mode(impl)
+    return family_of(mode).strategies if mode != SIMT else STRATEGIES
 
 
 def ranked_strategies(
     spec: GPUSpec, impl: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
     model: str = DEFAULT_MODEL, scheme: str = "sequential",
 ) -> list[tuple[str, Timing]]:
-    """The six strategies for this point, fastest first by the model (ties in the paper's order)."""
+    """The strategies of ``impl`` (model_strategies) for this point, fastest first by the model (ties in the
+    table's order)."""
     timed = [(name, impl_time(spec, impl, s, m, k, n, dtype, resources, model, scheme))
-             for name, s in STRATEGIES.items()]
+             for name, s in model_strategies(impl).items()]
     return sorted(timed, key=lambda item: item[1].seconds)
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ..breakeven import break_even
+from ..families import family_of
+from ..impls import get_impl
 from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
 from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled, own_scheme
+from .tensor import tensor_active_blocks
 from .terms import DEFAULT_MODEL
 
 __all__ = ["predict", "crossover"]
@@ -37,7 +40,7 @@ def predict(
             else:
                 chosen = STRATEGIES[strategy]
                 name, t = strategy, impl_time(spec, impl, chosen, m, k, n, dtype, resources, model, scheme)
-            _, occupancy_source = active_blocks(spec, STRATEGIES[name], (1, 1, 1), dtype, resources)
+            _, occupancy_source = occupancy(spec, impl, name, dtype, resources)
             rows.append({
                 "gpu": spec.name, "arch": spec.arch, "source": "model", "sweep": sweep, "x": x,
                 "m": m, "n": n, "k": k, "dtype": dtype, "impl": impl, "strategy": name,
@@ -49,6 +52,15 @@ def predict(
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)
+
+
+def occupancy(spec: GPUSpec, impl: str, name: str, dtype: str, resources: pd.DataFrame | None) -> tuple[int, str]:
+    """(active blocks per SM, where from) of the GEMM kernel of strategy ``name``: SIMT, or the tensor-core family's
+    of ``impl`` (strassenbench.model.tensor)."""
+    if name in STRATEGIES:
+        return active_blocks(spec, STRATEGIES[name], (1, 1, 1), dtype, resources)
+    mode = get_impl(impl).mode
+    return tensor_active_blocks(spec, family_of(mode).strategies[name], (1, 1, 1), mode, resources)
 
 
 def crossover(frame: pd.DataFrame, impl: str, baseline: str = "gemm") -> dict[str, object]:

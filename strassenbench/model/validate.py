@@ -26,11 +26,10 @@ from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..limits import MAX_DIMENSION
 from ..options import SCHEMES
-from ..families import MODES, SIMT, counterpart
-from ..strategies import STRATEGIES
+from ..families import MODES
 from .files import VALIDATE, ModelError
 from .gpus import GPUSpec
-from .perf import MODELED_IMPLS, impl_time, modeled
+from .perf import impl_time, model_strategies, modeled
 
 __all__ = ["AS_RUN", "BASELINE", "VALIDATE_COLUMNS", "validation_rows"]
 
@@ -39,14 +38,11 @@ BASELINE = {m.name: f"gemm-{m.suffix}" if m.suffix else "gemm" for m in MODES.va
 VALIDATE_COLUMNS = list(VALIDATE.columns)  # model_validate.csv's (strassenbench.model.files)
 
 
-def _simt_strategy(impl: str, strategy: object) -> str | None:
-    """The SIMT strategy the model takes for a point timed with ``strategy`` (a tensor-core family's stands for
-    the SIMT one it plays: strassenbench.families.counterpart); None for none the model knows."""
+def _model_strategy(impl: str, strategy: object) -> str | None:
+    """The strategy the model takes for a point timed with ``strategy``: itself where the model ranks it for
+    ``impl`` (strassenbench.model.perf.model_strategies: a tensor-core family's own), else None."""
     name = str(strategy)
-    if name in STRATEGIES:
-        return name
-    mode = SIMT if impl in MODELED_IMPLS else get_impl(impl).mode
-    return next((s for s in STRATEGIES if counterpart(s, mode) == name), None)
+    return name if name in model_strategies(impl) else None
 
 
 def _modeled(impl: str) -> bool:
@@ -60,7 +56,7 @@ def _modeled(impl: str) -> bool:
 def _points(measured: pd.DataFrame) -> pd.DataFrame:
     """The timed points the model can predict: status ok, a modeled implementation, a strategy it knows."""
     ok = measured[(measured["status"] == "ok") & measured["impl"].astype(str).map(_modeled)].copy()
-    ok["model_strategy"] = [_simt_strategy(i, s) for i, s in zip(ok["impl"].astype(str), ok["strategy"])]
+    ok["model_strategy"] = [_model_strategy(i, s) for i, s in zip(ok["impl"].astype(str), ok["strategy"])]
     return ok[ok["model_strategy"].notna()]
 
 
@@ -117,7 +113,7 @@ def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], sc
                 for r in part.itertuples():
                     ran = str(r.scheme) if str(r.scheme) in SCHEMES else "sequential"
                     run = ran if scheme == AS_RUN else scheme
-                    s = STRATEGIES[r.model_strategy]
+                    s = model_strategies(str(impl))[r.model_strategy]
                     shape = (int(r.m), int(r.k), int(r.n))
                     predicted = impl_time(spec, str(impl), s, *shape, str(dtype), resources, model, run).seconds
                     ratios.append(predicted / float(r.time_median_s))

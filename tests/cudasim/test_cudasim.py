@@ -64,6 +64,23 @@ def test_every_implementation_is_exact_through_the_cuda_path(cpu_device, sim_bui
         assert "cublas sgemm" in cpu_device.device.executed or "cublas dgemm" in cpu_device.device.executed
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("impl", ["strassen1-presum", "strassen2-presum"])
+def test_presum_is_exact_through_the_cuda_path(cpu_device, sim_build, impl, dtype) -> None:  # noqa: ANN001
+    """The presum implementations on the cuda engine: the sums by the presum kernel into a workspace of the
+    device's memory, then the products on the (1, 1, W_C) kernels, one after another."""
+    A, B, C = _operands(dtype)
+    got = C.copy()
+    get_impl(impl)(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build, strategy="Small")
+    assert np.array_equal(got, _want(A, B, C, 2.0, 0.5))
+    launched = [name for name, _, _ in cpu_device.device.launches]
+    short = {"float32": "f32", "float64": "f64"}[dtype]
+    sums = [i for i, name in enumerate(launched) if name == f"presum_{short}"]
+    products = [i for i, name in enumerate(launched) if name.startswith("strassen_")]
+    assert len(sums) >= 2 and max(sums) < min(products)  # the sums of A and of B, then the products
+    assert {name.split("_")[3] for name in launched if name.startswith("strassen_")} <= {"w1x1x1", "w1x1x2", "w1x1x4"}
+
+
 @pytest.mark.parametrize("order", ["lifo", "random"])
 @pytest.mark.parametrize(("impl", "scheme"), [("strassen1", "streams"), ("strassen1", "atomic"),
                                               ("strassen2-direct", "streams"), ("strassen2-direct", "atomic"),
@@ -350,12 +367,14 @@ def test_memlimit_on_the_cuda_path_confirms_the_declared_memory(cpu_device, sim_
     monkeypatch.setitem(FAMILIES[SIMT].defaults, "cuda", "Small")  # the build the CPU device has
     cpu_device.install(memory_bytes=256 << 20)
     out = tmp_path / "mem.csv"
-    assert main(["memlimit", "--engine", "cuda", "--impl", "gemm,strassen1,strassen1-ref,cublas", "--memory-budget",
-                 "2MiB", "--step", "64", "--out", str(out), "--build-dir", sim_build]) == 0
+    assert main(["memlimit", "--engine", "cuda", "--impl", "gemm,strassen1,strassen1-ref,cublas,strassen1-presum",
+                 "--memory-budget", "2MiB", "--step", "64", "--out", str(out), "--build-dir", sim_build]) == 0
     frame = pd.read_csv(out)
     assert frame["confirmed"].all(), frame
     ref = frame.set_index("impl")
     assert ref.loc["strassen1-ref", "predicted_n"] < ref.loc["strassen1", "predicted_n"]
+    # the presum workspace, 5/4 (mk + kn), is counted: it fits a smaller n than the workspace-free kernels
+    assert ref.loc["strassen1-presum", "predicted_n"] < ref.loc["strassen1-ref", "predicted_n"]
 
 
 @pytest.mark.parametrize(("impl", "mode"), [("cutlass", "simt"), ("cutlass-3xtf32", "3xtf32"), ("cutlass-dmma", "dmma")])

@@ -370,3 +370,20 @@ def test_model_tables_the_report_reads(tmp_path, capsys, monkeypatch):
     assert main(["model", "issue-bounds", "--size", "4096", "--out", str(out / "issue.csv")]) == 0
     issue = pd.read_csv(out / "issue.csv")
     assert set(issue["n"]) == {4096} and set(issue["gpu"]) == set(SPECS) and len(issue) == 3 * len(SPECS)
+
+
+@pytest.mark.parametrize(("impl", "dtype"), [("gemm-3xtf32", "float32"), ("strassen1-tf32", "float32"),
+                                             ("strassen1-dmma", "float64")])
+def test_the_model_ranks_a_tensor_core_familys_own_strategies(impl: str, dtype: str) -> None:
+    """For a tensor-core implementation the model ranks its family's strategies (TcTall among the TF32 ones,
+    which no SIMT strategy maps to by area), and predict's rows name the one it chose and its occupancy."""
+    from strassenbench.families import family_of
+    from strassenbench.impls import get_impl
+    from strassenbench.model.perf import ranked_strategies
+
+    table = family_of(get_impl(impl).mode).strategies
+    ranked = ranked_strategies(SPECS["H100"], impl, 4096, 4096, 4096, dtype)
+    assert sorted(name for name, _ in ranked) == sorted(table)
+    assert [t.seconds for _, t in ranked] == sorted(t.seconds for _, t in ranked)
+    row = predict(SPECS["H100"], [impl], "square", [4096], dtype=dtype).iloc[0]
+    assert row["strategy"] == ranked[0][0] and row["occupancy"] in ("register count", "resources.csv")
