@@ -19,14 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import numpy as np
 
 from .algebra.algorithm import AlgorithmError
-from .algebra.levels import check_levels, grid_dims, spec_levels
+from .algebra.levels import check_levels, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
-from .fused.launch import param_bytes, presum_bytes, presum_layout
+from .fused.launch import param_bytes, presum_bytes, presum_formula
 from .gemm import check_operands
 from .inject import planted
 from .limits import MAX_LEVELS, LimitError
@@ -52,15 +52,6 @@ def _fused_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: str
 
 def _presum_bytes(levels: int, m: int, n: int, k: int, dtype: str, algorithm: str = "strassen") -> int:
     return presum_bytes(make_plan(algorithm, _levels_for(levels, m, k, n, algorithm), m, k, n), dtype)
-
-
-@lru_cache(maxsize=None)
-def _presum_formula(levels: int, algorithm: str = "strassen") -> str:
-    """The presum workspace as a formula: its distinct operand sums of A (blocks of mk / (m~ k~)) and of B,
-    counted from a plan of the algorithm (strassenbench.fused.launch.presum_layout)."""
-    dm, dk, dn = grid_dims(algorithm, levels)
-    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
-    return f"{len(sums[0])}mk/{dm * dk} + {len(sums[1])}kn/{dk * dn}"
 
 
 def _ref_bytes(levels: int, m: int, n: int, k: int, dtype: str) -> int:
@@ -347,7 +338,7 @@ IMPLS: dict[str, Impl] = {
         # Beyond the paper, opt-in: the presum scheme (strassenbench.fused.launch), its operand sums formed once
         # into a workspace and the products in order; any algorithm by name, <algorithm>x<L>-presum.
         *(Impl(f"strassen{levels}-presum", f"{levels}-level presum (ours)", _FUSED, levels, "fused", ("strategy",),
-               partial(_presum_bytes, levels), _presum_formula(levels), scheme=PRESUM) for levels in (1, 2)),
+               partial(_presum_bytes, levels), presum_formula("strassen", levels), scheme=PRESUM) for levels in (1, 2)),
         Impl("strassen1-ref", "1-level reference", ("cuda", "numpy"), 1, "reference", (),
              partial(_ref_bytes, 1), "(mk + kn + mn)/4"),
         Impl("strassen2-ref", "2-level reference", ("cuda", "numpy"), 2, "reference", (),
@@ -413,7 +404,7 @@ def fast_impl(algorithm: str, levels: int | None = None, mode: str = SIMT, presu
     if presum:
         return Impl(f"{name}-{PRESUM}", f"{label[:-len(' (ours)')]} presum (ours)", _FUSED, levels, "fused",
                     ("strategy",), partial(_presum_bytes, levels, algorithm=algorithm),
-                    _presum_formula(levels, algorithm), algorithm=algorithm, dtypes=run.dtypes, mode=mode,
+                    presum_formula(algorithm, levels), algorithm=algorithm, dtypes=run.dtypes, mode=mode,
                     scheme=PRESUM)
     return Impl(name, label, _FUSED, levels, "fused", ("strategy", "scheme"),
                 partial(_fused_bytes, levels, algorithm=algorithm), "0", algorithm=algorithm,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
 SCHEMES = ("sequential", "streams", "atomic")
@@ -21,6 +21,7 @@ SCHEMES = ("sequential", "streams", "atomic")
 # (strassenbench.fused.launch). Opt-in: an implementation of its own runs it (strassen1-presum, ...), never a
 # --scheme of the workspace-free ones, whose declared memory is none.
 PRESUM = "presum"
+RUN_SCHEMES = (*SCHEMES, PRESUM)  # every scheme a run (and so a results file) may have
 DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4, PRESUM: 1}
 
 

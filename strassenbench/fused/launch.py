@@ -27,20 +27,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from importlib import import_module
 from typing import Any
 
 import numpy as np
 
 from ..options import PRESUM, SCHEMES, RunOptions
-from ..plan import BlockView, Plan, Step
+from ..plan import BlockView, Plan, Step, make_plan
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
+from ..algebra.levels import grid_dims
 from ..algebra.schedule import schedule
 from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, load_widths, max_batch, presum_kernel,
                         products_dtype, scale_kernel, write_width)
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes", "presum_bytes", "presum_layout", "PresumLayout"]
+           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "PresumLayout"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -338,6 +340,15 @@ def presum_bytes(plan: Plan, dtype: str) -> int:
     return sum(rows * ld for rows, ld in map(layout.shape, (0, 1))) * np.dtype(dtype).itemsize
 
 
+@lru_cache(maxsize=None)
+def presum_formula(algorithm: str, levels: int) -> str:
+    """The presum workspace as a formula: its distinct sums of A (blocks of mk / (m~ k~)) and of B, counted from
+    a plan of one element per block."""
+    dm, dk, dn = grid_dims(algorithm, levels)
+    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
+    return f"{len(sums[0])}mk/{dm * dk} + {len(sums[1])}kn/{dk * dn}"
+
+
 def _presum_launches(sums: tuple, base: int, ld: int, out_base: int, layout: PresumLayout, side: int,
                      dtype: np.dtype, max_grid: tuple[int, int, int]) -> list[Launch]:
     """The presum kernel's launches that form one operand's sums (at most PRESUM_BATCH to a launch)."""
@@ -369,7 +380,7 @@ def _presum_program(plan: Plan, steps: tuple[Step, ...], A, B, C, lds, alpha: fl
     """The presum scheme: the sums of A's and of B's terms (one stream each), then the products in order."""
     layout = presum_layout(plan, steps)
     dtype = np.dtype(C.dtype)
-    xp = import_module(type(C).__module__.split(".")[0])  # NumPy, or CuPy (the device's memory)
+    xp = np if isinstance(C, np.ndarray) else import_module("cupy")  # the emulator's memory, or the device's
     workspace = tuple(xp.zeros(layout.shape(side), dtype=dtype) for side in (0, 1))
     sums = tuple(tuple(launch for launch in _presum_launches(layout.sums[side], _address(x), lds[side],
                                                              _address(workspace[side]), layout, side, dtype, max_grid))

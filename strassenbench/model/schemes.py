@@ -155,6 +155,6 @@ def presum_words(algorithm: str, levels: int) -> tuple[int, int]:
     from ..fused.launch import presum_layout
     from ..plan import make_plan
 
-    dm, dk, dn = grid_dims(algorithm, levels)
+    dm, dk, dn = grid_dims(algorithm, levels)  # one element per block
     sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
     return sum(len(t) + 1 for t in sums[0]), sum(len(t) + 1 for t in sums[1])

@@ -25,8 +25,9 @@ import pandas as pd
 from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..limits import MAX_DIMENSION
-from ..options import SCHEMES
-from ..families import MODES
+from ..options import RUN_SCHEMES
+from ..families import MODES, counterpart
+from ..strategies import STRATEGIES
 from .files import VALIDATE, ModelError
 from .gpus import GPUSpec
 from .perf import impl_time, model_strategies, modeled
@@ -40,9 +41,12 @@ VALIDATE_COLUMNS = list(VALIDATE.columns)  # model_validate.csv's (strassenbench
 
 def _model_strategy(impl: str, strategy: object) -> str | None:
     """The strategy the model takes for a point timed with ``strategy``: itself where the model ranks it for
-    ``impl`` (strassenbench.model.perf.model_strategies: a tensor-core family's own), else None."""
+    ``impl`` (strassenbench.model.perf.model_strategies: a tensor-core family's own), a SIMT strategy's
+    counterpart in the family (as a sweep's --strategy stands for it), else None."""
     name = str(strategy)
-    return name if name in model_strategies(impl) else None
+    if name in model_strategies(impl):
+        return name
+    return counterpart(name, get_impl(impl).mode) if name in STRATEGIES else None
 
 
 def _modeled(impl: str) -> bool:
@@ -80,7 +84,8 @@ def _check(points: pd.DataFrame, gpu_key: str | None) -> None:
     refuse(pd.Series([d not in get_impl(str(i)).dtypes for i, d in zip(points["impl"], points["dtype"])],
                      index=points.index), lambda r: f"{r['impl']} does not compute {r['dtype']}")
     schemes = points["scheme"].fillna("").astype(str)
-    refuse(~schemes.isin(["", *SCHEMES]), lambda r: f"scheme {r['scheme']!r} is not one of {', '.join(SCHEMES)}")
+    refuse(~schemes.isin(["", *RUN_SCHEMES]),
+           lambda r: f"scheme {r['scheme']!r} is not one of {', '.join(RUN_SCHEMES)}")
     refuse(points.duplicated(["sweep", "impl", "m", "n", "k", "dtype", "strategy", "scheme"]),
            lambda r: f"{r['impl']} at {r['m']} x {r['k']} x {r['n']} is there twice (a file given twice?)")
     gpus = sorted({str(g) for g in points["gpu"]})
@@ -111,7 +116,7 @@ def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], sc
             for scheme in schemes:
                 ratios, errors = [], []
                 for r in part.itertuples():
-                    ran = str(r.scheme) if str(r.scheme) in SCHEMES else "sequential"
+                    ran = str(r.scheme) if str(r.scheme) in RUN_SCHEMES else "sequential"
                     run = ran if scheme == AS_RUN else scheme
                     s = model_strategies(str(impl))[r.model_strategy]
                     shape = (int(r.m), int(r.k), int(r.n))

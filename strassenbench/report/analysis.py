@@ -9,7 +9,7 @@ import pandas as pd
 from ..breakeven import break_even
 from ..impls import ImplError, get_impl
 from ..families import ALL_STRATEGIES, MODES
-from ..options import SCHEMES
+from ..options import RUN_SCHEMES
 
 __all__ = ["ok_rows", "best_rows", "POINT", "chosen_strategies", "left_out", "speedups", "measured_crossover",
            "claims", "scheme_name", "schemes_of", "PRECISIONS", "precision_of", "precision_speedups"]
@@ -29,11 +29,12 @@ def _timeouts(frame: pd.DataFrame) -> pd.Series:
 
 
 def scheme_name(value: object) -> str:
-    """A model file's scheme as the report shows it: one of the three (a file from before the column, read as
-    blank, ran the products one after another), or "(unknown)" for anything else a results folder holds."""
+    """A model file's scheme as the report shows it: one of the paper's three or presum (a file from before the
+    column, read as blank, ran the products one after another), or "(unknown)" for anything else a results
+    folder holds."""
     if value is None or (isinstance(value, float) and pd.isna(value)) or str(value).strip() == "":
         return "sequential"
-    return str(value) if str(value) in SCHEMES else "(unknown)"
+    return str(value) if str(value) in RUN_SCHEMES else "(unknown)"
 
 
 def schemes_of(frame: pd.DataFrame) -> pd.Series:

@@ -23,7 +23,8 @@ def operands(m: int, k: int, n: int, dtype: str, seed: int = 0):  # noqa: ANN201
 
 
 def test_registry_names_and_labels() -> None:
-    assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-ref",
+    assert list(IMPLS) == ["cublas", "cutlass", "gemm", "strassen1", "strassen2-direct", "strassen1-presum",
+                           "strassen2-presum", "strassen1-ref",
                            "strassen2-ref", "strassen2-hybrid", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
                            "strassen1-tf32", "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32",
                            "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma", "auto", "auto-3xtf32"]

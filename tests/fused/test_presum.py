@@ -24,9 +24,10 @@ from strassenbench.options import OptionsError, RunOptions
 from strassenbench.plan import make_plan
 
 ALPHA, BETA = -1.5, 0.5
-# Emulated in the default suite: Strassen at 1 and 2 levels, a rectangular catalogue algorithm, the rank-48
-# rational 4x4 one (coefficients of 1/2) and a mixed spec.
-EMULATED = [("strassen1-presum", "float32", (37, 29, 41)), ("strassen1-presum", "float64", (64, 48, 40)),
+# Emulated in the default suite: Strassen at 1 and 2 levels (and on the tensor cores in 3xTF32), rectangular
+# catalogue algorithms (grey422-14-84's sums of B shared by two products each), the rank-48 rational 4x4 one
+# (coefficients of 1/2) and a mixed spec.
+EMULATED = [("strassen1-presum", "float32", (37, 29, 41)), ("strassenx1-3xtf32-presum", "float32", (37, 29, 41)),
             ("strassen2-presum", "float32", (37, 41, 29)), ("strassen2-presum", "float64", (64, 64, 64)),
             ("grey322-11-50x1-presum", "float32", (20, 13, 11)), ("grey422-14-84x1-presum", "float32", (13, 7, 5)),
             ("plinopt-4x4x4-48-rationalx1-presum", "float64", (18, 17, 19)),

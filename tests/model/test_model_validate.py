@@ -66,7 +66,7 @@ def _edited(tmp_path: Path, name: str, change) -> Path:  # noqa: ANN001 - change
     (lambda r: r.update(k=str(MAX_DIMENSION + 1)), "column 'k' is not a side of 1 to 1,048,576: 1048577"),
     (lambda r: r.update(dtype="float16"), "dtype 'float16' is not one of float32, float64"),
     (lambda r: r.update(impl="strassen1-dmma"), "strassen1-dmma does not compute float32"),
-    (lambda r: r.update(scheme="<script>"), "scheme '<script>' is not one of sequential, streams, atomic"),
+    (lambda r: r.update(scheme="<script>"), "scheme '<script>' is not one of sequential, streams, atomic, presum"),
     (lambda r: r.update(gpu="NVIDIA A100-SXM4-80GB"), "the results are of 2 GPUs"),
 ])
 def test_validate_refuses_what_no_prediction_can_be_set_against(tmp_path: Path, capsys: pytest.CaptureFixture[str],
