@@ -13,15 +13,16 @@ namespace sb {
 // columns j, j + 1, ... (from a multiple of kVb) lie side by side in C (WarpTile; MmaWarpTile of the
 // tensor-core kernels).
 //
-// The atomic write-back of a vector kernel (VECTOR) reduces kVb columns at a time (red_add: one vector
+// The atomic write-back of a float32 vector kernel (VECTOR) reduces kVb columns at a time (red_add: one vector
 // reduction on sm_90): the launch builder chooses that kernel only when every C term is aligned to kVb
 // elements, as is its leading dimension and its extent along the row (checked here), so a chunk of kVb
-// columns is wholly inside a term or wholly outside it, and no scalar path is compiled beside it.
+// columns is wholly inside a term or wholly outside it, and no scalar path is compiled beside it. float64
+// reduces element by element (PTX has no vector reduction of f64), its C terms as any.
 template <int W_C, bool ATOMIC, bool VECTOR, class T, int M_R, int N_R, class Terms, class Tile>
 __device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld, int row0, int col0,
                                          const Tile& wt, T alpha, T beta) {
   constexpr int V = Tile::kVb;
-  constexpr bool kVectorReduce = ATOMIC && VECTOR;
+  constexpr bool kVectorReduce = ATOMIC && VECTOR && stdx::is_same_v<T, float>;  // PTX has no vector red of f64
   if constexpr (kVectorReduce)
     if (!terms.template vectors_fit<V>(ld)) fail("vector kernel launched with C terms not aligned to its reductions");
 #pragma unroll

@@ -139,26 +139,30 @@ __device__ __forceinline__ Vec<T, N> ldg_at(const T* base, long long offset) {
 #endif
 }
 
-// p[0, V) += v by global reductions: the atomic write-back of the vector kernels (epilogue.cuh). On sm_90 a
-// float32 pair or quad is one `red.global.add.v2.f32` / `.v4.f32` (PTX ISA 8.1, "red": vector reductions of
+// p[0, V) += v by global reductions: the atomic write-back of the float32 vector kernels (epilogue.cuh). On
+// sm_90 a pair or quad is one `red.global.add.v2.f32` / `.v4.f32` (PTX ISA 8.1, "red": vector reductions of
 // f32 in the global space; each element a relaxed, gpu-scope reduction of its own, as atomicAdd's, with the
-// same flush of subnormals to zero); elsewhere, and for float64, V scalar atomicAdd. p is aligned to V
-// elements (an aligned vector access; the emulator checks it, as it checks loads).
+// same flush of subnormals to zero); elsewhere V scalar atomicAdd. p is aligned to V elements (an aligned
+// vector access; the emulator checks it, as it checks loads).
 template <class T, int V>
 __device__ __forceinline__ void red_add(T* p, const Vec<T, V>& v) {
 #if defined(__CUDACC__)
-#if __CUDA_ARCH__ >= 900
-  if constexpr (stdx::is_same_v<T, float> && V == 4) {
+  constexpr bool kQuad = stdx::is_same_v<T, float> && V == 4, kPair = stdx::is_same_v<T, float> && V == 2;
+// vector reductions: PTX ISA 8.1 (CUDA 12.1) and sm_90
+#if __CUDA_ARCH__ >= 900 && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 1))
+  constexpr bool kVector = kQuad || kPair;
+#else
+  constexpr bool kVector = false;
+#endif
+  if constexpr (kVector && kQuad) {
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
                  :: "l"(p), "f"(v.v[0]), "f"(v.v[1]), "f"(v.v[2]), "f"(v.v[3]) : "memory");
-    return;
-  } else if constexpr (stdx::is_same_v<T, float> && V == 2) {
+  } else if constexpr (kVector && kPair) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(p), "f"(v.v[0]), "f"(v.v[1]) : "memory");
-    return;
-  }
-#endif
+  } else {
 #pragma unroll
-  for (int i = 0; i < V; ++i) atomicAdd(p + i, v.v[i]);
+    for (int i = 0; i < V; ++i) atomicAdd(p + i, v.v[i]);
+  }
 #else
   ::emu::red_add(reinterpret_cast<Vec<T, V>*>(p), v, "global reduction");
 #endif

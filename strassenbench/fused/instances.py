@@ -290,10 +290,12 @@ def load_widths(strategy: Strategy | TensorStrategy, dtype: str) -> tuple[int, i
 
 
 def write_width(strategy: Strategy | WarpGrid, dtype: str) -> int:
-    """Columns of C side by side in a thread's accumulator (the write-back's kVb): the widest vector that
+    """Columns of C the float32 vector kernels' atomic write-back reduces at a time (kernels/epilogue.cuh), which
+    its C terms are aligned to: those side by side in a thread's accumulator (kVb), the widest vector that
     divides n_R for the SIMT tiles (kernels/mainloop.cuh WarpTile), 2 for the mma fragments' column pairs
-    (MmaWarpTile, DMMA's tile). The vector kernels' atomic write-back reduces that many at a time
-    (kernels/epilogue.cuh)."""
+    (MmaWarpTile). 1 in float64, which reduces element by element (PTX has no vector reduction of f64)."""
+    if dtype != "float32":
+        return 1
     return vec_width(np.dtype(dtype).itemsize, strategy.n_R) if isinstance(strategy, Strategy) else 2
 
 
