@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme",
+           "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
 SCHEMES = ("sequential", "streams", "atomic")

@@ -39,13 +39,11 @@ def _presums(plan: Plan, A: np.ndarray, B: np.ndarray) -> tuple[tuple, tuple[np.
     from ..fused.launch import presum_layout
 
     layout = presum_layout(plan)
-    work = tuple(np.zeros(layout.shape(side), dtype=A.dtype) for side in (0, 1))
+    work = tuple(np.empty(layout.shape(side), dtype=A.dtype) for side in (0, 1))
     for side, x in enumerate((A, B)):
-        for index, terms in enumerate(layout.sums[side]):
-            first = index * layout.blocks[side]
-            for view, coeff in terms:
-                if not view.empty:
-                    axpy(work[side][first: first + view.rows, : view.cols], view.of(x), coeff)
+        rows = layout.blocks[side]
+        for index, terms in enumerate(layout.sums[side]):  # each of several terms: formed in its block
+            _operand_sum(terms, x, work[side][index * rows: (index + 1) * rows])
     return layout.steps, work, layout.summed
 
 

@@ -42,7 +42,7 @@ from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, loa
                         products_dtype, scale_kernel, write_width)
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "PresumLayout"]
+           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -215,9 +215,14 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     return launches
 
 
+def _writing(plan: Plan) -> tuple[Step, ...]:
+    """The steps that write something (a fringe's products may have every C term empty)."""
+    return tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c))
+
+
 def _live_steps(plan: Plan, dtype: str) -> tuple[Step, ...]:
     """The steps that write something, each checked to fit the kernel parameters."""
-    steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c))
+    steps = _writing(plan)
     for s in steps:
         counts = kernel_counts(s.primitive.counts)
         if not max_batch(dtype, sum(counts)):
@@ -284,6 +289,11 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
     return Program(tuple(stages))
 
 
+def _extent(terms: tuple[tuple[BlockView, Fraction], ...]) -> tuple[int, int]:
+    """The rows and columns of a sum of ``terms``: its widest term's (the others add zeros past theirs)."""
+    return max(view.rows for view, _ in terms), max(view.cols for view, _ in terms)
+
+
 @dataclass(frozen=True)
 class PresumLayout:
     """Where the presum scheme puts its operand sums: per operand (A, B) the distinct sums of more than one term
@@ -306,7 +316,7 @@ def presum_layout(plan: Plan, steps: tuple[Step, ...] | None = None) -> PresumLa
     products use it, and a product's term is the sum's block with the first coefficient (``normalised``: a sum
     and its multiples share a block). Rows of a workspace are 4 elements apart at least (16-byte aligned for
     the vector kernels' loads)."""
-    steps = tuple(s for s in plan.steps if not all(v.empty for v, _ in s.c)) if steps is None else steps
+    steps = _writing(plan) if steps is None else steps
     shapes = (plan.block_shape_a, plan.block_shape_b)
     found: tuple[dict, dict] = ({}, {})
     new_steps, summed = [], []
@@ -323,9 +333,7 @@ def presum_layout(plan: Plan, steps: tuple[Step, ...] | None = None) -> PresumLa
             coeffs = normalised([c for _, c in terms])
             key = tuple((view, Fraction(c)) for (view, _), c in zip(terms, [1, *coeffs[1:]]))
             index = found[side].setdefault(key, len(found[side]))
-            rows = max(view.rows for view, _ in terms)
-            cols = max(view.cols for view, _ in terms)
-            sides.append(((BlockView(index * shapes[side][0], 0, rows, cols), Fraction(coeffs[0])),))
+            sides.append(((BlockView(index * shapes[side][0], 0, *_extent(terms)), Fraction(coeffs[0])),))
             flags.append(True)
         new_steps.append(Step(step.primitive, step.variant, sides[0], sides[1], step.c))
         summed.append((flags[0], flags[1]))
@@ -341,27 +349,33 @@ def presum_bytes(plan: Plan, dtype: str) -> int:
 
 
 @lru_cache(maxsize=None)
+def presum_sums(algorithm: str, levels: int) -> tuple[tuple, tuple]:
+    """The distinct sums of A and of B the presum scheme forms for ``levels`` levels of ``algorithm``, from a plan
+    of one element per block (any shape has these, or fewer where a fringe empties a term)."""
+    return presum_layout(make_plan(algorithm, levels, *grid_dims(algorithm, levels))).sums
+
+
 def presum_formula(algorithm: str, levels: int) -> str:
-    """The presum workspace as a formula: its distinct sums of A (blocks of mk / (m~ k~)) and of B, counted from
-    a plan of one element per block."""
+    """The presum workspace as a formula: its distinct sums of A (blocks of mk / (m~ k~)) and of B."""
     dm, dk, dn = grid_dims(algorithm, levels)
-    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
+    sums = presum_sums(algorithm, levels)
     return f"{len(sums[0])}mk/{dm * dk} + {len(sums[1])}kn/{dk * dn}"
 
 
-def _presum_launches(sums: tuple, base: int, ld: int, out_base: int, layout: PresumLayout, side: int,
-                     dtype: np.dtype, max_grid: tuple[int, int, int]) -> list[Launch]:
-    """The presum kernel's launches that form one operand's sums (at most PRESUM_BATCH to a launch)."""
+def _presum_launches(layout: PresumLayout, side: int, base: int, ld: int, out_base: int, dtype: np.dtype,
+                     max_grid: tuple[int, int, int]) -> list[Launch]:
+    """The presum kernel's launches that form the sums of operand ``side`` (at the address ``base``, leading
+    dimension ``ld``) into its workspace (at ``out_base``): at most PRESUM_BATCH to a launch."""
     launches = []
-    block_rows = layout.blocks[side]
+    sums, block_rows = layout.sums[side], layout.blocks[side]
     for first in range(0, len(sums), PRESUM_BATCH):
         part = sums[first: first + PRESUM_BATCH]
         buf = np.zeros((), dtype=products_dtype(str(dtype), PRESUM_TERMS + 1, PRESUM_BATCH))
         rows = cols = 0
-        for z, terms in enumerate(part, start=0):
+        for z, terms in enumerate(part):
             out = out_base + (first + z) * block_rows * layout.lds[side] * dtype.itemsize
             buf["address"][z, :] = out  # unused inputs: a valid address, extent 0
-            extent = (max(v.rows for v, _ in terms), max(v.cols for v, _ in terms))
+            extent = _extent(terms)
             buf["rows"][z, 0], buf["cols"][z, 0] = extent
             rows, cols = max(rows, extent[0]), max(cols, extent[1])
             for t, (view, coeff) in enumerate(terms, start=1):
@@ -382,9 +396,8 @@ def _presum_program(plan: Plan, steps: tuple[Step, ...], A, B, C, lds, alpha: fl
     dtype = np.dtype(C.dtype)
     xp = np if isinstance(C, np.ndarray) else import_module("cupy")  # the emulator's memory, or the device's
     workspace = tuple(xp.zeros(layout.shape(side), dtype=dtype) for side in (0, 1))
-    sums = tuple(tuple(launch for launch in _presum_launches(layout.sums[side], _address(x), lds[side],
-                                                             _address(workspace[side]), layout, side, dtype, max_grid))
-                 for side, x in enumerate((A, B)))
+    sums = tuple(tuple(_presum_launches(layout, side, _address(x), lds[side], _address(workspace[side]), dtype,
+                                        max_grid)) for side, x in enumerate((A, B)))
     if any(sums):
         stages.append(tuple(lane for lane in sums if lane))
     products = []

@@ -78,8 +78,10 @@ MODELED_IMPLS: dict[str, tuple[int, int]] = {
 }
 
 
+@lru_cache(maxsize=None)
 def own_scheme(impl: str) -> str | None:
-    """The scheme an implementation runs whatever scheme is asked (the presum ones'), else None."""
+    """The scheme an implementation runs whatever scheme is asked (the presum ones'), else None. Cached: every
+    impl_time asks, and a catalogue name's implementation is made anew at each get_impl."""
     if impl in MODELED_IMPLS:
         return None
     from ..impls import ImplError, get_impl
@@ -222,8 +224,9 @@ def impl_time(
     ``model`` (timing.MODELS), its fused products run by ``scheme`` on ``streams`` streams (None: the scheme's
     default; strassenbench.model.schemes)."""
     ref_levels, fused_levels, algorithm = modeled(impl)
-    if own_scheme(impl):  # the presum implementations: their own scheme, whichever is asked
-        scheme, streams = own_scheme(impl), None
+    own = own_scheme(impl)
+    if own:  # the presum implementations: their own scheme, whichever is asked
+        scheme, streams = own, None
     mode = _tensor_mode(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)

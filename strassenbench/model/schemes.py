@@ -149,12 +149,8 @@ def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: i
 @lru_cache(maxsize=None)
 def presum_words(algorithm: str, levels: int) -> tuple[int, int]:
     """The presum scheme's DRAM words, in blocks of A (m~ k~ of them make A) and of B: each distinct sum's
-    terms read and the sum written once (strassenbench.fused.launch.presum_layout, on a plan of one element
-    per block)."""
-    from ..algebra.levels import grid_dims
-    from ..fused.launch import presum_layout
-    from ..plan import make_plan
+    terms read and the sum written once (strassenbench.fused.launch.presum_sums)."""
+    from ..fused.launch import presum_sums
 
-    dm, dk, dn = grid_dims(algorithm, levels)  # one element per block
-    sums = presum_layout(make_plan(algorithm, levels, dm, dk, dn)).sums
-    return sum(len(t) + 1 for t in sums[0]), sum(len(t) + 1 for t in sums[1])
+    sums_a, sums_b = presum_sums(algorithm, levels)
+    return sum(len(terms) + 1 for terms in sums_a), sum(len(terms) + 1 for terms in sums_b)
