@@ -120,11 +120,12 @@ class Impl:
                 raise ImplError(f"{self.name} on {engine} takes no --{option}")
 
     def run_options(self, engine: str, strategy: str | None = None, scheme: str | None = None,
-                    build_dir: str = "build") -> RunOptions:
-        """The options of a run on ``engine``, in this implementation's mode, checked once here."""
+                    build_dir: str = "build", split_k: int | None = None) -> RunOptions:
+        """The options of a run on ``engine``, in this implementation's mode, checked once here; ``split_k`` the
+        splitk scheme's S (strassenbench.options)."""
         self.check(engine, strategy, scheme)
         try:
-            return RunOptions(strategy, self.scheme or scheme, build_dir=build_dir, mode=self.mode)
+            return RunOptions(strategy, self.scheme or scheme, build_dir=build_dir, mode=self.mode, split_k=split_k)
         except OptionsError as err:
             raise ImplError(f"{self.name}: {err}") from None
 

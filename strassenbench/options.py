@@ -13,17 +13,25 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PRESUM", "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme",
-           "scheme_or_sequential"]
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PAPER_SCHEMES", "SPLITK", "ATOMIC_SCHEMES", "MAX_SPLIT", "PRESUM",
+           "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
-SCHEMES = ("sequential", "streams", "atomic")
+PAPER_SCHEMES = ("sequential", "streams", "atomic")
+# Beyond the paper: the atomic scheme with each product's k split into S parts, each a block of its own that adds
+# its part of the product into C through the atomic write-back (more blocks where one wave is too few, at S times
+# the write-back's reductions). S is a run option (RunOptions.split_k); a sweep takes the model's choice for each
+# size (strassenbench.model.perf.best_split).
+SPLITK = "splitk"
+SCHEMES = (*PAPER_SCHEMES, SPLITK)  # the schemes any fused implementation takes (--scheme)
+ATOMIC_SCHEMES = ("atomic", SPLITK)  # the schemes whose kernels write back with atomic adds
+MAX_SPLIT = 16  # the most parts a product's k is split into
 # Beyond the paper: the operand sums formed once into a workspace, then the products in order
 # (strassenbench.fused.launch). Opt-in: an implementation of its own runs it (strassen1-presum, ...), never a
 # --scheme of the workspace-free ones, whose declared memory is none.
 PRESUM = "presum"
 RUN_SCHEMES = (*SCHEMES, PRESUM)  # every scheme a run (and so a results file) may have
-DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4, PRESUM: 1}
+DEFAULT_STREAMS = {"sequential": 1, "streams": 2, "atomic": 4, SPLITK: 4, PRESUM: 1}
 
 
 def scheme_or_sequential(scheme: str | None) -> str:
@@ -61,6 +69,7 @@ class RunOptions:
     streams: int | None = None
     build_dir: str = "build"
     mode: str = SIMT  # or a tensor-core mode (strassenbench.families.MODES)
+    split_k: int | None = None  # the splitk scheme's S (its runs need one; strassenbench.model.pick.split_options)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -71,6 +80,12 @@ class RunOptions:
             except ValueError as err:
                 raise OptionsError(str(err)) from None
         check_scheme(self.scheme, self.streams)
+        if self.split_k is not None:
+            if self.scheme != SPLITK:
+                raise OptionsError(f"split_k is the {SPLITK} scheme's option, not the {self.scheme_name} scheme's")
+            if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or \
+                    not 1 <= self.split_k <= MAX_SPLIT:
+                raise OptionsError(f"split_k must be an integer from 1 to {MAX_SPLIT}, got {self.split_k!r}")
 
     @property
     def run_mode(self) -> Mode:
@@ -100,7 +115,13 @@ class RunOptions:
             raise OptionsError(f"no fused engine '{engine}' (choose from {', '.join(defaults)})")
         return get_strategy(self.strategy or defaults[engine], self.mode)
 
+    @property
+    def write_mode(self) -> str:
+        """How the kernels write C back: ``atomic`` adds in the atomic and splitk schemes, else ``plain``."""
+        return "atomic" if self.scheme_name in ATOMIC_SCHEMES else "plain"
+
     def given(self) -> dict[str, object]:
-        """The strategy, scheme and streams that were given (what a result row records)."""
+        """The strategy, scheme, streams and split that were given (what a result row records)."""
         return {key: value for key, value in (("strategy", self.strategy), ("scheme", self.scheme),
-                                              ("streams", self.streams)) if value is not None}
+                                              ("streams", self.streams), ("split_k", self.split_k))
+                if value is not None}

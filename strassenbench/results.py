@@ -31,7 +31,7 @@ __all__ = ["ResultsError", "Kind", "KINDS", "BENCH_COLUMNS", "MEMLIMIT_COLUMNS",
 BENCH_COLUMNS = [
     "gpu", "engine", "driver", "cuda", "cublas", "commit", "source",
     "m", "n", "k", "dtype", "alpha", "beta", "seed", "sweep", "x", "order", "order_seed",
-    "impl", "label", "strategy", "strategy_times", "scheme", "levels",
+    "impl", "label", "strategy", "strategy_times", "scheme", "split_k", "levels",
     "status", "message",
     "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "median_ci_rel", "samples", "converged", "stop",
     "timing", "blocking_timeouts", "host_enqueue_s", "tflops",
@@ -44,7 +44,7 @@ BENCH_COLUMNS = [
 # Columns added after the first release: a file written before them is read with them blank.
 BENCH_LATER = ("timing", "host_enqueue_s", "sm_clock_median_mhz", "blocking_timeouts", "source", "order",
                "order_seed", "strategy_times", "median_ci_rel", "stop", "tolerance", "expected_error", "reference",
-               "energy_pj_per_flop", "capped_share", "low_clock_discards")
+               "energy_pj_per_flop", "capped_share", "low_clock_discards", "split_k")
 # Columns renamed since: an older file's name is read as the new one.
 RENAMED = {"throttled_samples": "low_clock_discards"}
 MEMLIMIT_COLUMNS = ["gpu", "engine", "impl", "label", "dtype", "free_bytes", "step", "predicted_n",
@@ -81,7 +81,7 @@ KINDS = {
                   ("alpha", "beta", "time_min_s", "time_median_s", "time_mean_s", "time_rel_stdev", "samples",
                    "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
                    "sm_clock_median_mhz", "blocking_timeouts", "order", "order_seed", "median_ci_rel", "tolerance",
-                   "expected_error",
+                   "expected_error", "split_k",
                    "energy_pj_per_flop", "capped_share", "low_clock_discards"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",

@@ -18,8 +18,9 @@ from .freivalds import REFERENCE, Reference
 from .engines import ENGINES, FUSED_ENGINES
 from .engines.fused_engine import run as run_fused
 from .gemm import parse_dtype
-from .impls import get_impl
-from .model.pick import resolve
+from .families import MODES
+from .impls import fast_impl, get_impl
+from .model.pick import resolve, split_options
 from .options import RunOptions
 from .plan import make_plan
 from .results import ACCURACY_COLUMNS
@@ -73,6 +74,13 @@ def _error(A, B, C0, C, alpha: float, beta: float, seed: int,  # noqa: ANN001
     return check.rel_error, check.ref_norm, REFERENCE
 
 
+def _plan_impl(algorithm: str, levels: int, mode: str) -> str:
+    """The implementation that runs ``levels`` levels of ``algorithm`` in ``mode`` (the model's name for a plan)."""
+    if levels:
+        return fast_impl(algorithm, levels, mode).name
+    return "gemm" if not MODES[mode].tensor else f"gemm-{MODES[mode].suffix}"
+
+
 def verify(
     *,
     engine: str,
@@ -105,6 +113,8 @@ def verify(
             raise ValueError("verify needs levels or impl")
         run = options if isinstance(options, RunOptions) else RunOptions(**(options or {}))
         plan = make_plan(algorithm, levels, m, k, n)
+        if engine in FUSED_ENGINES:  # a splitk run without its S: the model's (strassenbench.model.pick)
+            run = split_options(run, _plan_impl(algorithm, levels, run.mode), m, k, n, dtype, engine)
         if engine in FUSED_ENGINES:
             run_fused(engine, plan, A, B, C, alpha, beta, run)
         else:
@@ -116,6 +126,7 @@ def verify(
         if note:  # auto takes no options: the chosen one runs with pick's strategy, where it takes one
             options = {"strategy": strategy} if strategy and chosen.takes("strategy", engine) else None
         run = options if isinstance(options, RunOptions) else chosen.run_options(engine, **(options or {}))
+        run = split_options(run, chosen.name, m, k, n, dtype, engine)
         chosen.run(A, B, C, alpha, beta, engine, run)
         algorithm, levels, mode = chosen.bound_algorithm, chosen.effective_levels(m, k, n), chosen.mode
     err, ref_norm, ref_name = _error(A, B, C0, C, alpha, beta, seed, (m, n, k, dtype, seed, inputs) if exact else None)

@@ -30,7 +30,7 @@ from .. import env, inject
 from ..accuracy import bound_from_norms, expected_error, tolerance
 from ..freivalds import REFERENCE, Reference
 from ..impls import Impl, ImplError, get_impl
-from ..model.pick import PickError, resolve
+from ..model.pick import PickError, resolve, split_options
 from ..options import RunOptions
 from ..io import OutputError, check_replace, csv_text, write_atomic
 from ..results import BENCH_COLUMNS, ResultsError, read_results, timing_modes
@@ -198,15 +198,16 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
         norms = (backend.max_abs(A), backend.max_abs(B), backend.max_abs(C0))
         check = _check_limits(impl, point, row["levels"], norms, reference.norm)
         results = {}
-        for strategy in strategies:
-            options = _options(point, engine, strategy, build_dir)
+        for strategy in strategies:  # the splitk scheme's S: the model's for the shape and strategy
+            options = split_options(_options(point, engine, strategy, build_dir), point.impl, m, k, n, point.dtype,
+                                    engine)
             results[strategy] = (*_measure(impl, options, backend, device, criterion, (A, B, C0), reference),
-                                 options.scheme or "")
+                                 options.scheme or "", options.split_k or "")
             if device:
                 end = results[strategy][3]
         medians = {s: results[s][0].summary()["time_median_s"] for s in results}
         best = min(results, key=medians.__getitem__)
-        samples, err, measured, _, scheme = results[best]
+        samples, err, measured, _, scheme, split = results[best]
         summary = samples.summary()
         if records is not None:
             records.extend(samples.records)
@@ -214,7 +215,7 @@ def _run_point(point: Point, backend: Backend, criterion: Criterion, seed: int, 
         row.update(summary)
         flops = 2.0 * m * n * k
         row.update({
-            "strategy": best or "", "scheme": scheme, "rel_error": err, **check,
+            "strategy": best or "", "scheme": scheme, "split_k": split, "rel_error": err, **check,
             "strategy_times": " ".join(f"{s}={t:.6e}" for s, t in medians.items()) if len(medians) > 1 else "",
             "tflops": flops / summary["time_median_s"] / 1e12,  # paper Eq. e:gpu_etflops
             "energy_pj_per_flop": summary["power_w"] * summary["time_median_s"] / flops * 1e12

@@ -16,7 +16,7 @@ from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..io import check_replace, csv_text, write_atomic, write_table
 from ..limits import MAX_STREAMS
-from ..options import SCHEMES, RunOptions
+from ..options import MAX_SPLIT, SCHEMES, RunOptions
 from ..results import check_folder_device
 from ..families import ALL_STRATEGIES, FAMILIES
 from ..strategies import STRATEGIES
@@ -51,9 +51,12 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
                    help="block-size strategy (fused engines; "
                         f"{'; '.join(', '.join(f.strategies) + ' for the ' + f.hardware for f in FAMILIES.values() if f.tensor)})")
     p.add_argument("--scheme", choices=SCHEMES,
-                   help="task parallelism (paper, Sec. s:task): sequential, streams, atomic (fused engines)")
+                   help="task parallelism (paper, Sec. s:task): sequential, streams, atomic; or splitk, atomic with "
+                        "each product's k split in parts (fused engines)")
     p.add_argument("--streams", type=types.bounded(1, MAX_STREAMS, "one per product of a 2-level plan"),
-                   help="CUDA streams of the streams/atomic schemes (2 / 4)")
+                   help="CUDA streams of the streams/atomic/splitk schemes (2 / 4 / 4)")
+    p.add_argument("--split-k", type=types.bounded(1, MAX_SPLIT, "parts of a product's k"),
+                   help="the splitk scheme's parts of each product's k (default: the model's fastest for the shape)")
     p.add_argument("--build-dir", default="build", help="where `strassenbench build` put the cubins (cuda)")
     p.set_defaults(func=run)
 
@@ -154,11 +157,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _fused_options(args: argparse.Namespace) -> RunOptions:
     """--strategy/--scheme/--streams of a --levels plan, which only the fused engines take."""
-    given = {"strategy": args.strategy, "scheme": args.scheme, "streams": args.streams}
+    given = {"strategy": args.strategy, "scheme": args.scheme, "streams": args.streams, "split_k": args.split_k}
     given = {key: value for key, value in given.items() if value is not None}
     if args.engine not in FUSED_ENGINES:
         if given:
-            flag = "--" + next(iter(given))
+            flag = "--" + next(iter(given)).replace("_", "-")
             raise UsageError(f"{flag} applies to the fused engines ({', '.join(FUSED_ENGINES)}), not {args.engine}")
         return RunOptions()
     return RunOptions(**given, build_dir=args.build_dir)
@@ -186,7 +189,8 @@ def _verify(args: argparse.Namespace) -> int:
             raise UsageError("--algorithm applies to --levels plans, not to --impl")
         if args.streams is not None:
             raise UsageError("--streams applies to --levels plans; an implementation uses its scheme's streams")
-        options = get_impl(args.impl).run_options(args.engine, args.strategy, args.scheme, args.build_dir)
+        options = get_impl(args.impl).run_options(args.engine, args.strategy, args.scheme, args.build_dir,
+                                                   args.split_k)
     else:
         options = _fused_options(args)
     results = []

@@ -11,6 +11,10 @@ finishes before the next stage starts. The paper's three schemes (Sec. s:task) a
 - ``atomic``: atomicAdd write-back and batching: one launch per variant with blockIdx.z selecting the
   product, variants spread over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
 
+Beyond the paper, ``splitk`` is the atomic scheme with each product's k split into S parts of ``split_chunk``
+columns of A (rows of B): every part is a product of its own in the batch, over its part of every term, and adds
+its share into C through the same atomic write-back (``split_steps``; S is RunOptions.split_k).
+
 Beyond the paper, ``presum`` (opt-in, strassenbench.options.PRESUM): every operand sum of more than one term
 is formed once into a workspace by the presum kernel (kernels/presum.cuh), then the products run one after
 another as in ``sequential``, each loading one tile per operand; deterministic, and the workspace is
@@ -33,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import PRESUM, SCHEMES, RunOptions
+from ..options import PRESUM, SCHEMES, SPLITK, RunOptions
 from ..plan import BlockView, Plan, Step, make_plan
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
 from ..algebra.levels import grid_dims
@@ -42,7 +46,8 @@ from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, loa
                         products_dtype, scale_kernel, write_width)
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout"]
+           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout", "split_chunk",
+           "split_steps"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -149,11 +154,41 @@ def normalised(coeffs: list) -> list:
     return [coeffs[0], *(Fraction(c) / Fraction(coeffs[0]) for c in coeffs[1:])]
 
 
+def split_chunk(bk: int, split: int, k_S: int) -> int:
+    """The columns of A (rows of B) in each of ``split`` parts of a product's k = ``bk``: bk / split rounded up to
+    whole k_S slices, so that every part but the last is whole slices and starts as aligned as the term does."""
+    return max(1, _ceil_div(_ceil_div(bk, split), k_S)) * k_S
+
+
+def _part(view: BlockView, first: int, chunk: int, along_cols: bool) -> BlockView:
+    """``chunk`` of a term's k from ``first`` on: columns of an A term, rows of a B term (none past its extent)."""
+    extent = view.cols if along_cols else view.rows
+    size = max(0, min(extent - first, chunk))
+    if along_cols:
+        return BlockView(view.row, view.col + first, view.rows, size)
+    return BlockView(view.row + first, view.col, size, view.cols)
+
+
+def split_steps(steps: tuple[Step, ...], bk: int, chunk: int) -> tuple[Step, ...]:
+    """Each step as the parts of its k (``chunk`` at a time, split_chunk): the same C terms and coefficients, A's
+    terms cut along their columns and B's along their rows. A part past every term's k (a fringe's shorter
+    block) computes nothing and is left out; the first part always stays."""
+    parts = []
+    for step in steps:
+        for first in range(0, bk, chunk):
+            a = tuple((_part(v, first, chunk, True), c) for v, c in step.a)
+            b = tuple((_part(v, first, chunk, False), c) for v, c in step.b)
+            if first and (all(v.empty for v, _ in a) or all(v.empty for v, _ in b)):
+                continue
+            parts.append(Step(step.primitive, step.variant, a, b, step.c))
+    return tuple(parts)
+
+
 def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:
     """stages -> streams -> launches -> the steps each launch computes."""
     if scheme == "sequential":
         return [[[[s] for s in steps]]]
-    if scheme == "atomic":
+    if scheme in ("atomic", SPLITK):  # a variant's products (and their parts) in one launch's batch
         lanes: list[list[list[Step]]] = [[] for _ in range(streams)]
         for i, group in enumerate(_by_variant(steps)):
             lanes[i % streams].append(group)
@@ -188,17 +223,17 @@ def _vector_kernel(group: list[Step], bases: tuple[int, int, int], lds: tuple[in
 
 
 def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode, plan, mode,  # noqa: ANN001
-              max_grid: tuple[int, int, int]) -> list[Launch]:
+              max_grid: tuple[int, int, int], bk: int) -> list[Launch]:
     """The launches of one group of products: one, or several when the group exceeds the kernel's batch (or
     the grid's z) or its block rows exceed the grid's y (each launch then covers at most max_grid[1] block
-    rows, _products)."""
+    rows, _products). ``bk``: the k each product runs over (the plan's, or a splitk part's)."""
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_kernel(group, bases, lds, strategy, dtype, write_mode) else "scalar"
     first = group[0]  # its terms, which the presum scheme has made fewer than its primitive's
     inst = Instance(strategy, str(dtype), kernel_counts((len(first.a), len(first.b), len(first.c))), write_mode, loads,
                     mode=mode)
-    bm, bk, bn = plan.block
+    bm, _, bn = plan.block
     block_cols, block_rows = _ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S)
     if block_cols > max_grid[0]:  # a check, not a split: the kernel's int extents keep n below 2^31 anyway
         raise FusedError(f"{inst.name}: {block_cols} blocks along n, past the {max_grid[0]} of a grid's x")
@@ -243,12 +278,14 @@ def plan_launches(
     streams: int | None = None,
     mode: str = "simt",
     max_grid: tuple[int, int, int] = MAX_GRID,
+    split_k: int | None = None,
 ) -> Program:
     """The program that computes C <- alpha A B + beta C following ``plan`` with ``scheme``, on the SIMT
     kernels of ``mode``'s family (strassenbench.families), ``strategy`` one of its strategies.
     ``max_grid``: the largest grid of a launch (the device's; tests pass smaller ones to split small
-    problems). The scheme, streams and mode are checked as strassenbench.options.RunOptions."""
-    options = RunOptions(scheme=scheme, streams=streams, mode=mode)
+    problems). The scheme, streams, mode and split_k (the splitk scheme's S) are checked as
+    strassenbench.options.RunOptions."""
+    options = RunOptions(scheme=scheme, streams=streams, mode=mode, split_k=split_k)
     return launch_program(plan, A, B, C, alpha, beta, options, strategy, max_grid)
 
 
@@ -265,7 +302,14 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
         raise FusedError(f"the {mode} kernels compute {family.computes}, not {dtype}")
     lds = tuple(_leading_dimension(n, x) for n, x in (("A", A), ("B", B), ("C", C)))
     steps = _live_steps(plan, str(dtype))
-    write_mode = "atomic" if scheme == "atomic" else "plain"
+    write_mode = options.write_mode
+    bk = plan.block[1]
+    if scheme == SPLITK:
+        if options.split_k is None:
+            raise FusedError(f"the {SPLITK} scheme needs its split S (RunOptions.split_k; a sweep takes the model's, "
+                             "strassenbench.model.pick.split_options)")
+        bk = split_chunk(bk, options.split_k, strategy.k_S)
+        steps = split_steps(steps, plan.block[1], bk)
     fold_beta = write_mode == "plain" and len(steps) == 1 and len(steps[0].c) == 1 and alpha != 0
     stages: list[tuple[tuple[Launch, ...], ...]] = []
     if beta != 1 and not fold_beta:
@@ -283,7 +327,7 @@ def launch_program(plan: Plan, A, B, C, alpha: float, beta: float, options: RunO
             stages.append(tuple(
                 tuple(launch for g in lane
                       for launch in _launches(g, A, B, C, lds, alpha, kernel_beta, strategy, write_mode, plan,
-                                              mode, max_grid))
+                                              mode, max_grid, bk))
                 for lane in stage
             ))
     return Program(tuple(stages))
@@ -404,7 +448,8 @@ def _presum_program(plan: Plan, steps: tuple[Step, ...], A, B, C, lds, alpha: fl
     for step, (sum_a, sum_b) in zip(layout.steps, layout.summed):
         a, b = (workspace[0] if sum_a else A), (workspace[1] if sum_b else B)
         step_lds = (layout.lds[0] if sum_a else lds[0], layout.lds[1] if sum_b else lds[1], lds[2])
-        products += _launches([step], a, b, C, step_lds, alpha, beta, strategy, "plain", plan, mode, max_grid)
+        products += _launches([step], a, b, C, step_lds, alpha, beta, strategy, "plain", plan, mode, max_grid,
+                              plan.block[1])
     stages.append((tuple(products),))
     return Program(tuple(stages), workspace)
 

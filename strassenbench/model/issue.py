@@ -29,10 +29,16 @@ import pandas as pd
 from ..fused.instances import load_widths, vec_width
 from ..strategies import STRATEGIES, Strategy
 
-__all__ = ["SUB_PARTITIONS", "ISSUE_FAMILIES", "lanes", "slice_clocks", "peak_fraction", "issue_fractions",
+__all__ = ["SUB_PARTITIONS", "BLOCK_SLICES", "ISSUE_FAMILIES", "lanes", "slice_clocks", "peak_fraction", "issue_fractions",
            "default_slice_counts", "kernel_rows", "slice_counts", "write_mode_table"]
 
 SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
+# What a thread block issues outside its main loop, in k_S slices' worth: filling the first slice (the prologue, its
+# loads not overlapped), the last slice on the predicated path, and the write-back. An assumption read from the
+# machine code: the sm_90 float32 Huge w2x2x2 atomic kernel has 3,280 instructions, 1,153 of them its main loop (two
+# slices of 576.5), and most of the other 2,127 (3.7 slices' worth) run once per block. It is what a block costs
+# beyond its k, and what splitting k into parts (the splitk scheme) pays once per part.
+BLOCK_SLICES = 3
 # The two families of sub-partitions by their FP32 lanes: 16 (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
 ISSUE_FAMILIES = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 

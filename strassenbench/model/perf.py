@@ -37,9 +37,10 @@ import pandas as pd
 from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
+from ..fused.launch import split_chunk
 from ..families import SIMT, counterpart, family_of
 from ..impls import IMPLS, PAPER_MODELED
-from ..options import PRESUM
+from ..options import ATOMIC_SCHEMES, MAX_SPLIT, PRESUM, SPLITK
 from ..occupancy import blocks_per_sm
 from ..strategies import STRATEGIES, Strategy, WarpGrid
 from . import issue
@@ -62,6 +63,7 @@ __all__ = [
     "kernel_load",
     "kernel_time",
     "impl_time",
+    "best_split",
     "own_scheme",
     "load_resources",
     "best_strategy",
@@ -169,7 +171,7 @@ def kernel_load(
     instructions, fp_ops = slice_counts or issue.default_slice_counts(s, w, dtype)
     cores = spec.fp32_cores_per_sm if dtype == "float32" else spec.fp64_cores_per_sm
     clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
-    warp_clocks = (s.threads // 32) * math.ceil(k / s.k_S) * clocks  # per block
+    warp_clocks = (s.threads // 32) * (math.ceil(k / s.k_S) + issue.BLOCK_SLICES) * clocks  # per block
     return Load(tiles, blocks, (c.n_flop, size * c.n_smop, warp_clocks),
                 (spec.tau_flop(dtype), spec.tau_smop, issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
                 (t_gmop, t_dram, t_l2))
@@ -219,29 +221,42 @@ def impl_time(
     model: str = DEFAULT_MODEL,
     scheme: str = "sequential",
     streams: int | None = None,
+    split: int | None = None,
 ) -> Timing:
     """Modeled time of a whole implementation (its kernels and, for references, their DRAM passes), by
     ``model`` (timing.MODELS), its fused products run by ``scheme`` on ``streams`` streams (None: the scheme's
-    default; strassenbench.model.schemes)."""
+    default; strassenbench.model.schemes); in the splitk scheme each product's k in ``split`` parts (None: the
+    fastest split, best_split)."""
     ref_levels, fused_levels, algorithm = modeled(impl)
     own = own_scheme(impl)
     if own:  # the presum implementations: their own scheme, whichever is asked
         scheme, streams = own, None
+    if not ref_levels and not fused_levels:  # a GEMM takes no scheme: one kernel, plain write-back
+        scheme, streams, split = "sequential", None, None
+    if scheme == SPLITK and split is None:
+        return best_split(spec, impl, s, m, k, n, dtype, resources, model, streams)[1]
+    if scheme != SPLITK and split not in (None, 1):
+        raise ModelError(f"a split of k is the {SPLITK} scheme's, not the {scheme} scheme's")
     mode = _tensor_mode(impl)
     if ref_levels:
         bm, bk, bn = _half(m, 1), _half(k, 1), _half(n, 1)
         inner = {(1, 0): "gemm", (2, 0): "strassen1-ref", (1, 1): "strassen1"}[(ref_levels, fused_levels)]
         words_a, words_b, words_c = _reference_words()
         extra = ITEMSIZE[dtype] * (words_a * bm * bk + words_b * bk * bn + words_c * bm * bn) / spec.dram_bandwidth
-        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, model, scheme, streams)
+        below = impl_time(spec, inner, s, bm, bk, bn, dtype, resources, model, scheme, streams, split)
         return below * len(primitives("strassen", 1)) + Timing(extra, 0.0, extra, 0.0, 0.0, extra, model=model)
     # The products of every variant on blocks of the (virtually padded) grid, Sec. s:fringe; the traffic and
     # flops are the variant's own counts, the occupancy the kernel's that runs it (instances.kernel_counts).
     gm, gk, gn = grid_dims(algorithm, fused_levels)
     sm, sk, sn = math.ceil(m / gm), math.ceil(k / gk), math.ceil(n / gn)
-    # the kernels the scheme launches: atomicAdd write-back for atomic (their own registers and main loop)
-    table = issue.write_mode_table(resources, "atomic" if scheme == "atomic" else "plain")
+    # the kernels the scheme launches: atomicAdd write-back for atomic and splitk (their own registers and loop)
+    table = issue.write_mode_table(resources, "atomic" if scheme in ATOMIC_SCHEMES else "plain")
     family = family_of(mode)
+    parts = 1
+    if scheme == SPLITK:  # each product's k in parts of split_chunk (strassenbench.fused.launch.split_steps)
+        kernel_s = family.strategies[counterpart(s.name, mode)] if family.tensor else s
+        chunk = split_chunk(sk, split, kernel_s.k_S)
+        sk, parts = chunk, math.ceil(sk / chunk)
     computes = family.computes or dtype  # the kernels' dtype
     book = _kernel_book(spec, s, dtype, mode, table)
 
@@ -254,12 +269,29 @@ def impl_time(
             return tensor_load(spec, found[0], kernel, sm, sk, sn, mode, *found[1:])
         return kernel_load(spec, s, w, sm, sk, sn, dtype, *found)
 
-    fused = scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of)
+    fused = scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of, parts)
     if scheme != PRESUM:
         return fused
     words_a, words_b = presum_words(algorithm, fused_levels)  # the sums' pass over DRAM, before the products
     sums = ITEMSIZE[computes] * (words_a * sm * sk + words_b * sk * sn) / spec.dram_bandwidth
     return fused + Timing(sums, 0.0, sums, 0.0, 0.0, sums, model=model)
+
+
+def best_split(
+    spec: GPUSpec, impl: str, s: Strategy, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
+    model: str = DEFAULT_MODEL, streams: int | None = None,
+) -> tuple[int, Timing]:
+    """(S, its time): the split of each product's k (1 to MAX_SPLIT parts) that makes ``impl`` on strategy ``s``
+    fastest in the splitk scheme by ``model``; the fewest parts among equals (fewer reductions into C). More
+    parts give more blocks where one wave is few (the products' waves at small sizes), and cost S times the
+    write-back's words and each part's own prologue and write-back."""
+    best: tuple[int, Timing] | None = None
+    for split in range(1, MAX_SPLIT + 1):
+        timing = impl_time(spec, impl, s, m, k, n, dtype, resources, model, SPLITK, streams, split)
+        if best is None or timing.seconds < best[1].seconds * (1 - 1e-9):
+            best = (split, timing)
+    assert best is not None
+    return best
 
 
 @issue.per_table

@@ -9,8 +9,11 @@ within a launch's parameters, strassenbench.fused.build.check_counts); and, in f
 tensor-core modes of the GEMM, of the paper's Strassen and of every algorithm at one level, with cuBLAS TF32 and
 CUTLASS 3xTF32; in float64 on sm_80 and later, the same on the FP64 tensor cores (``-dmma``). Each fused one at
 its best strategy (Small to Huge, or the tensor-core family), its products run by one scheme (``scheme``:
-sequential by default, one kernel after another as the paper's model; streams or atomic,
+sequential by default, one kernel after another as the paper's model; streams, atomic or splitk,
 strassenbench.model.schemes).
+
+A splitk run's split S (RunOptions.split_k) is the model's too where none is given (``split_options``): the
+fastest split for the run's shape, strategy and GPU (strassenbench.model.perf.best_split), on the GPU auto ranks by.
 
 Assumptions, stated where the numbers are printed:
 - cuBLAS and CUTLASS have no formula of their own: they are predicted as the model's GEMM (the paper's premise,
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,14 +46,15 @@ from ..fused.build import plan_fits
 from ..device import current_device, spec_key
 from ..families import FAMILIES, MODES, SIMT, by_accuracy, counterpart
 from ..impls import PAPER_MODELED, ImplError, family_impls, get_impl
+from ..options import SPLITK, RunOptions
 from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
-from .perf import best_strategy, effective_tflops, modeled
+from .perf import best_split, best_strategy, effective_tflops, load_resources, modeled
 from .terms import DEFAULT_MODEL
 
 __all__ = ["Choice", "AUTO", "candidates", "rank", "auto_choice", "error_bound", "measured_points", "PickError",
-           "auto_spec", "resolve", "predicted_time", "WINNER_MODES", "winner_rows", "firsts", "lower_bound",
+           "auto_spec", "resolve", "split_options", "predicted_time", "WINNER_MODES", "winner_rows", "firsts", "lower_bound",
            "PICK_SCHEMES"]
 
 # The auto implementations: their candidates' mode, and the implementation whose error bound they keep within.
@@ -61,7 +65,7 @@ _AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", 
                "cutlass-dmma": "gemm-dmma"}
 # The schemes pick ranks by (strassenbench.model.schemes). Not streams: its schedules of every 2-level catalogue
 # algorithm (hundreds of products each, strassenbench.algebra.schedule) take a minute to build for one ranking.
-PICK_SCHEMES = ("sequential", "atomic")
+PICK_SCHEMES = ("sequential", "atomic", SPLITK)
 
 
 class PickError(ValueError):
@@ -243,6 +247,20 @@ def resolve(impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> tuple
     spec = auto_spec(engine)
     choice = auto_choice(impl, spec, m, k, n, dtype, engine)
     return choice.impl, choice.strategy, f"{impl} chose {choice.impl} ({spec.name}, {choice.source})"
+
+
+def split_options(options: RunOptions, impl: str, m: int, k: int, n: int, dtype: str, engine: str) -> RunOptions:
+    """``options`` with the splitk scheme's split S where none was given: the model's fastest for ``impl`` on
+    m x k x n with the run's strategy, on the GPU auto ranks by (auto_spec), with the build's resources.csv on
+    the cuda engine (its kernels' registers and main loops) where the build folder has one. Other options as
+    they are."""
+    if options.scheme_name != SPLITK or options.split_k is not None:
+        return options
+    spec = auto_spec(engine)
+    found = Path(options.build_dir) / "resources.csv"
+    resources = load_resources(found) if engine == "cuda" and found.is_file() else None
+    split, _ = best_split(spec, impl, options.kernel_strategy(engine), m, k, n, dtype, resources)
+    return replace(options, split_k=split)
 
 
 # The precisions a winner is found for, most accurate first: full float32 (SIMT, cuBLAS, CUTLASS), and every

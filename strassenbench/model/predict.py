@@ -10,7 +10,8 @@ from ..impls import get_impl
 from ..strategies import STRATEGIES
 from ..sweeps import shape
 from .gpus import GPUSpec
-from .perf import active_blocks, best_strategy, effective_tflops, impl_time, modeled, own_scheme
+from ..options import SPLITK
+from .perf import active_blocks, best_split, best_strategy, effective_tflops, impl_time, modeled, own_scheme
 from .tensor import tensor_active_blocks
 from .terms import DEFAULT_MODEL
 
@@ -48,10 +49,20 @@ def predict(
                 "t_flop_s": t.t_flop, "t_gmop_s": t.t_gmop, "t_smop_s": t.t_smop, "t_issue_s": t.t_issue,
                 "t_dram_s": t.t_dram, "t_l2_s": t.t_l2, "t_stream_s": t.t_stream, "t_latency_s": t.t_latency,
                 "reference_model": "extension" if modeled(impl)[0] else "paper",
-                "model": model, "scheme": own_scheme(impl) or scheme,
+                "model": model, "scheme": own_scheme(impl) or scheme, "split_k": _split(spec, impl, name, m, k, n,
+                                                                                         dtype, resources, model, scheme),
                 "occupancy": occupancy_source,
             })
     return pd.DataFrame(rows)
+
+
+def _split(spec: GPUSpec, impl: str, name: str, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None,
+           model: str, scheme: str) -> int | str:
+    """The parts of each product's k the prediction took in the splitk scheme (best_split), blank otherwise."""
+    if scheme != SPLITK or own_scheme(impl) or modeled(impl)[1] == 0:
+        return ""
+    s = STRATEGIES[name] if name in STRATEGIES else family_of(get_impl(impl).mode).strategies[name]
+    return best_split(spec, impl, s, m, k, n, dtype, resources, model)[0]
 
 
 def occupancy(spec: GPUSpec, impl: str, name: str, dtype: str, resources: pd.DataFrame | None) -> tuple[int, str]:

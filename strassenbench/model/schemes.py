@@ -20,6 +20,8 @@ schemes' stages, as strassenbench.fused.launch runs them:
     streams     the stages and streams of strassenbench.algebra.schedule, one launch per product
     atomic      one stage; one launch per variant (blockIdx.z the product, at most Z products in a launch, more
                 take several on its stream), the variants dealt to the streams in product order
+    splitk      beyond the paper: atomic with each product's k in S parts, each part a product of the batch over
+                k / S (impl_time's kernels; S times the blocks, and S times the write-back's words)
     presum      beyond the paper (opt-in, its own implementations): the operand sums formed once, a pass over
                 DRAM (each sum's terms read, the sum written: ``presum_words``), then one launch per product
                 as in sequential, each on one term of A and of B, (1, 1, W_C)
@@ -45,7 +47,7 @@ from ..algebra.primitives import variant_counts
 from ..algebra.schedule import schedule
 from ..fused.instances import kernel_counts, max_batch
 from ..limits import MAX_SCHEDULE_PRODUCTS
-from ..options import PRESUM, SCHEMES, check_scheme
+from ..options import ATOMIC_SCHEMES, PRESUM, SCHEMES, check_scheme
 from .files import ModelError
 from .terms import INFINITE, ZERO, Timing, bounded, sum_of
 
@@ -105,22 +107,25 @@ def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
 Launches = list[list[list[tuple[tuple[int, int, int], int]]]]  # stages -> streams -> (variant w, products)
 
 
-def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str) -> Launches:
+def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str,
+                    split: int = 1) -> Launches:
     """How ``scheme`` on ``streams`` streams (None: its default) launches the ``levels``-level ``algorithm``'s
     products, as strassenbench.fused.launch does: stages -> streams -> launches, each launch (the variant w =
-    (W_A, W_B, W_C) of its products, how many it computes); ``dtype`` the kernels' (their batch Z). The
-    sequential scheme's launches come by variant, not in product order (its time does not depend on it)."""
+    (W_A, W_B, W_C) of its products, how many it computes); ``dtype`` the kernels' (their batch Z); ``split``
+    the parts of each product in the splitk scheme (each a product of the batch). The sequential scheme's
+    launches come by variant, not in product order (its time does not depend on it)."""
     streams = check_scheme(scheme, streams)
     counts = variant_counts(algorithm, levels)
     if scheme == "sequential":
         return [[[(w, 1)]] for w, count in counts.items() for _ in range(count)]
     if scheme == PRESUM:  # the sums' pass is not a fused launch (presum_words)
         return [[[((1, 1, w[2]), 1)]] for w, count in counts.items() for _ in range(count)]
-    if scheme == "atomic":  # one launch per variant (Z products at most), dealt to the streams in product order
+    if scheme in ATOMIC_SCHEMES:  # one launch per variant (Z products at most), dealt to the streams in order
         lanes: list[list[tuple[tuple[int, int, int], int]]] = [[] for _ in range(min(streams, len(counts)))]
         for i, w in enumerate(variant_counts(algorithm, levels, ordered=True)):
             batch = max(max_batch(dtype, sum(kernel_counts(w))), 1)
-            lanes[i % len(lanes)] += [(w, min(batch, counts[w] - first)) for first in range(0, counts[w], batch)]
+            parts = counts[w] * split
+            lanes[i % len(lanes)] += [(w, min(batch, parts - first)) for first in range(0, parts, batch)]
         return [lanes]
     products = sum(counts.values())
     if products > MAX_SCHEDULE_PRODUCTS:  # the schedule's search grows with the square of the products
@@ -131,16 +136,17 @@ def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | Non
 
 
 def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str,
-                load_of) -> Timing:  # noqa: ANN001 - (W_A, W_B, W_C) -> Load | None
+                load_of, split: int = 1) -> Timing:  # noqa: ANN001 - (W_A, W_B, W_C) -> Load | None
     """The time of the ``levels``-level ``algorithm``'s products run by ``scheme`` on ``streams`` streams (None:
-    the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C)."""
+    the scheme's default), ``load_of(w)`` giving one product's launch of variant w = (W_A, W_B, W_C) (in the
+    splitk scheme one part's, of ``split``)."""
     if check_scheme(scheme, streams) and scheme == "sequential":  # each product alone, one after another
         return sum_of((alone(model, load_of(w)), count) for w, count in variant_counts(algorithm, levels).items())
     if scheme == PRESUM:  # each product alone on one term of A and of B, after the sums' pass (impl_time's)
         return sum_of((alone(model, load_of((1, 1, w[2]))), count)
                       for w, count in variant_counts(algorithm, levels).items())
     total = ZERO
-    for stage in scheme_launches(algorithm, levels, scheme, streams, dtype):
+    for stage in scheme_launches(algorithm, levels, scheme, streams, dtype, split):
         lanes = [[None if (one := load_of(w)) is None else one.batched(z) for w, z in lane] for lane in stage]
         total = total + stage_time(model, lanes)
     return total

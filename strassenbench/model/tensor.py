@@ -31,7 +31,7 @@ from ..occupancy import blocks_per_sm
 from ..families import MODES, family_of
 from ..strategies import DmmaStrategy, TensorStrategy
 from .gpus import GPUSpec
-from .issue import SUB_PARTITIONS, table_cache, per_table
+from .issue import BLOCK_SLICES, SUB_PARTITIONS, table_cache, per_table
 from .latency import load_latency_clocks, slice_chain_clocks
 from .memory import global_times
 from .schemes import Load, alone
@@ -186,9 +186,10 @@ def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, i
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
     warps = s.threads // 32
     chain = slice_chain_clocks(load_latency_clocks(spec), warps / SUB_PARTITIONS, per_slice, load_use)
-    return Load(tiles, blocks, (n_flop, itemsize * n_smop, warps * (kk // s.k_S) * per_slice),
+    slices = kk // s.k_S + BLOCK_SLICES  # and what a block issues beyond its main loop (issue.BLOCK_SLICES)
+    return Load(tiles, blocks, (n_flop, itemsize * n_smop, warps * slices * per_slice),
                 (spec.tau_tensor(mode), spec.tau_smop, SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
-                (t_gmop, t_dram, t_l2), (kk // s.k_S) * chain / spec.boost_clock_hz)
+                (t_gmop, t_dram, t_l2), slices * chain / spec.boost_clock_hz)
 
 
 def tensor_kernel_time(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int,
