@@ -29,16 +29,18 @@ import pandas as pd
 from ..fused.instances import load_widths, vec_width
 from ..strategies import STRATEGIES, Strategy
 
-__all__ = ["SUB_PARTITIONS", "BLOCK_SLICES", "ISSUE_FAMILIES", "lanes", "slice_clocks", "peak_fraction", "issue_fractions",
-           "default_slice_counts", "kernel_rows", "slice_counts", "write_mode_table"]
+__all__ = ["SUB_PARTITIONS", "BLOCK_SLICES", "ISSUE_FAMILIES", "lanes", "slice_clocks", "block_clocks", "peak_fraction",
+           "issue_fractions", "default_slice_counts", "kernel_rows", "slice_counts", "write_mode_table"]
 
 SUB_PARTITIONS = 4  # per SM, each issuing one warp instruction per clock (Volta to Hopper)
-# What a thread block issues outside its main loop, in k_S slices' worth: filling the first slice (the prologue, its
-# loads not overlapped), the last slice on the predicated path, and the write-back. An assumption read from the
-# machine code: the sm_90 float32 Huge w2x2x2 atomic kernel has 3,280 instructions, 1,153 of them its main loop (two
-# slices of 576.5), and most of the other 2,127 (3.7 slices' worth) run once per block. It is what a block costs
-# beyond its k, and what splitting k into parts (the splitk scheme) pays once per part.
-BLOCK_SLICES = 3
+# What a thread block issues beyond its k slices, in slices' worth of instructions: the prologue's fill of the first
+# slice (its loads not overlapped), the set-up, the last slice's predicated loads, and the write-back. An estimate
+# read from the machine code: the sm_90 float32 Huge w2x2x2 atomic kernel has 3,280 instructions, 1,153 of them its
+# main loop (two slices of 576.5); of the other 2,127, about 1,200 are copies of a slice that count among the k
+# slices (the odd slice after the unrolled loop, the predicated last one), and the rest, about 1.5 slices, run once
+# per block. It is what a block costs beyond its k, and what splitting k into parts (the splitk scheme) pays once
+# per part.
+BLOCK_SLICES = 1.5
 # The two families of sub-partitions by their FP32 lanes: 16 (sm_70, GA100) and 32 (sm_86, sm_89, sm_90).
 ISSUE_FAMILIES = {"issue_fraction_fp32x16": 16, "issue_fraction_fp32x32": 32}
 
@@ -51,6 +53,13 @@ def lanes(cores_per_sm: int) -> int:
 def slice_clocks(instructions: float, fp_ops: float, pipe_lanes: int) -> float:
     """Clocks a warp's slice holds its sub-partition: max(r F, I), r = 32 / lanes."""
     return max(fp_ops * 32 / pipe_lanes, instructions)
+
+
+def block_clocks(slices: int, instructions: float, fp_ops: float, pipe_lanes: int) -> float:
+    """Clocks a warp of a block holds its sub-partition over ``slices`` slices and what the block issues beyond
+    them (BLOCK_SLICES slices' worth of instructions, with no FP32 work: other blocks' FFMAs fill the pipe
+    meanwhile): the slices' FP32 pipe time or every instruction's issue slot, whichever is longer."""
+    return max(slices * fp_ops * 32 / pipe_lanes, (slices + BLOCK_SLICES) * instructions)
 
 
 def peak_fraction(instructions: float, fp_ops: float, math_ops: float, pipe_lanes: int) -> float:

@@ -170,8 +170,8 @@ def kernel_load(
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, c.n_gmop, blocks, size)
     instructions, fp_ops = slice_counts or issue.default_slice_counts(s, w, dtype)
     cores = spec.fp32_cores_per_sm if dtype == "float32" else spec.fp64_cores_per_sm
-    clocks = issue.slice_clocks(instructions, fp_ops, issue.lanes(cores))
-    warp_clocks = (s.threads // 32) * (math.ceil(k / s.k_S) + issue.BLOCK_SLICES) * clocks  # per block
+    warp_clocks = (s.threads // 32) * issue.block_clocks(math.ceil(k / s.k_S), instructions, fp_ops,
+                                                         issue.lanes(cores))  # per block
     return Load(tiles, blocks, (c.n_flop, size * c.n_smop, warp_clocks),
                 (spec.tau_flop(dtype), spec.tau_smop, issue.SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
                 (t_gmop, t_dram, t_l2))

@@ -307,7 +307,7 @@ def test_v100_predictions_change_by_at_most_two_percent(monkeypatch):
     frames = {}
     for on in (True, False):
         if not on:
-            monkeypatch.setattr(issue, "slice_clocks", lambda *args: 0.0)
+            monkeypatch.setattr(issue, "block_clocks", lambda *args: 0.0)
         frames[on] = pd.concat([predict(V100, list(MODELED_IMPLS), sweep, sizes, strategy)
                                 for sweep in ("square", "rankk", "panel") for strategy in ("best", "Huge", "Small")])
     change = frames[True]["time_s"].to_numpy() / frames[False]["time_s"].to_numpy() - 1

@@ -44,7 +44,11 @@ BEFORE_SCHEMES = [("strassen1", 4096, "issue", "Huge", 0.002098165656565657),
                   ("grey322-11-50x1", 7168, "paper", "Huge", 0.016247466666666665)]
 
 
-def test_the_sequential_default_predicts_what_the_model_did_before_the_schemes() -> None:
+def test_the_sequential_default_predicts_what_the_model_did_before_the_schemes(monkeypatch) -> None:
+    """Without what a block issues beyond its k (issue.BLOCK_SLICES, added since), exactly the numbers of then."""
+    from strassenbench.model import issue
+
+    monkeypatch.setattr(issue, "BLOCK_SLICES", 0)
     resources = load_resources(H100_DATA / "resources_sm_90.csv")
     for impl, n, model, strategy, seconds in BEFORE_SCHEMES:
         name, best = best_strategy(H100, impl, n, n, n, "float32", resources, model)
