@@ -147,10 +147,11 @@ class Impl:
     def __call__(
         self, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
         engine: str = "numpy", strategy: str | None = None, scheme: str | None = None, workspace=None,  # noqa: ANN001
-        build_dir: str = "build",
+        build_dir: str = "build", split_k: int | None = None,
     ):  # noqa: ANN204 - returns the reference workspace, if any
-        """C <- alpha A B + beta C once. On cuda, NumPy operands run on device copies and C is copied back."""
-        return self.run(A, B, C, alpha, beta, engine, self.run_options(engine, strategy, scheme, build_dir),
+        """C <- alpha A B + beta C once. On cuda, NumPy operands run on device copies and C is copied back.
+        ``split_k``: the splitk scheme's parts of each product's k (strassenbench.options)."""
+        return self.run(A, B, C, alpha, beta, engine, self.run_options(engine, strategy, scheme, build_dir, split_k),
                         workspace)
 
     def run(self, A, B, C, alpha: float, beta: float, engine: str, options: RunOptions,  # noqa: ANN001

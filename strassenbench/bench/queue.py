@@ -85,8 +85,9 @@ def _counting_ops(counter: list[int]):  # noqa: ANN202
 def call_ops(impl_name: str, m: int, n: int, k: int, dtype: str = "float32", strategy: str | None = None,
              scheme: str | None = None) -> int:
     """Operations one timed call of ``impl_name`` on m x k x n enqueues on a GPU (the cuda engine; ``strategy``
-    and ``scheme`` as bench passes them, None for the defaults)."""
-    from ..options import RunOptions, scheme_or_sequential
+    and ``scheme`` as bench passes them, None for the defaults). A splitk call is counted at its most parts
+    (MAX_SPLIT): its S is the model's for the GPU, which is not asked here, and no split launches more."""
+    from ..options import MAX_SPLIT, SPLITK, RunOptions, scheme_or_sequential
     from ..fused.cuda import program_ops
     from ..fused.launch import plan_launches
     from ..impls import get_impl
@@ -102,7 +103,8 @@ def call_ops(impl_name: str, m: int, n: int, k: int, dtype: str = "float32", str
 
     def fused(plan, A, B, C, alpha: float, beta: float) -> int:  # noqa: ANN001
         return program_ops(plan_launches(plan, A, B, C, alpha, beta, strategy=chosen,
-                                         scheme=scheme_or_sequential(scheme), mode=impl.mode))
+                                         scheme=scheme_or_sequential(scheme), mode=impl.mode,
+                                         split_k=MAX_SPLIT if scheme == SPLITK else None))
 
     if impl.kind == "fused":
         return fused(make_plan(impl.algorithm, impl.effective_levels(m, k, n), m, k, n), A, B, C, ALPHA, BETA)

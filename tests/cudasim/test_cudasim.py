@@ -341,6 +341,39 @@ def test_a_bench_sweep_through_the_runner_times_every_row_alike(cpu_device, sim_
                  *argv[argv.index("--build-dir"):]]) == 2
 
 
+def test_a_splitk_sweep_runs_and_records_the_models_split(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001
+    """bench --scheme splitk on the cuda engine: each point's S is the model's for its shape on the device's GPU
+    (split_options, with the build's resources.csv), the launches run each product in that many parts, and the
+    row says which S ran; exact on integers."""
+    from strassenbench.fused.launch import split_chunk
+    from strassenbench.model.pick import split_options
+    from strassenbench.plan import make_plan
+    from strassenbench.strategies import STRATEGIES
+
+    cpu_device.install()
+    out = tmp_path / "square.csv"
+    assert main(["bench", "--engine", "cuda", "--impl", "strassen1,strassen2-hybrid", "--sizes", "96", "--scheme",
+                 "splitk", "--out", str(out), "--build-dir", sim_build, "--strategy", "Small", "--min-time", "0",
+                 "--min-samples", "3", "--precision", "1", "--warmup-time", "0", "--no-progress"]) == 0
+    frame = pd.read_csv(out, keep_default_na=False)
+    assert (frame["status"] == "ok").all() and set(frame["scheme"]) == {"splitk"}, frame[["impl", "message"]]
+    for impl in ("strassen1", "strassen2-hybrid"):
+        options = get_impl(impl).run_options("cuda", "Small", "splitk", sim_build)
+        split = split_options(options, impl, 96, 96, 96, "float32", "cuda").split_k
+        assert frame.set_index("impl").loc[impl, "split_k"] == split
+    split = int(frame.set_index("impl").loc["strassen1", "split_k"])
+    assert split > 1  # 96 x 96: few blocks, and the model splits k
+    A, B, C = (np.random.default_rng(1).integers(-4, 5, (96, 96)).astype(np.float32) for _ in range(3))
+    device = cpu_device.install()
+    got = C.copy()
+    get_impl("strassen1")(A, B, got, 1.0, 1.0, engine="cuda", build_dir=sim_build, strategy="Small",
+                          scheme="splitk", split_k=split)
+    assert np.array_equal(got, _want(A, B, C, 1.0, 1.0))
+    bk = make_plan("strassen", 1, 96, 96, 96).block[1]
+    parts = -(-bk // split_chunk(bk, split, STRATEGIES["Small"].k_S))
+    assert sum(grid[2] for name, grid, _ in device.launches if name.startswith("strassen_")) == 7 * parts
+
+
 def test_a_graph_sweep_captures_cublas_and_the_references(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001
     out = tmp_path / "square.csv"
     assert main(["bench", "--engine", "cuda", "--impl", "cublas,strassen1-ref,strassen2-hybrid,gemm", "--sizes",
