@@ -81,6 +81,11 @@ fi
 step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
 step square $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
   --impl "$IMPLS" --strategy Huge --scheme atomic --max-time "$MAX_TIME" --no-progress --out "$DATA/square.csv"
+# the splitk scheme beside it (each product's k in the parts the model picks per size; split_k says which), in a
+# file of its own: the A/B against the atomic scheme's rows of square.csv, timed alike on the same warm GPU
+step splitk $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
+  --impl gemm,strassen1,strassen2-direct --strategy Huge --scheme splitk --max-time "$MAX_TIME" --no-progress \
+  --out "$DATA/square_splitk.csv"
 if [ ${#TENSOR[@]} -gt 0 ]; then  # float64 beside them (fig_dmma_square): cuBLAS's DGEMM, SIMT and DMMA kernels
   DMMA=cublas,gemm,gemm-dmma,strassen1-dmma,strassen2-dmma
   [ -f "$BUILD/libsb_cutlassdmma_$ARCH.so" ] && DMMA=$DMMA,cutlass-dmma
