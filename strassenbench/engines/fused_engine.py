@@ -58,15 +58,17 @@ def run(engine: str, plan: Plan, A, B, C, alpha: float, beta: float, options: Ru
 def emu_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
     strategy: str | None = None, scheme: str | None = None, streams: int | None = None, mode: str = "simt",
+    split_k: int | None = None,
 ) -> None:
-    """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays)."""
-    run("emu", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, mode=mode))
+    """C <- alpha A B + beta C in place by the real kernels on the CPU emulator (NumPy arrays); ``split_k`` the
+    splitk scheme's parts (strassenbench.options)."""
+    run("emu", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, mode=mode, split_k=split_k))
 
 
 def cuda_gemm(
     plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 0.0, *,  # noqa: ANN001
     strategy: str | None = None, scheme: str | None = None, streams: int | None = None, build_dir: str = "build",
-    mode: str = "simt",
+    mode: str = "simt", split_k: int | None = None,
 ) -> None:
     """C <- alpha A B + beta C on the GPU. CuPy arrays run in place; NumPy arrays are copied there and back."""
-    run("cuda", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, build_dir, mode))
+    run("cuda", plan, A, B, C, alpha, beta, RunOptions(strategy, scheme, streams, build_dir, mode, split_k))

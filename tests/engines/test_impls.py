@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
+from strassenbench.options import PAPER_SCHEMES  # splitk: tests/fused/test_splitk.py
 from strassenbench.algebra.primitives import primitives
 from strassenbench.cli import main
-from strassenbench.fused.launch import SCHEMES
 from strassenbench.impls import IMPLS, ImplError, get_impl
 from strassenbench.reference.strassen_ref import workspace_bytes
 
@@ -51,7 +51,7 @@ def test_every_impl_on_every_cpu_engine_exact(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["strassen1", "strassen2-direct", "strassen2-hybrid", "strassen1-tf32",
                                   "strassen2-3xtf32", "strassen2-dmma"])
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", PAPER_SCHEMES)
 def test_fused_impls_every_scheme_on_the_emulator(name: str, scheme: str) -> None:
     A, B, C = operands(33, 40, 18, IMPLS[name].dtypes[0])
     expected = A @ B + C

@@ -26,8 +26,10 @@ from support.workflow_helpers import FLOAT32_FAST, FLOAT32_SLOW, seed_build
 
 ONE_LEVEL = {(1, 1, 1)} | {(v.W_A, v.W_B, v.W_C) for v in variants("strassen", 1)}
 # The builds a test reads by name (request.getfixturevalue): each test with the tests of its build's group
-# (conftest.py: one worker of `pytest -n` builds it).
-TABLES = [pytest.param(name, marks=pytest.mark.xdist_group(f"test_kernels_build.py::{name}"))
+# (conftest.py: one worker of `pytest -n` builds it). The sm_80 Huge set (three minutes of nvcc) is in the slow
+# tier: sm_90's is the default suite's.
+TABLES = [pytest.param(name, marks=[pytest.mark.xdist_group(f"test_kernels_build.py::{name}"),
+                                    *([pytest.mark.slow] if name == "huge_sm80" else [])])
           for name in ("float32_sm90", "huge_sm80")]
 
 

@@ -14,10 +14,11 @@ import sys
 import numpy as np
 import pytest
 
+from strassenbench.options import PAPER_SCHEMES  # splitk: tests/fused/test_splitk.py
 from strassenbench.algebra.primitives import variants
 from strassenbench.engines import ENGINES
 from strassenbench.fused.instances import Instance, operand_counts
-from strassenbench.fused.launch import SCHEMES, FusedError, normalised, param_bytes, plan_launches
+from strassenbench.fused.launch import FusedError, normalised, param_bytes, plan_launches
 from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES
 from strassenbench.verify import verify
@@ -64,7 +65,7 @@ def test_gemm_every_strategy_exact(strategy: str) -> None:
         np.testing.assert_array_equal(got, expected, err_msg=f"{strategy} {shape} {dtype}")
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", PAPER_SCHEMES)
 def test_two_level_every_variant_small_exact(scheme: str) -> None:
     """Direct 2-level: 49 products in the ten variants of figure tab:perfeq_level2, Small strategy."""
     for shape, dtype in itertools.product([(33, 17, 130), (17, 33, 33), (1, 4, 1)], ("float32", "float64")):
@@ -72,7 +73,7 @@ def test_two_level_every_variant_small_exact(scheme: str) -> None:
         np.testing.assert_array_equal(got, expected, err_msg=f"{scheme} {shape} {dtype}")
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", PAPER_SCHEMES)
 def test_one_level_schemes_exact(scheme: str) -> None:
     for shape in [(33, 17, 130), (130, 33, 1)]:
         expected, got = run_both(1, shape, "float32", 1.0, 0.0, strategy="Medium", scheme=scheme)
@@ -156,7 +157,7 @@ def test_batches_beyond_the_parameter_space_split(monkeypatch) -> None:  # noqa:
 
 
 def test_beta_applied_once_and_c_not_read_when_beta_zero() -> None:
-    for levels, mode in itertools.product((0, 1, 2), SCHEMES):
+    for levels, mode in itertools.product((0, 1, 2), PAPER_SCHEMES):
         m, k, n = 33, 17, 20
         A, B, _ = integer_operands(m, k, n, "float32")
         C = np.full((m, n), np.nan, dtype=np.float32)

@@ -13,8 +13,9 @@ import itertools
 import numpy as np
 import pytest
 
+from strassenbench.options import PAPER_SCHEMES  # splitk: tests/fused/test_splitk.py
 from strassenbench.fused import emu
-from strassenbench.fused.launch import MAX_GRID, SCHEMES, plan_launches
+from strassenbench.fused.launch import MAX_GRID, plan_launches
 from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES, TENSOR_STRATEGIES
 
@@ -55,7 +56,7 @@ def _run_split(levels: int, shape: tuple[int, int, int], dtype: str, strategy, *
     return split
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", PAPER_SCHEMES)
 @pytest.mark.parametrize("levels", [0, 1, 2])
 def test_split_launches_exact(levels: int, scheme: str) -> None:
     """0, 1 and 2 levels, plain (sequential, streams) and atomicAdd (atomic) write-back, both dtypes, scalar

@@ -40,7 +40,8 @@ def test_cuda_matches_numpy_exactly_on_integers(strategy: str, scheme: str, buil
         plan = make_plan("strassen", levels, m, k, n)
         expected, got = C.copy(), C.copy()
         ENGINES["numpy"](plan, A, B, expected, 0.5, -1.5)
-        ENGINES["cuda"](plan, A, B, got, 0.5, -1.5, strategy=strategy, scheme=scheme, build_dir=build_dir)
+        ENGINES["cuda"](plan, A, B, got, 0.5, -1.5, strategy=strategy, scheme=scheme, build_dir=build_dir,
+                        split_k=2 if scheme == "splitk" else None)
         np.testing.assert_array_equal(got, expected, err_msg=f"L={levels} {(m, k, n)} {dtype}")
 
 
@@ -71,7 +72,8 @@ def test_cuda_schemes_exact(scheme: str, build_dir: str) -> None:
     for name in ("strassen1", "strassen2-direct", "strassen2-hybrid"):
         A, B, C = (rng.integers(-2, 3, s).astype("float32") for s in ((999, 1001), (1001, 1003), (999, 1003)))
         expected = A.astype(np.float64) @ B + C
-        IMPLS[name](A, B, C, 1.0, 1.0, engine="cuda", strategy="Huge", scheme=scheme, build_dir=build_dir)
+        IMPLS[name](A, B, C, 1.0, 1.0, engine="cuda", strategy="Huge", scheme=scheme, build_dir=build_dir,
+                    split_k=3 if scheme == "splitk" else None)
         np.testing.assert_array_equal(C, expected)
 
 
