@@ -3,7 +3,8 @@ that could run it, ranked by predicted time, fastest first. Every time is the mo
 model, Sec. s:model, with this project's issue slots) unless a result folder of that GPU measured the same point,
 which then replaces it and says so.
 
-The candidates: cuBLAS and CUTLASS; the paper's implementations; every catalogue algorithm at one and two levels
+The candidates: cuBLAS and CUTLASS; the paper's implementations and the presum ones (strassen1-presum,
+strassen2-presum: their workspace in the extra_bytes column); every catalogue algorithm at one and two levels
 and on top of one level of Strassen (``<name>+strassen``), where its fused kernels exist (each product's terms
 within a launch's parameters, strassenbench.fused.build.check_counts); and, in float32 on sm_80 and later, the
 tensor-core modes of the GEMM, of the paper's Strassen and of every algorithm at one level, with cuBLAS TF32 and
@@ -45,8 +46,8 @@ from ..algebra.primitives import variant_counts
 from ..fused.build import plan_fits
 from ..device import current_device, spec_key
 from ..families import FAMILIES, MODES, SIMT, by_accuracy, counterpart
-from ..impls import PAPER_MODELED, ImplError, family_impls, get_impl
-from ..options import SPLITK, RunOptions
+from ..impls import IMPLS, PAPER_MODELED, ImplError, family_impls, get_impl
+from ..options import PRESUM, SPLITK, RunOptions
 from ..results import KINDS, ResultsError, kind_of, read_results, read_system
 from ..sweeps import shape
 from .gpus import SPECS, GPUSpec, get_gpu
@@ -95,6 +96,7 @@ class Choice:
 def candidates(dtype: str, arch: str) -> list[str]:
     """The implementations pick ranks for ``dtype`` on ``arch`` (module docstring), in a fixed order."""
     names = ["cublas", *(["cutlass"] if dtype == "float32" else []), *PAPER_MODELED]
+    names += [name for name, impl in IMPLS.items() if impl.scheme == PRESUM]  # the presum ones, beside them
     catalogue = [a for a in algorithm_names() if a not in ALGORITHMS or a == "winograd"]
     for alg in catalogue:
         get_algorithm(alg)  # a broken catalogue file is refused naming its file and line, never skipped
