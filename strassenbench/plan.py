@@ -5,6 +5,10 @@ blocks (t_l the grid of level l's algorithm along it: 2 at every level of Strass
 to g b with b = ceil(d / g). Block i covers [i b, (i+1) b) clipped to [0, d); reads past the edge are
 zeros and writes past it are dropped. This equals recursive splitting with zero padding at every level
 (ceil(ceil(d/t_1)/t_2) = ceil(d/(t_1 t_2))). A plan holds only these bounds; no padded copy is ever made.
+
+Beyond the paper, a plan's steps split along k (the splitk scheme, strassenbench.fused.launch): each product in
+parts of ``split_chunk`` columns of A's terms and rows of B's (``split_steps``), each part a product of its own over
+its share of k, the parts' results added into C.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from .algebra.algorithm import AlgorithmError, get_algorithm
 from .algebra.levels import multilevel, spec_levels, split_spec
 from .algebra.primitives import Primitive, primitives, variant_of
 
-__all__ = ["PlanError", "BlockView", "Step", "Plan", "make_plan", "max_levels"]
+__all__ = ["PlanError", "BlockView", "Step", "Plan", "make_plan", "max_levels", "split_chunk", "split_steps"]
 
 
 class PlanError(ValueError):
@@ -149,3 +153,33 @@ def make_plan(algorithm: str, levels: int, m: int, k: int, n: int) -> Plan:
         for p in primitives(algorithm, levels)
     )
     return Plan(algorithm, levels, m, k, n, (bm, bk, bn), steps)
+
+
+def split_chunk(bk: int, split: int, k_S: int) -> int:
+    """The columns of A (rows of B) in each of ``split`` parts of a product's k = ``bk``: bk / split rounded up to
+    whole k_S slices, so that every part but the last is whole slices and starts as aligned as the term does."""
+    return max(1, _ceil_div(_ceil_div(bk, split), k_S)) * k_S
+
+
+def _part(view: BlockView, first: int, chunk: int, along_cols: bool) -> BlockView:
+    """``chunk`` of a term's k from ``first`` on: columns of an A term, rows of a B term (none past its extent)."""
+    extent = view.cols if along_cols else view.rows
+    size = max(0, min(extent - first, chunk))
+    if along_cols:
+        return BlockView(view.row, view.col + first, view.rows, size)
+    return BlockView(view.row + first, view.col, size, view.cols)
+
+
+def split_steps(steps: tuple[Step, ...], bk: int, chunk: int) -> tuple[Step, ...]:
+    """Each step as the parts of its k (``chunk`` at a time, split_chunk): the same C terms and coefficients, A's
+    terms cut along their columns and B's along their rows. A part past every term's k (a fringe's shorter
+    block) computes nothing and is left out; the first part always stays."""
+    parts = []
+    for step in steps:
+        for first in range(0, bk, chunk):
+            a = tuple((_part(v, first, chunk, True), c) for v, c in step.a)
+            b = tuple((_part(v, first, chunk, False), c) for v, c in step.b)
+            if first and (all(v.empty for v, _ in a) or all(v.empty for v, _ in b)):
+                continue
+            parts.append(Step(step.primitive, step.variant, a, b, step.c))
+    return tuple(parts)

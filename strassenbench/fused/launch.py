@@ -11,9 +11,10 @@ finishes before the next stage starts. The paper's three schemes (Sec. s:task) a
 - ``atomic``: atomicAdd write-back and batching: one launch per variant with blockIdx.z selecting the
   product, variants spread over four streams ("Task Parallelism: Batching" and "Element-wise atomic update").
 
-Beyond the paper, ``splitk`` is the atomic scheme with each product's k split into S parts of ``split_chunk``
-columns of A (rows of B): every part is a product of its own in the batch, over its part of every term, and adds
-its share into C through the same atomic write-back (``split_steps``; S is RunOptions.split_k).
+Beyond the paper, ``splitk`` is the atomic scheme with each product's k split into S parts of
+strassenbench.plan.split_chunk columns of A (rows of B): every part is a product of its own in the batch, over its
+part of every term, and adds its share into C through the same atomic write-back (plan.split_steps; S is
+RunOptions.split_k).
 
 Beyond the paper, ``presum`` (opt-in, strassenbench.options.PRESUM): every operand sum of more than one term
 is formed once into a workspace by the presum kernel (kernels/presum.cuh), then the products run one after
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..options import PRESUM, SCHEMES, SPLITK, RunOptions
-from ..plan import BlockView, Plan, Step, make_plan
+from ..plan import BlockView, Plan, Step, make_plan, split_chunk, split_steps
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
 from ..algebra.levels import grid_dims
 from ..algebra.schedule import schedule
@@ -46,8 +47,7 @@ from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, loa
                         products_dtype, scale_kernel, write_width)
 
 __all__ = ["FusedError", "Launch", "Program", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout", "split_chunk",
-           "split_steps"]
+           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -152,36 +152,6 @@ def normalised(coeffs: list) -> list:
     write-back, tile_loader.cuh fold_scale), the others u_t / u_0 (the first term then enters the sum
     unscaled). Exact: the catalogue's coefficients are powers of two up to sign."""
     return [coeffs[0], *(Fraction(c) / Fraction(coeffs[0]) for c in coeffs[1:])]
-
-
-def split_chunk(bk: int, split: int, k_S: int) -> int:
-    """The columns of A (rows of B) in each of ``split`` parts of a product's k = ``bk``: bk / split rounded up to
-    whole k_S slices, so that every part but the last is whole slices and starts as aligned as the term does."""
-    return max(1, _ceil_div(_ceil_div(bk, split), k_S)) * k_S
-
-
-def _part(view: BlockView, first: int, chunk: int, along_cols: bool) -> BlockView:
-    """``chunk`` of a term's k from ``first`` on: columns of an A term, rows of a B term (none past its extent)."""
-    extent = view.cols if along_cols else view.rows
-    size = max(0, min(extent - first, chunk))
-    if along_cols:
-        return BlockView(view.row, view.col + first, view.rows, size)
-    return BlockView(view.row + first, view.col, size, view.cols)
-
-
-def split_steps(steps: tuple[Step, ...], bk: int, chunk: int) -> tuple[Step, ...]:
-    """Each step as the parts of its k (``chunk`` at a time, split_chunk): the same C terms and coefficients, A's
-    terms cut along their columns and B's along their rows. A part past every term's k (a fringe's shorter
-    block) computes nothing and is left out; the first part always stays."""
-    parts = []
-    for step in steps:
-        for first in range(0, bk, chunk):
-            a = tuple((_part(v, first, chunk, True), c) for v, c in step.a)
-            b = tuple((_part(v, first, chunk, False), c) for v, c in step.b)
-            if first and (all(v.empty for v, _ in a) or all(v.empty for v, _ in b)):
-                continue
-            parts.append(Step(step.primitive, step.variant, a, b, step.c))
-    return tuple(parts)
 
 
 def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:

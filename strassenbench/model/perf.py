@@ -37,11 +37,11 @@ import pandas as pd
 from ..algebra.levels import grid_dims
 from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
-from ..fused.launch import split_chunk
 from ..families import SIMT, counterpart, family_of
 from ..impls import IMPLS, PAPER_MODELED
 from ..options import ATOMIC_SCHEMES, MAX_SPLIT, PRESUM, SPLITK
 from ..occupancy import blocks_per_sm
+from ..plan import split_chunk
 from ..strategies import STRATEGIES, Strategy, WarpGrid
 from . import issue
 from .files import RESOURCE_KEYS, ModelError, load_resources  # noqa: F401 - re-exported

@@ -345,9 +345,8 @@ def test_a_splitk_sweep_runs_and_records_the_models_split(cpu_device, sim_build,
     """bench --scheme splitk on the cuda engine: each point's S is the model's for its shape on the device's GPU
     (split_options, with the build's resources.csv), the launches run each product in that many parts, and the
     row says which S ran; exact on integers."""
-    from strassenbench.fused.launch import split_chunk
     from strassenbench.model.pick import split_options
-    from strassenbench.plan import make_plan
+    from strassenbench.plan import make_plan, split_chunk
     from strassenbench.strategies import STRATEGIES
 
     cpu_device.install()

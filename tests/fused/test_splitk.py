@@ -10,13 +10,13 @@ import pytest
 
 from strassenbench.cli import main
 from strassenbench.fused import emu
-from strassenbench.fused.launch import FusedError, plan_launches, split_chunk, split_steps
+from strassenbench.fused.launch import FusedError, plan_launches
 from strassenbench.impls import ImplError, get_impl
 from strassenbench.model.gpus import SPECS
 from strassenbench.model.perf import best_split, impl_time
 from strassenbench.model.pick import split_options
 from strassenbench.options import MAX_SPLIT, OptionsError, RunOptions
-from strassenbench.plan import BlockView, make_plan
+from strassenbench.plan import BlockView, make_plan, split_chunk, split_steps
 from strassenbench.strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
 
 H100 = SPECS["H100"]
