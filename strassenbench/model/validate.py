@@ -25,7 +25,7 @@ import pandas as pd
 from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..limits import MAX_DIMENSION
-from ..options import RUN_SCHEMES
+from ..options import MAX_SPLIT, RUN_SCHEMES, SPLITK
 from ..families import MODES, counterpart
 from ..strategies import STRATEGIES
 from .files import VALIDATE, ModelError
@@ -81,6 +81,10 @@ def _check(points: pd.DataFrame, gpu_key: str | None) -> None:
         refuse(~points[side].between(1, MAX_DIMENSION), lambda r: f"{side} = {r[side]} is not from 1 to "
                                                                    f"{MAX_DIMENSION:,}")
     refuse(~points["dtype"].isin(DTYPES), lambda r: f"dtype {r['dtype']!r} is not one of {', '.join(DTYPES)}")
+    if "split_k" in points:  # a splitk point's parts: what its prediction takes (_split_run)
+        split = pd.to_numeric(points["split_k"], errors="coerce")  # a number or blank (strassenbench.results)
+        refuse(split.notna() & ~(split.between(1, MAX_SPLIT) & (split == split.round())),
+               lambda r: f"split_k {r['split_k']!r} is not an integer from 1 to {MAX_SPLIT}")
     refuse(pd.Series([d not in get_impl(str(i)).dtypes for i, d in zip(points["impl"], points["dtype"])],
                      index=points.index), lambda r: f"{r['impl']} does not compute {r['dtype']}")
     schemes = points["scheme"].fillna("").astype(str)
@@ -94,6 +98,15 @@ def _check(points: pd.DataFrame, gpu_key: str | None) -> None:
     if gpu_key is not None and gpu_key.lower() not in gpus[0].lower():
         raise ModelError(f"the results are of {gpus[0]!r}, not of the model's {gpu_key} (--gpu: the GPU they "
                          "were measured on)")
+
+
+def _split_run(row, ran: str, run: str) -> int | None:  # noqa: ANN001 - a row of _points
+    """The parts a splitk point ran its products' k in (its split_k), where it is predicted as it ran; None (the
+    model's fastest split) for any other."""
+    split = getattr(row, "split_k", "")
+    if run != SPLITK or ran != SPLITK or split in ("", None) or pd.isna(split):
+        return None
+    return int(split)
 
 
 def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], schemes: list[str],
@@ -120,7 +133,8 @@ def validation_rows(spec: GPUSpec, measured: pd.DataFrame, models: list[str], sc
                     run = ran if scheme == AS_RUN else scheme
                     s = model_strategies(str(impl))[r.model_strategy]
                     shape = (int(r.m), int(r.k), int(r.n))
-                    predicted = impl_time(spec, str(impl), s, *shape, str(dtype), resources, model, run).seconds
+                    predicted = impl_time(spec, str(impl), s, *shape, str(dtype), resources, model, run,
+                                          split=_split_run(r, ran, run)).seconds
                     ratios.append(predicted / float(r.time_median_s))
                     baseline = BASELINE[get_impl(str(impl)).mode]
                     key = (baseline, sweep, dtype, *shape)

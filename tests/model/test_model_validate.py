@@ -15,7 +15,10 @@ from strassenbench.cli import main
 from strassenbench.io import markdown
 from strassenbench.limits import MAX_DIMENSION
 from strassenbench.model.files import ModelError
+from strassenbench.model.gpus import SPECS
+from strassenbench.model.perf import impl_time, load_resources
 from strassenbench.model.schemes import scheme_launches
+from strassenbench.strategies import STRATEGIES
 from strassenbench.results import ResultsError, leaves_the_folder, read_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +124,36 @@ def test_work_is_bounded_before_it_starts(capsys: pytest.CaptureFixture[str]) ->
     assert main(["model", "predict", "--gpu", "H100", "--impl", "strassenx4", "--sizes", "4096", "--scheme",
                  "streams"]) == 2
     assert "the streams scheme of 2,401 products" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("split, ok", [("3", True), ("2.5", False), ("0", False), ("17", False), ("x", False)])
+def test_a_splitk_point_is_predicted_with_the_split_it_ran(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          split: str, ok: bool) -> None:
+    """A row of the splitk scheme is predicted with its own split_k as run; a split_k that no run can have (not an
+    integer from 1 to 16) is refused, naming it, and nothing is written."""
+    rows = list(csv.DictReader((H100_DATA / "square.csv").open()))
+    for r in rows:
+        r["split_k"] = ""
+    row = next(r for r in rows if r["impl"] == "strassen1" and r["m"] == "2048")
+    row.update(scheme="splitk", split_k=split)
+    path = tmp_path / "square.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    out = tmp_path / "validate.csv"
+    code = main(["model", "validate", str(path), "--gpu", "H100", "--resources", RESOURCES, "--out", str(out)])
+    err = capsys.readouterr().err
+    if not ok:
+        assert code == 2 and "split_k" in err and len(err.strip().splitlines()) == 1 and not out.exists(), err
+        return
+    assert code == 0
+    from strassenbench.model.validate import validation_rows
+    from strassenbench.results import read_results
+
+    frame = read_results(path, "bench")
+    one = frame[(frame["impl"] == "strassen1") & (frame["m"] == 2048)]
+    got = validation_rows(SPECS["H100"], one, ["issue"], ["as-run"], load_resources(RESOURCES))
+    want = impl_time(SPECS["H100"], "strassen1", STRATEGIES["Huge"], 2048, 2048, 2048, "float32",
+                     load_resources(RESOURCES), "issue", "splitk", split=3).seconds
+    assert got["median_ratio"].iloc[0] == pytest.approx(want / float(one["time_median_s"].iloc[0]), rel=1e-4)
