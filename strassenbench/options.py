@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .families import MODES, SIMT, Family, Mode, get_strategy
 from .strategies import DmmaStrategy, Strategy, TensorStrategy
 
-__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PAPER_SCHEMES", "SPLITK", "ATOMIC_SCHEMES", "MAX_SPLIT", "PRESUM",
+__all__ = ["RunOptions", "OptionsError", "SCHEMES", "PAPER_SCHEMES", "SPLITK", "ATOMIC_SCHEMES", "MAX_SPLIT", "SPLITS", "PRESUM",
            "RUN_SCHEMES", "DEFAULT_STREAMS", "check_scheme", "scheme_or_sequential"]
 
 # The paper's three task-parallel schemes (Sec. s:task; strassenbench.fused.launch) and their streams.
@@ -26,6 +26,9 @@ SPLITK = "splitk"
 SCHEMES = (*PAPER_SCHEMES, SPLITK)  # the schemes any fused implementation takes (--scheme)
 ATOMIC_SCHEMES = ("atomic", SPLITK)  # the schemes whose kernels write back with atomic adds
 MAX_SPLIT = 16  # the most parts a product's k is split into
+# The splits the model chooses among (strassenbench.model.perf.best_split): every count of parts up to 4, then
+# coarser, which keeps a ranking of every candidate (pick, model winners) to a few times the atomic scheme's work.
+SPLITS = (1, 2, 3, 4, 6, 8, 12, MAX_SPLIT)
 # Beyond the paper: the operand sums formed once into a workspace, then the products in order
 # (strassenbench.fused.launch). Opt-in: an implementation of its own runs it (strassen1-presum, ...), never a
 # --scheme of the workspace-free ones, whose declared memory is none.

@@ -39,7 +39,7 @@ from ..algebra.primitives import primitives
 from ..fused.instances import kernel_counts
 from ..families import SIMT, counterpart, family_of
 from ..impls import IMPLS, PAPER_MODELED
-from ..options import ATOMIC_SCHEMES, MAX_SPLIT, PRESUM, SPLITK
+from ..options import ATOMIC_SCHEMES, PRESUM, SPLITK, SPLITS
 from ..occupancy import blocks_per_sm
 from ..plan import split_chunk
 from ..strategies import STRATEGIES, Strategy, WarpGrid
@@ -281,12 +281,13 @@ def best_split(
     spec: GPUSpec, impl: str, s: Strategy, m: int, k: int, n: int, dtype: str, resources: pd.DataFrame | None = None,
     model: str = DEFAULT_MODEL, streams: int | None = None,
 ) -> tuple[int, Timing]:
-    """(S, its time): the split of each product's k (1 to MAX_SPLIT parts) that makes ``impl`` on strategy ``s``
-    fastest in the splitk scheme by ``model``; the fewest parts among equals (fewer reductions into C). More
+    """(S, its time): the split of each product's k (S of options.SPLITS, up to 16 parts) that makes ``impl`` on
+    strategy ``s`` fastest in the splitk scheme by ``model``; the fewest parts among equals (fewer reductions into
+    C). More
     parts give more blocks where one wave is few (the products' waves at small sizes), and cost S times the
     write-back's words and each part's own prologue and write-back."""
     best: tuple[int, Timing] | None = None
-    for split in range(1, MAX_SPLIT + 1):
+    for split in SPLITS:
         timing = impl_time(spec, impl, s, m, k, n, dtype, resources, model, SPLITK, streams, split)
         if best is None or timing.seconds < best[1].seconds * (1 - 1e-9):
             best = (split, timing)

@@ -84,36 +84,46 @@ def alone(model: str, load: Load | None) -> Timing:
 
 
 def stage_time(model: str, lanes: list[list[Load | None]]) -> Timing:
-    """One stage: ``lanes`` (streams) of launches, the streams concurrent, the launches of a stream in order."""
+    """One stage: ``lanes`` (streams) of launches, the streams concurrent, the launches of a stream in order. A
+    stage repeats its launches (a Load object per variant and batch, scheme_time): each distinct one is costed
+    once and counted."""
     loads = [load for lane in lanes for load in lane if load is not None]
     if len(loads) < sum(map(len, lanes)):
         return INFINITE
     if len(loads) == 1:
         return alone(model, loads[0])
-    waves = sum((Fraction(load.blocks, load.resident) for load in loads), Fraction(0))
+    distinct: dict[int, list] = {}  # id -> [load, count, its time alone]
+    for load in loads:
+        distinct.setdefault(id(load), [load, 0, None])[1] += 1
+    for entry in distinct.values():
+        entry[2] = alone(model, entry[0])
+    groups = [(load, count) for load, count, _ in distinct.values()]
+    waves = sum((Fraction(load.blocks * count, load.resident) for load, count in groups), Fraction(0))
     fill = math.ceil(waves) / waves
-    t_flop, t_smop, t_issue = (fill * sum(load.blocks * load.work[i] / load.rates[i] for load in loads)
+    t_flop, t_smop, t_issue = (fill * sum(count * load.blocks * load.work[i] / load.rates[i] for load, count in groups)
                                for i in range(3))
-    t_gmop, t_dram, t_l2 = (sum(load.traffic[i] for load in loads) for i in range(3))
-    t_latency = fill * sum(load.blocks / load.resident * load.latency for load in loads)  # each a resident slot
-    t_stream = max(sum(alone(model, load).seconds for load in lane) for lane in lanes)
+    t_gmop, t_dram, t_l2 = (sum(count * load.traffic[i] for load, count in groups) for i in range(3))
+    t_latency = fill * sum(count * load.blocks / load.resident * load.latency for load, count in groups)
+    t_stream = max(sum(distinct[id(load)][2].seconds for load in lane) for lane in lanes)
     shared = bounded(model, t_flop, t_gmop, t_smop, t_issue, t_dram, t_l2, t_stream, t_latency)
     # Never slower than the launches one after another: the rounding to whole waves charges a stage's idle tail
     # at its blocks' average cost, which a few costly blocks beside many cheap ones can make exceed that.
-    serial = sum((alone(model, load) for load in loads), ZERO)
+    serial = sum_of((timing, count) for _, count, timing in distinct.values())
     return shared if shared.seconds <= serial.seconds else serial
 
 
 Launches = list[list[list[tuple[tuple[int, int, int], int]]]]  # stages -> streams -> (variant w, products)
 
 
+@lru_cache(maxsize=4096)
 def scheme_launches(algorithm: str, levels: int, scheme: str, streams: int | None, dtype: str,
                     split: int = 1) -> Launches:
     """How ``scheme`` on ``streams`` streams (None: its default) launches the ``levels``-level ``algorithm``'s
     products, as strassenbench.fused.launch does: stages -> streams -> launches, each launch (the variant w =
     (W_A, W_B, W_C) of its products, how many it computes); ``dtype`` the kernels' (their batch Z); ``split``
     the parts of each product in the splitk scheme (each a product of the batch). The sequential scheme's
-    launches come by variant, not in product order (its time does not depend on it)."""
+    launches come by variant, not in product order (its time does not depend on it). Cached (every prediction of
+    a scheme asks): the lists are not to be changed."""
     streams = check_scheme(scheme, streams)
     counts = variant_counts(algorithm, levels)
     if scheme == "sequential":
@@ -146,8 +156,16 @@ def scheme_time(model: str, algorithm: str, levels: int, scheme: str, streams: i
         return sum_of((alone(model, load_of((1, 1, w[2]))), count)
                       for w, count in variant_counts(algorithm, levels).items())
     total = ZERO
+    made: dict[tuple, Load | None] = {}  # one Load per (variant, batch): the launches repeat them
+
+    def launch(w: tuple[int, int, int], z: int) -> Load | None:
+        if (w, z) not in made:
+            one = load_of(w)
+            made[(w, z)] = None if one is None else one.batched(z)
+        return made[(w, z)]
+
     for stage in scheme_launches(algorithm, levels, scheme, streams, dtype, split):
-        lanes = [[None if (one := load_of(w)) is None else one.batched(z) for w, z in lane] for lane in stage]
+        lanes = [[launch(w, z) for w, z in lane] for lane in stage]
         total = total + stage_time(model, lanes)
     return total
 

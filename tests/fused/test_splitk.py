@@ -15,7 +15,7 @@ from strassenbench.impls import ImplError, get_impl
 from strassenbench.model.gpus import SPECS
 from strassenbench.model.perf import best_split, impl_time
 from strassenbench.model.pick import split_options
-from strassenbench.options import MAX_SPLIT, OptionsError, RunOptions
+from strassenbench.options import MAX_SPLIT, SPLITS, OptionsError, RunOptions
 from strassenbench.plan import BlockView, make_plan, split_chunk, split_steps
 from strassenbench.strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES
 
@@ -147,13 +147,13 @@ def test_splitk_is_the_atomic_scheme_at_one_part_in_the_model() -> None:
 
 
 def test_the_model_splits_where_one_wave_is_too_few() -> None:
-    """best_split is the fastest S by brute force (the fewest parts among equals). On an H100 at 2,048, 1-level
+    """best_split is the fastest S of SPLITS by brute force (the fewest parts among equals). On an H100 at 2,048, 1-level
     Strassen's 448 Huge blocks make 1.7 waves of 264: the model splits k, and predicts it faster than the atomic
     scheme; a GEMM takes no scheme, so no split (one kernel, plain write-back)."""
     for impl, n in [("strassen1", 2048), ("strassen1", 8192), ("strassen2-direct", 1536)]:
         split, timing = best_split(H100, impl, HUGE, n, n, n, "float32")
         times = {s: impl_time(H100, impl, HUGE, n, n, n, "float32", scheme="splitk", split=s).seconds
-                 for s in range(1, MAX_SPLIT + 1)}
+                 for s in SPLITS}
         assert timing.seconds == min(times.values()) and split == min(s for s, t in times.items() if t == min(
             times.values()))
         assert impl_time(H100, impl, HUGE, n, n, n, "float32", scheme="splitk") == timing
