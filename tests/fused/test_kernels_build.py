@@ -342,6 +342,7 @@ def _check_float64_wide(frame: pd.DataFrame, kernels: int) -> None:
     assert (vector["loop_generic_loads"] == 0).all() and (vector["loop_global_loads"] > 0).all()
 
 
+@pytest.mark.slow  # two minutes of nvcc on both cores: with the widest kernels, in the slow tier
 def test_no_float64_kernel_spills_at_the_register_limit(float64_wide: pd.DataFrame) -> None:
     """The float64 kernels whose accumulator and fragments alone take 192 registers fit the other 63 without
     spilling, vector and scalar, plain and atomic, every variant, on sm_90; the vector kernels' main loops load
