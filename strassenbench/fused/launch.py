@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..options import PRESUM, SCHEMES, SPLITK, RunOptions
+from ..options import ATOMIC_SCHEMES, PRESUM, SCHEMES, SPLITK, RunOptions
 from ..plan import BlockView, Plan, Step, make_plan, split_chunk, split_steps
 from ..strategies import DmmaStrategy, Strategy, TensorStrategy
 from ..algebra.levels import grid_dims
@@ -158,7 +158,7 @@ def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: in
     """stages -> streams -> launches -> the steps each launch computes."""
     if scheme == "sequential":
         return [[[[s] for s in steps]]]
-    if scheme in ("atomic", SPLITK):  # a variant's products (and their parts) in one launch's batch
+    if scheme in ATOMIC_SCHEMES:  # a variant's products (and their parts) in one launch's batch
         lanes: list[list[list[Step]]] = [[] for _ in range(streams)]
         for i, group in enumerate(_by_variant(steps)):
             lanes[i % streams].append(group)
