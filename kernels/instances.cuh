@@ -68,13 +68,14 @@ extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size)
   }                                                                                                                 \
   SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(T, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
 
-// The tensor-core family (tensorcore_primitive.cuh), float32 only; PARTS 1: 1xTF32, 2: 3xTF32.
-#define SB_TENSORCORE_INSTANCE(NAME, THREADS, MIN_BLOCKS, M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, PARTS) \
+// The tensor-core family (tensorcore_primitive.cuh), float32 only; PARTS 1: 1xTF32, 2: 3xTF32; STAGES 2: the
+// register pipeline, 3 or more: the multistage cp.async one.
+#define SB_TENSORCORE_INSTANCE(NAME, THREADS, MIN_BLOCKS, M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, PARTS, STAGES) \
   extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                               \
       NAME(SB_STRASSEN_PARAMS(float, W_A + W_B + W_C, Z)) {                                                      \
     static_assert(sizeof(products) + 16 + 2 * sizeof(float) <= SB_PARAM_BYTES, "parameters too big");             \
     static_assert(THREADS == WARPS_M * WARPS_N * 32, "a block of WARPS_M x WARPS_N warps");                       \
-    sb::tensorcore_primitive<M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, PARTS>(SB_STRASSEN_ARGS); \
+    sb::tensorcore_primitive<M_S, N_S, K_S, WARPS_M, WARPS_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, PARTS, STAGES>(SB_STRASSEN_ARGS); \
   }                                                                                                                 \
   SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(float, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
 

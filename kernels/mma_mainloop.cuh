@@ -45,6 +45,86 @@ __device__ __forceinline__ void mma_mainloop(LoaderA& load_a, LoaderB& load_b, c
   }
 }
 
+// The multistage pipeline (STAGES >= 3 shared-memory stages, CUTLASS's MmaMultistage): slice s is computed
+// on stage s % STAGES while slices s + 1 .. s + STAGES - 1 are in flight. Each iteration first fetches slice
+// s + STAGES - 1 into the stage that slice s - 1 freed at its barrier: a one-term operand (W = 1) straight into
+// shared memory by cp.async (SliceCopier; zeros outside the term, so edge tiles need no other path),
+// a sum of terms into registers (unpredicated in the slices wholly inside every term, full_slices; a scalar
+// kernel's after the mma). Then the slice's mma, then the register sums into their stage, then one commit group per slice, a wait for all but
+// the newest STAGES - 2 (slice s + 1's copies have landed) and one barrier. The tiles give the address of
+// tile element (row, column) of a stage: smem.a_at(stage, m, k), smem.b_at(stage, k, n).
+template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, int STAGES, bool VECTOR, class LoaderA,
+          class LoaderB, class TermsA, class TermsB, class Tiles, class Slice>
+__device__ __forceinline__ void mma_multistage(LoaderA& load_a, LoaderB& load_b, const TermsA& terms_a,
+                                               const TermsB& terms_b, int lda, int ldb, int row0, int col0, int bk,
+                                               Tiles& smem, const Slice& mma_slice) {
+  static_assert(STAGES >= 3, "the register pipeline is mma_mainloop");
+  const int slices = cdiv(bk, K_S);
+  const int full = full_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
+  SliceCopier<LoaderA, T, K_S, true> copy_a(terms_a, lda, row0, 0);  // used when W_A = 1
+  SliceCopier<LoaderB, T, K_S, false> copy_b(terms_b, ldb, 0, col0);  // used when W_B = 1
+  auto begin = [&](int stage, int s) {  // slice s's copies and register loads, s one more than the last call's
+    if (s >= slices) return;
+    const int k = s * K_S;
+    if constexpr (W_A == 1) {
+      copy_a.copy([&](int m, int kc) { return smem.a_at(stage, m, kc); });
+    } else if constexpr (VECTOR) {
+      if (s < full)
+        load_a.template issue_at<0, W_A>(terms_a, LoaderA::offset(lda, row0, k), LoaderA::step(lda));
+      else
+        load_a.template issue<0, W_A>(terms_a, lda, row0, k);
+    }
+    if constexpr (W_B == 1) {
+      copy_b.copy([&](int kr, int n) { return smem.b_at(stage, kr, n); });
+    } else if constexpr (VECTOR) {
+      if (s < full)
+        load_b.template issue_at<0, W_B>(terms_b, LoaderB::offset(ldb, k, col0), LoaderB::step(ldb));
+      else
+        load_b.template issue<0, W_B>(terms_b, ldb, k, col0);
+    }
+  };
+  // Slice s's register sums into its stage. A scalar kernel forms them here, a term at a time (load_sum): its
+  // chunks are single elements, and holding every term's across the mma would spill.
+  auto end = [&](int stage, int s) {
+    if (s >= slices) return;
+    if constexpr (W_A > 1) {
+      if constexpr (VECTOR)
+        load_a.template accumulate<0, W_A>(terms_a);
+      else
+        load_a.load_sum(terms_a, lda, row0, s * K_S);
+      load_a.store_at([&](int m, int kc) { return smem.a_at(stage, m, kc); });
+    }
+    if constexpr (W_B > 1) {
+      if constexpr (VECTOR)
+        load_b.template accumulate<0, W_B>(terms_b);
+      else
+        load_b.load_sum(terms_b, ldb, s * K_S, col0);
+      load_b.store_at([&](int kr, int n) { return smem.b_at(stage, kr, n); });
+    }
+  };
+#pragma unroll 1
+  for (int s = 0; s < STAGES - 1; ++s) {  // prologue: slices 0 .. STAGES - 2
+    begin(s, s);
+    end(s, s);
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  int stage = 0, next = STAGES - 1;
+#pragma unroll 1
+  for (int s = 0; s < slices; ++s) {
+    begin(next, s + STAGES - 1);
+    mma_slice(stage);
+    end(next, s + STAGES - 1);
+    cp_async_commit();
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    stage = stage + 1 == STAGES ? 0 : stage + 1;
+    next = next + 1 == STAGES ? 0 : next + 1;
+  }
+  cp_async_wait<0>();  // every group is empty by now: nothing outlives the loop
+}
+
 // A thread's place in its warp's kWm x kWn tile of the block tile, warps column-major over WARPS_M rows, in the
 // PTX ISA's mma fragment layout (lane: group g = lane / 4, thread t = lane % 4): the warp tiles of both families
 // (tensorcore_primitive.cuh, dmma_primitive.cuh) derive from it and add their mma tiles.
@@ -73,9 +153,10 @@ struct MmaLane {
 // shared store, stored as is: k contiguous), the warp tile's accumulator, mma_mainloop, then the write-back
 // (epilogue.cuh) of alpha times the loaders' folded scales. The family gives its shared tiles (Tiles), its warp
 // tile (Tile: the accumulator's layout, Tile::kThreads threads), how the loaders' sums go into a stage
-// (store(load_a, load_b, smem, stage)) and its slice of mma on a stage (slice(smem, tile, acc, stage)).
+// (store(load_a, load_b, smem, stage)) and its slice of mma on a stage (slice(smem, tile, acc, stage)). With
+// STAGES >= 3 the main loop is mma_multistage instead, and the tiles place the elements (a_at, b_at).
 template <class T, class Tiles, class Tile, int M_S, int N_S, int K_S, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
-          bool VECTOR, class Store, class Slice>
+          bool VECTOR, int STAGES = 2, class Store, class Slice>
 __device__ __forceinline__ void mma_primitive(int lda, int ldb, int ldc, int bk, T alpha, T beta,
                                               const Products<T, W_A + W_B + W_C, Z>& products,
                                               const Store& store_stage, const Slice& slice) {
@@ -109,8 +190,13 @@ __device__ __forceinline__ void mma_primitive(int lda, int ldb, int ldc, int bk,
     store(stage);
   };
   auto mma_slice = [&](int stage) { slice(smem, tile, acc, stage); };
-  mma_mainloop<T, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
-                                                   mma_slice, store, fill);
+  if constexpr (STAGES > 2) {
+    mma_multistage<T, M_S, N_S, K_S, W_A, W_B, STAGES, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
+                                                       smem, mma_slice);
+  } else {
+    mma_mainloop<T, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
+                                                     mma_slice, store, fill);
+  }
 
   const T scale = alpha * LoaderA::fold_scale(terms_a) * LoaderB::fold_scale(terms_b);
   const Terms<T*, T, W_C, W_A + W_B, kW, Z> terms_c{&products, z};

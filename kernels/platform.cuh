@@ -168,4 +168,45 @@ __device__ __forceinline__ void red_add(T* p, const Vec<T, V>& v) {
 #endif
 }
 
+// An asynchronous copy of BYTES (4, 8 or 16) from global `src` to shared `dst` (PTX ISA, "cp.async", sm_80):
+// zeros when `guard` is false (src-size 0: src is not read), as CUTLASS's cp_async_zfill. 16-byte copies bypass
+// L1 (.cg); smaller ones may only go through it (.ca). The copy lands when a cp_async_wait lets its group
+// complete, and other threads see it after the barrier that follows; the emulator performs it only then.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, bool guard) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+  SB_SMEM_TRACE(dst, BYTES, true);
+#if defined(__CUDACC__)
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int src_bytes = guard ? BYTES : 0;
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(to), "l"(src), "r"(src_bytes) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;"
+                 :: "r"(to), "l"(src), "n"(BYTES), "r"(src_bytes) : "memory");
+  }
+#else
+  ::emu::cp_async(dst, src, BYTES, guard ? BYTES : 0);
+#endif
+}
+
+// cp.async.commit_group: the copies issued since the last commit form one group.
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#else
+  ::emu::cp_async_commit();
+#endif
+}
+
+// cp.async.wait_group N: wait until at most the N newest groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDACC__)
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+#else
+  ::emu::cp_async_wait(N);
+#endif
+}
+
 }  // namespace sb

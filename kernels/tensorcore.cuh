@@ -30,6 +30,23 @@ __device__ __forceinline__ float to_tf32(float x) {
 #endif
 }
 
+// x rounded to TF32 as cvt.rna.tf32.f32 rounds every finite value (to nearest, ties away from zero: half a TF32
+// ulp added to the magnitude, then the 13 low bits cut; past the largest finite value, infinity), in two
+// integer instructions: sm_90's cvt.rna.tf32.f32 is four (it tests for NaN first). Infinities stay; a NaN keeps
+// its sign and exponent, so it is a NaN unless its payload lies only in the 13 low bits (then an infinity). The
+// multistage pipeline rounds and splits every fragment it loads with it (tensorcore_primitive.cuh).
+__device__ __forceinline__ float round_tf32(float x) {
+#if defined(__CUDACC__)
+  return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
+#else
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x1000u) & 0xFFFFE000u;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+#endif
+}
+
 // The 3xTF32 split (CUTLASS's "fast accurate" SGEMM, its example 27): x = big + small + (what TF32 drops of
 // x - big), with big = tf32(x) and small = tf32(x - big). A product a b is then taken as
 // a_big b_big + a_big b_small + a_small b_big, which keeps about FP32's accuracy.
@@ -39,6 +56,12 @@ struct Tf32Pair {
 __device__ __forceinline__ Tf32Pair split_3xtf32(float x) {
   const float big = to_tf32(x);
   return {big, to_tf32(x - big)};
+}
+
+// The same split by round_tf32: equal to split_3xtf32 for every finite x.
+__device__ __forceinline__ Tf32Pair split_3xtf32_fast(float x) {
+  const float big = round_tf32(x);
+  return {big, round_tf32(x - big)};
 }
 
 // D = A B + C for one warp: A 16 x 8, B 8 x 8, C and D 16 x 8 (PTX ISA, "mma.sync.aligned.m16n8k8" with

@@ -79,70 +79,185 @@ __device__ __forceinline__ void store_parts(const Loader& loader, float (*tile)[
     }
 }
 
+// One k-step of 8 of a warp's A and B fragments from a stage's tiles (PTX ISA fragment layouts, tensorcore.cuh):
+// an ldmatrix_x4 per 16 x 8 A tile (the lane's row of matrix lane / 8), two LDS per 8 x 8 B tile.
+template <class Tile, int M_S, int K_S, int LD>
+__device__ __forceinline__ void load_fragments(const float (&ta)[M_S][K_S], const float (&tb)[K_S][LD],
+                                               const Tile& tile, int kk, float (&a)[Tile::kMt][4],
+                                               float (&b)[Tile::kNt][2]) {
+#pragma unroll
+  for (int mt = 0; mt < Tile::kMt; ++mt) {
+    const int r = tile.wrow + mt * 16 + 8 * ((tile.lane / 8) % 2) + tile.lane % 8;
+    ldmatrix_x4(a[mt], &ta[r][swizzle_a<K_S>(r, kk + 4 * (tile.lane / 16))]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < Tile::kNt; ++nt) {
+    const int c = tile.wcol + nt * 8 + tile.g;
+    b[nt][0] = lds(&tb[kk + tile.t][c]);
+    b[nt][1] = lds(&tb[kk + tile.t + 4][c]);
+  }
+}
+
+// The 3xTF32 products of one 16 x 8 tile and k-step into a staged sum s: the small ones first, then big x big.
+__device__ __forceinline__ void mma_3xtf32(float (&s)[4], const float (&a_big)[4], const float (&a_small)[4],
+                                           const float (&b_big)[2], const float (&b_small)[2]) {
+  mma_m16n8k8_tf32(s, a_big, b_small, s);
+  mma_m16n8k8_tf32(s, a_small, b_big, s);
+  mma_m16n8k8_tf32(s, a_big, b_big, s);
+}
+
+// The accumulator's 4 values of mma tile (mt, nt) (MmaWarpTile's layout), as an mma fragment and back.
+template <class Acc>
+__device__ __forceinline__ void tile_get(const Acc& acc, int mt, int nt, float (&c)[4]) {
+  c[0] = acc[2 * mt][2 * nt];
+  c[1] = acc[2 * mt][2 * nt + 1];
+  c[2] = acc[2 * mt + 1][2 * nt];
+  c[3] = acc[2 * mt + 1][2 * nt + 1];
+}
+template <class Acc>
+__device__ __forceinline__ void tile_set(Acc& acc, int mt, int nt, const float (&c)[4]) {
+  acc[2 * mt][2 * nt] = c[0];
+  acc[2 * mt][2 * nt + 1] = c[1];
+  acc[2 * mt + 1][2 * nt] = c[2];
+  acc[2 * mt + 1][2 * nt + 1] = c[3];
+}
+
+// The multistage pipeline's tiles (STAGES >= 3, mma_multistage): every stage of the A and B tiles in FP32, as
+// the global operands hold them (cp.async copies them unchanged), swizzled and padded as MmaTiles'. The split
+// into TF32 parts is done on the fragments.
+template <int M_S, int N_S, int K_S, int STAGES>
+struct alignas(128) RawTiles {
+  static constexpr int kLdB = N_S + 8;
+  alignas(16) float a[STAGES][M_S][K_S];
+  alignas(16) float b[STAGES][K_S][kLdB];
+  __device__ __forceinline__ float* a_at(int stage, int m, int k) { return &a[stage][m][swizzle_a<K_S>(m, k)]; }
+  __device__ __forceinline__ float* b_at(int stage, int k, int n) { return &b[stage][k][n]; }
+};
+
 template <int M_S, int N_S, int K_S, int WARPS_M, int WARPS_N, int W_A, int W_B, int W_C, bool ATOMIC, int Z,
-          bool VECTOR, int PARTS>
+          bool VECTOR, int PARTS, int STAGES = 2>
 __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, int bk, float alpha, float beta,
                                                      const Products<float, W_A + W_B + W_C, Z>& products) {
   static_assert(PARTS == 1 || PARTS == 2, "1xTF32 or 3xTF32");
   static_assert(K_S % 8 == 0, "k_S is a multiple of the mma's k = 8");
   using Tile = MmaWarpTile<M_S, N_S, WARPS_M, WARPS_N>;
-  // The loaders' sums, rounded and split, into a stage.
-  auto store = [](auto& load_a, auto& load_b, auto& smem, int stage) {
-    store_parts<PARTS>(load_a, smem.a[stage][0], M_S, [](int m, int kc) { return swizzle_a<K_S>(m, kc); });
-    store_parts<PARTS>(load_b, smem.b[stage][0], K_S, [](int, int n) { return n; });
-  };
-  // One k_S slice of mma on a stage: per k-step of 8, each part's fragments from shared memory (PTX ISA fragment
-  // layout, tensorcore.cuh), then the products of every 16 x 8 tile of the warp's tile.
-  auto mma_slice = [](const auto& smem, const Tile& tile, auto& acc, int stage) {
+  constexpr int kMt = Tile::kMt, kNt = Tile::kNt;
+  if constexpr (STAGES > 2) {
+    // The multistage pipeline: the tiles hold FP32, and each k-step's fragments are split (3xTF32: big and
+    // small) or rounded (1xTF32) in registers, as CUTLASS's fast-FP32 path transforms its fragments. 3xTF32
+    // stages its products once per slice: the slice's k_S / 8 k-steps of three products go into a sum of
+    // their own, added to the accumulator with rounded FP32 (strassenbench.tensorcore.matmul, stage_k = k_S).
+    auto mma_slice = [](const auto& smem, const Tile& tile, auto& acc, int stage) {
+      float staged[kMt][kNt][4];
+      if constexpr (PARTS == 2) {
 #pragma unroll
-    for (int kk = 0; kk < K_S; kk += 8) {
-      float a[PARTS][Tile::kMt][4], b[PARTS][Tile::kNt][2];
+        for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
-      for (int p = 0; p < PARTS; ++p) {
-        const auto& ta = smem.a[stage][p];
-        const auto& tb = smem.b[stage][p];
+          for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
-        for (int mt = 0; mt < Tile::kMt; ++mt) {  // the lane's row of matrix lane / 8 (ldmatrix_x4)
-          const int r = tile.wrow + mt * 16 + 8 * ((tile.lane / 8) % 2) + tile.lane % 8;
-          ldmatrix_x4(a[p][mt], &ta[r][swizzle_a<K_S>(r, kk + 4 * (tile.lane / 16))]);
-        }
-#pragma unroll
-        for (int nt = 0; nt < Tile::kNt; ++nt) {
-          const int c = tile.wcol + nt * 8 + tile.g;
-          b[p][nt][0] = lds(&tb[kk + tile.t][c]);
-          b[p][nt][1] = lds(&tb[kk + tile.t + 4][c]);
-        }
+            for (int e = 0; e < 4; ++e) staged[mt][nt][e] = 0.f;
       }
 #pragma unroll
-      for (int mt = 0; mt < Tile::kMt; ++mt)
+      for (int kk = 0; kk < K_S; kk += 8) {
+        float a[kMt][4], b[kNt][2];
+        load_fragments<Tile>(smem.a[stage], smem.b[stage], tile, kk, a, b);
+        if constexpr (PARTS == 2) {
+          float a_small[kMt][4], b_small[kNt][2];
 #pragma unroll
-        for (int nt = 0; nt < Tile::kNt; ++nt) {
-          float c[4] = {acc[2 * mt][2 * nt], acc[2 * mt][2 * nt + 1], acc[2 * mt + 1][2 * nt],
-                        acc[2 * mt + 1][2 * nt + 1]};
-          if constexpr (PARTS == 2) {
-            // Staged accumulation, as CUTLASS's MmaMultistage does for 3xTF32: the tensor core truncates each
-            // sum it forms, which summed into the accumulator k / 8 x 3 times is a bias growing with k (an
-            // H200 lost 4e-5 at k = 4,096: data/nvidia-h200/3xtf32_bias.txt). So the slice's three products
-            // (the small ones first) go into a sum of their own, added to the accumulator with rounded FP32.
-            float s[4] = {0.f, 0.f, 0.f, 0.f};
-            mma_m16n8k8_tf32(s, a[0][mt], b[1][nt], s);
-            mma_m16n8k8_tf32(s, a[1][mt], b[0][nt], s);
-            mma_m16n8k8_tf32(s, a[0][mt], b[0][nt], s);
+          for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) c[e] += s[e];
-          } else {
-            mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
-          }
-          acc[2 * mt][2 * nt] = c[0];
-          acc[2 * mt][2 * nt + 1] = c[1];
-          acc[2 * mt + 1][2 * nt] = c[2];
-          acc[2 * mt + 1][2 * nt + 1] = c[3];
+            for (int e = 0; e < 4; ++e) {
+              const Tf32Pair x = split_3xtf32_fast(a[mt][e]);
+              a[mt][e] = x.big;
+              a_small[mt][e] = x.small;
+            }
+#pragma unroll
+          for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const Tf32Pair x = split_3xtf32_fast(b[nt][e]);
+              b[nt][e] = x.big;
+              b_small[nt][e] = x.small;
+            }
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNt; ++nt) mma_3xtf32(staged[mt][nt], a[mt], a_small[mt], b[nt], b_small[nt]);
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = round_tf32(a[mt][e]);
+#pragma unroll
+          for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) b[nt][e] = round_tf32(b[nt][e]);
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNt; ++nt) {
+              float c[4];
+              tile_get(acc, mt, nt, c);
+              mma_m16n8k8_tf32(c, a[mt], b[nt], c);
+              tile_set(acc, mt, nt, c);
+            }
         }
-    }
-  };
-
-  mma_primitive<float, MmaTiles<M_S, N_S, K_S, PARTS>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(
-      lda, ldb, ldc, bk, alpha, beta, products, store, mma_slice);
+      }
+      if constexpr (PARTS == 2) {
+#pragma unroll
+        for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kNt; ++nt) {
+            float c[4];
+            tile_get(acc, mt, nt, c);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) c[e] += staged[mt][nt][e];
+            tile_set(acc, mt, nt, c);
+          }
+      }
+    };
+    auto unused = [](auto&, auto&, auto&, int) {};  // mma_multistage stores through the tiles' a_at and b_at
+    mma_primitive<float, RawTiles<M_S, N_S, K_S, STAGES>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR,
+                  STAGES>(lda, ldb, ldc, bk, alpha, beta, products, unused, mma_slice);
+  } else {
+    // The loaders' sums, rounded and split, into a stage.
+    auto store = [](auto& load_a, auto& load_b, auto& smem, int stage) {
+      store_parts<PARTS>(load_a, smem.a[stage][0], M_S, [](int m, int kc) { return swizzle_a<K_S>(m, kc); });
+      store_parts<PARTS>(load_b, smem.b[stage][0], K_S, [](int, int n) { return n; });
+    };
+    // One k_S slice of mma on a stage: per k-step of 8, each part's fragments, then the products of every 16 x 8
+    // tile of the warp's tile.
+    auto mma_slice = [](const auto& smem, const Tile& tile, auto& acc, int stage) {
+#pragma unroll
+      for (int kk = 0; kk < K_S; kk += 8) {
+        float a[PARTS][kMt][4], b[PARTS][kNt][2];
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p) load_fragments<Tile>(smem.a[stage][p], smem.b[stage][p], tile, kk, a[p], b[p]);
+#pragma unroll
+        for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kNt; ++nt) {
+            float c[4];
+            tile_get(acc, mt, nt, c);
+            if constexpr (PARTS == 2) {
+              // Staged accumulation, as CUTLASS's MmaMultistage does for 3xTF32: the tensor core truncates each
+              // sum it forms, which summed into the accumulator k / 8 x 3 times is a bias growing with k (an
+              // H200 lost 4e-5 at k = 4,096: data/nvidia-h200/3xtf32_bias.txt). So the k-step's three products
+              // go into a sum of their own, added to the accumulator with rounded FP32.
+              float s[4] = {0.f, 0.f, 0.f, 0.f};
+              mma_3xtf32(s, a[0][mt], a[1][mt], b[0][nt], b[1][nt]);
+#pragma unroll
+              for (int e = 0; e < 4; ++e) c[e] += s[e];
+            } else {
+              mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
+            }
+            tile_set(acc, mt, nt, c);
+          }
+      }
+    };
+    mma_primitive<float, MmaTiles<M_S, N_S, K_S, PARTS>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(
+        lda, ldb, ldc, bk, alpha, beta, products, store, mma_slice);
+  }
 }
 
 }  // namespace sb

@@ -78,12 +78,11 @@ struct OperandTerms {
   }
 };
 
-// The slices of a tile's main loop whose next slice lies inside every term: the block's M_S rows inside every A
-// term, its N_S columns inside every B term and k below every term's extent. Slices s < interior_slices(...)
-// may issue slice s + 1's loads unpredicated (the interior path of the vector kernels); 0 for an edge tile.
+// The slices of a tile that lie inside every term: the block's M_S rows inside every A term, its N_S columns
+// inside every B term and k below every term's extent. None for an edge tile.
 template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
-__device__ __forceinline__ int interior_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
-                                               int bk) {
+__device__ __forceinline__ int full_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
+                                           int bk) {
   bool inside = true;
   int kfull = bk;
 #pragma unroll
@@ -96,7 +95,16 @@ __device__ __forceinline__ int interior_slices(const TermsA& terms_a, const Term
     inside = inside && col0 + N_S <= terms_b.cols(t);
     kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
   }
-  return inside ? kfull / K_S - 1 : 0;
+  return inside ? kfull / K_S : 0;
+}
+
+// The slices of a tile's main loop whose next slice lies inside every term: slices s < interior_slices(...)
+// may issue slice s + 1's loads unpredicated (the interior path of the vector kernels); 0 for an edge tile.
+template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
+__device__ __forceinline__ int interior_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
+                                               int bk) {
+  const int full = full_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
+  return full > 0 ? full - 1 : 0;
 }
 
 // A ROWS x COLS tile of a row-major operand whose terms are W blocks. Thread tid owns kChunks chunks of V
@@ -199,6 +207,14 @@ struct TileLoader {
     }
   }
 
+  // The sum, as is, to at(tile row, tile column): the multistage pipeline's store of a sum of terms.
+  template <class At>
+  __device__ __forceinline__ void store_at(const At& at) const {
+    const int r0 = row(), c0 = col();
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) sts(reinterpret_cast<Vec<T, V>*>(at(r0 + c * kRowStep, c0)), sum[c]);
+  }
+
   // The factor this operand contributes to the epilogue's scale: its first coefficient u_0.
   template <class Terms>
   __device__ __forceinline__ static T fold_scale(const Terms& terms) {
@@ -218,6 +234,54 @@ struct TileLoader {
         sts(reinterpret_cast<Vec<T, V>*>(&tile[r][col0]), sum[c]);
       }
     }
+  }
+};
+
+// The multistage pipeline's copies of a one-term operand (W = 1, kernels/mma_mainloop.cuh: mma_multistage): each
+// slice's chunks of the thread go straight into shared memory, a cp.async each, zeros outside the term's
+// extent. Its addresses are worked out once per block (a multistage kernel has the registers: 128 threads at
+// up to 255): the source of the thread's first chunk moves on a slice per copy, its chunks `step` bytes apart;
+// the rows and column of its chunks in the tile are fixed, and so is whether each chunk lies inside the term
+// along the dimension that is not k. K_IN_COLS: k runs along the tile's columns (A's m_S x k_S tile), else along
+// its rows (B's k_S x n_S tile).
+template <class Loader, class T, int K_S, bool K_IN_COLS>
+struct SliceCopier {
+  static constexpr int kChunks = Loader::kChunks, kV = Loader::kV;
+  const T* src;        // the thread's first chunk of the next slice
+  long long step;      // elements between its chunks
+  long long advance;   // elements from one slice to the next
+  int row, col;        // its first chunk's row and column in the tile
+  int inside;          // bit c: chunk c inside the term across k
+  int k, k_limit;      // the first k of the thread's chunks in the next slice, and the term's extent along k
+
+  template <class Terms>
+  __device__ __forceinline__ SliceCopier(const Terms& terms, int ld, int row0, int col0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    row = tid / Loader::kChunksPerRow;
+    col = (tid % Loader::kChunksPerRow) * kV;
+    src = terms.ptr(0) + (static_cast<long long>(row0 + row) * ld + col0 + col);
+    step = static_cast<long long>(Loader::kRowStep) * ld;
+    advance = K_IN_COLS ? K_S : static_cast<long long>(K_S) * ld;
+    inside = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const bool ok = K_IN_COLS ? row0 + row + c * Loader::kRowStep < terms.rows(0) : col0 + col < terms.cols(0);
+      inside |= static_cast<int>(ok) << c;
+    }
+    k = K_IN_COLS ? col0 + col : row0 + row;
+    k_limit = K_IN_COLS ? terms.cols(0) : terms.rows(0);
+  }
+
+  // The next slice into the stage whose element (tile row, tile column) is at(row, column).
+  template <class At>
+  __device__ __forceinline__ void copy(const At& at) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const bool along = K_IN_COLS ? k < k_limit : k + c * Loader::kRowStep < k_limit;
+      cp_async<kV * sizeof(T)>(at(row + c * Loader::kRowStep, col), src + c * step, ((inside >> c) & 1) && along);
+    }
+    src += advance;
+    k += K_S;
   }
 };
 

@@ -91,30 +91,49 @@ class WarpGrid:
 @dataclass(frozen=True)
 class TensorStrategy(WarpGrid):
     """A tile shape of the TF32 tensor-core kernels (kernels/tensorcore_primitive.cuh): each warp's tile a grid of
-    16 x 8 tiles of mma.m16n8k8."""
+    16 x 8 tiles of mma.m16n8k8, and the main loop's shared-memory stages: 2, the register pipeline with the
+    operands stored as their TF32 parts; 3 or more, the multistage cp.async pipeline with the operands stored
+    as FP32 and split into TF32 parts on the fragments."""
+
+    stages: int = 2
 
     def __post_init__(self) -> None:
         if self.m_S % (16 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8:
             raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 16 x 8 x 8 mma tiles")
+        if self.stages < 2:
+            raise ValueError(f"strategy {self.name}: at least 2 shared-memory stages")
+
+    @property
+    def multistage(self) -> bool:
+        """The cp.async pipeline (kernels/mma_mainloop.cuh, mma_multistage): FP32 tiles, split on the fragments."""
+        return self.stages > 2
+
+    def stored_parts(self, parts: int) -> int:
+        """The TF32 parts of an operand in shared memory: all of them (2 for 3xTF32) on the register pipeline,
+        one FP32 tile on the multistage one."""
+        return 1 if self.multistage else parts
 
     def smem_bytes(self, itemsize: int = 4, parts: int = 2) -> int:
-        """Both stages of the A and B tiles, ``parts`` TF32 parts each (2 for 3xTF32), B padded by 8 columns
-        (MmaTiles)."""
-        return 2 * parts * itemsize * (self.m_S * self.k_S + self.k_S * (self.n_S + 8))
+        """Every stage of the A and B tiles, each of the stored parts (stored_parts; ``parts``: 2 for 3xTF32), B
+        padded by 8 columns (MmaTiles)."""
+        return (self.stages * self.stored_parts(parts) * itemsize
+                * (self.m_S * self.k_S + self.k_S * (self.n_S + 8)))
 
 
 # The tensor-core family's strategies: Huge's 128 x 128 x 8 block on 8 warps of 64 x 32 (CUTLASS's 3xTF32
 # example runs 128 x 128 on 4 warps of 64 x 64; 8 warps keep 1xTF32 within 128 registers, 2 blocks per SM; 3xTF32's
 # staged accumulation takes about 212, one block per SM: strassenbench.model.latency); Tall, CUTLASS's 3xTF32
 # SGEMM shape on sm_80 and later, 128 x 64 on 4 warps of the same 64 x 32: its 128 threads hold two blocks per SM
-# at up to 255 registers, so that one block's loads and barriers overlap the other's mma; and smaller blocks for
-# small problems and the emulator.
+# at up to 255 registers, so that one block's loads and barriers overlap the other's mma; TallAsync, the same
+# tile with CUTLASS's whole main loop (k_S = 16, 3 cp.async stages, the big/small split on the fragments, one
+# staged sum per 16 of k); and smaller blocks for small problems and the emulator.
 _TENSOR_TABLE = """
-TcSmall  32  32 8 2 1
-TcLarge  64  64 8 2 2
-TcTall  128  64 8 2 2
-TcHuge  128 128 8 2 4
-"""  # Strategy, m_S, n_S, k_S, warps along m, warps along n
+TcSmall      32  32  8 2 1 2
+TcLarge      64  64  8 2 2 2
+TcTall      128  64  8 2 2 2
+TcTallAsync 128  64 16 2 2 3
+TcHuge      128 128  8 2 4 2
+"""  # Strategy, m_S, n_S, k_S, warps along m, warps along n, shared-memory stages
 
 TENSOR_STRATEGIES: dict[str, TensorStrategy] = {
     fields[0]: TensorStrategy(fields[0], *map(int, fields[1:]))

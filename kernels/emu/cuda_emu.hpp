@@ -14,6 +14,11 @@
 // run the same sequence of shared-memory accesses, so the n-th access of the 32 lanes of a warp is one
 // warp-level instruction; strassenbench.fused.smem counts its wavefronts.
 //
+// Asynchronous copies (cp.async, sb::cp_async): a thread's copies are queued in its commit groups and done
+// only when a cp.async.wait_group lets them complete (cp_async_wait): the latest the PTX ISA allows, so a read
+// of the shared tile before its wait and barrier sees the stage's old data, and a kernel that forgets one is
+// wrong here. A copy still pending when the thread leaves its block is a fault (check_async_done).
+//
 // Alignment: every access of sb::ldg / ldg_at / lds / sts and of the epilogue's vectors (emu::load, emu::store)
 // and every ldmatrix row address is checked (check_aligned); the first misaligned one, which faults on the
 // GPU, is kept for emu_fault_take.
@@ -145,6 +150,58 @@ inline void red_add(V* p, const V& value, const char* what) {
   for (const T& x : value.v) atomic_add(first++, x);
 }
 
+// The thread's cp.async copies: the open group (not yet committed) and the committed ones, oldest first.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  unsigned bytes, src_bytes;
+};
+inline thread_local std::vector<AsyncCopy> async_open;
+inline thread_local std::deque<std::vector<AsyncCopy>> async_groups;
+
+// cp.async [dst], [src], bytes, src_bytes (PTX ISA, "cp.async"): dst and src aligned to `bytes` (src only
+// read when src_bytes > 0); the copy is queued, and the bytes past src_bytes are zeros.
+inline void cp_async(void* dst, const void* src, unsigned bytes, unsigned src_bytes) {
+  check_aligned(dst, bytes, "cp.async shared destination");
+  if (src_bytes > 0) check_aligned(src, bytes, "cp.async global source");
+  async_open.push_back({dst, src, bytes, src_bytes});
+}
+
+// cp.async.commit_group: the copies issued since the last commit become one group (possibly empty).
+inline void cp_async_commit() {
+  async_groups.push_back(std::move(async_open));
+  async_open.clear();
+}
+
+// cp.async.wait_group n: every committed group but the newest n completes now.
+inline void cp_async_wait(unsigned newest) {
+  while (async_groups.size() > newest) {
+    for (const AsyncCopy& c : async_groups.front()) {
+      unsigned char bytes[16] = {};
+      if (c.src_bytes > 0) std::memcpy(bytes, c.src, c.src_bytes);
+      std::memcpy(c.dst, bytes, c.bytes);
+    }
+    async_groups.pop_front();
+  }
+}
+
+// At the end of a block: a copy still pending would land in the next block's shared memory here (and in
+// freed shared memory on a GPU). Recorded as a fault, and dropped.
+inline void check_async_done() {
+  bool pending = !async_open.empty();
+  for (const auto& group : async_groups) pending = pending || !group.empty();
+  async_open.clear();
+  async_groups.clear();
+  if (!pending) return;
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  if (!fault.empty()) return;
+  char message[512];
+  std::snprintf(message, sizeof message, "cp.async copies pending at the end of block (%u,%u,%u) in %s (thread %u)",
+                blockIdx.x, blockIdx.y, blockIdx.z, kernel_name,
+                threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  fault = message;
+}
+
 // Run kernel(args...), named `name` in fault messages, over grid x block threads as described above.
 template <class... Params, class... Args>
 void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
@@ -169,6 +226,7 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             blockIdx = dim3(x, y, z);
             trace_seq = 0;
             kernel(args...);
+            check_async_done();
             barrier.arrive_and_wait();
           }
       if (!trace_local.empty()) {

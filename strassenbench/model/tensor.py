@@ -8,6 +8,7 @@ variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF
     N_flop = 2 m_S n_S k            at tau_tensor: the dense TF32 peak, a third of it for 3xTF32
     N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
     N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
+                                                  (P = 1 on the multistage pipeline: FP32 tiles, split on fragments)
     T_issue = waves #blocks warps slices I / (4 #SM clock rate)
     T_latency = waves slices (max(lambda, w d) + w (I - d)) / clock rate   (strassenbench.model.latency)
     T_dram, T_l2: global traffic through the L2 (strassenbench.model.memory), for T_gmop in model "l2"
@@ -17,7 +18,9 @@ where I is the main loop's instructions per warp and k_S slice and d its loads' 
 per sub-partition. #blocks = #SM x active blocks per SM: the build's blocks_per_sm, else a register count
 (the 3xTF32 kernels' staged accumulation takes the largest TF32 tile to one block per SM, which T_latency charges). The DMMA
 kernels (float64 on the FP64 tensor cores, a DmmaStrategy) take the same terms with P = 1, 8-byte elements and
-tau_tensor the dense FP64 tensor peak.
+tau_tensor the dense FP64 tensor peak. A multistage strategy (TensorStrategy.stages >= 3: cp.async copies issued
+stages - 1 slices ahead) whose product has one term per operand spreads lambda over those slices; a sum of terms
+still goes through the registers, one slice ahead, and is charged as on two stages.
 Every number is a prediction.
 """
 
@@ -99,12 +102,19 @@ def tensor_slice_instructions(s: TensorStrategy, w: tuple[int, int, int], mode: 
     loop's count, compare and branch."""
     parts = MODES[mode].parts
     a_elems, b_elems = s.m_S * s.k_S // s.threads, s.k_S * s.n_S // s.threads
-    chunks = math.ceil(a_elems / 4) + math.ceil(b_elems / 4)
-    loads = 2 * (w[0] * math.ceil(a_elems / 4) + w[1] * math.ceil(b_elems / 4))
+    a_chunks, b_chunks = math.ceil(a_elems / 4), math.ceil(b_elems / 4)
     sums = (w[0] - 1) * a_elems + (w[1] - 1) * b_elems
+    if s.multistage:  # one-term operands by cp.async (one and its address a chunk), the split on the fragments
+        loader = sum(2 * chunks if terms == 1 else 2 * terms * chunks + chunks
+                     for terms, chunks in ((w[0], a_chunks), (w[1], b_chunks)))
+        k_steps, m_tiles, n_tiles = s.k_S // 8, s.m_W // 16, s.n_W // 8
+        split = (2 * parts - 1) * k_steps * (4 * m_tiles + 2 * n_tiles)
+        staged = 4 * _mma_tiles(s) if parts == 2 else 0  # once per slice
+        return _mma_phase(s, mode, "") + staged + loader + sums + split + 4
+    loads = 2 * (w[0] * a_chunks + w[1] * b_chunks)
     split = (2 * parts - 1) * (a_elems + b_elems)
     staged = 4 * _mma_tiles(s) * (s.k_S // 8) if parts == 2 else 0
-    return _mma_phase(s, mode, "") + staged + loads + sums + split + parts * chunks + 4
+    return _mma_phase(s, mode, "") + staged + loads + sums + split + parts * (a_chunks + b_chunks) + 4
 
 
 def _mma_tiles(s: TensorStrategy) -> int:
@@ -119,8 +129,9 @@ def _mma_phase(s: TensorStrategy | DmmaStrategy, mode: str, arch: str) -> float:
     if _dmma(mode):
         return _dmma_phase(s, arch)
     k_steps, m_tiles, n_tiles = s.k_S // 8, s.m_W // 16, s.n_W // 8
-    # mma.m16n8k8 per 16 x 8 x 8 tile and k-step: Mode.products (3 for 3xTF32)
-    return _mma_tiles(s) * k_steps * MODES[mode].products + MODES[mode].parts * k_steps * (4 * m_tiles + 2 * n_tiles)
+    # mma.m16n8k8 per 16 x 8 x 8 tile and k-step: Mode.products (3 for 3xTF32); the stored parts' fragments
+    return (_mma_tiles(s) * k_steps * MODES[mode].products
+            + s.stored_parts(MODES[mode].parts) * k_steps * (4 * m_tiles + 2 * n_tiles))
 
 
 @per_table
@@ -182,10 +193,16 @@ def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, i
     blocks = spec.sm_count * active
     n_flop = 2 * s.m_S * s.n_S * kk
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
-    n_smop = parts * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + parts * (s.m_S + s.n_S) * kk
+    stored = s.stored_parts(parts) if isinstance(s, TensorStrategy) else parts
+    n_smop = stored * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + stored * (s.m_S + s.n_S) * kk
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
     warps = s.threads // 32
-    chain = slice_chain_clocks(load_latency_clocks(spec), warps / SUB_PARTITIONS, per_slice, load_use)
+    latency = load_latency_clocks(spec)
+    if isinstance(s, TensorStrategy) and s.multistage and w[0] == w[1] == 1:
+        # every load a cp.async issued stages - 1 slices ahead: lambda spread over them, no register wait
+        chain = slice_chain_clocks(latency / (s.stages - 1), warps / SUB_PARTITIONS, per_slice, per_slice)
+    else:  # a sum of terms goes through the registers: used one slice after it was issued, as on 2 stages
+        chain = slice_chain_clocks(latency, warps / SUB_PARTITIONS, per_slice, load_use)
     slices = kk // s.k_S + BLOCK_SLICES  # and what a block issues beyond its main loop (issue.BLOCK_SLICES)
     return Load(tiles, blocks, (n_flop, itemsize * n_smop, warps * slices * per_slice),
                 (spec.tau_tensor(mode), spec.tau_smop, SUB_PARTITIONS * spec.sm_count * spec.boost_clock_hz),
