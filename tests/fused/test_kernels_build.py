@@ -8,6 +8,7 @@ import itertools
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -545,6 +546,7 @@ def tensor_huge(tmp_path_factory: pytest.TempPathFactory, float32_sm90_build) ->
     return build(["sm_90", "sm_80"], out, dtypes=("float32",), strategies=("TcHuge",), counts=((1, 1, 1), (2, 2, 2)))
 
 
+@pytest.mark.slow  # nvcc for two archs and CUTLASS's baselines: TcTallAsync's test below keeps the default tier's
 def test_tensor_core_kernels_fit_beside_cutlass_3xtf32(tensor_huge: pd.DataFrame) -> None:
     """No spill and no stack in any tensor-core kernel; the main loop has the HMMA of its tile (16 per slice in
     1xTF32, 48 in 3xTF32). 1xTF32 runs 2 TcHuge blocks per SM. 3xTF32 keeps a second accumulator for its staged
@@ -573,10 +575,15 @@ def test_tensor_core_kernels_fit_beside_cutlass_3xtf32(tensor_huge: pd.DataFrame
 
 
 @pytest.fixture(scope="module")
-def tensor_tall(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """TcTall's GEMM and widest 1-level kernels (w2x2x2) in both modes for sm_90."""
-    return build(["sm_90"], tmp_path_factory.mktemp("build-tctall"), dtypes=("float32",), strategies=("TcTall",),
-                 counts=((1, 1, 1), (2, 2, 2)), cutlass=False)
+def tensor_tall_both(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """TcTall's and TcTallAsync's GEMM and widest 1-level kernels (w2x2x2) in both modes for sm_90."""
+    return build(["sm_90"], tmp_path_factory.mktemp("build-tctall"), dtypes=("float32",),
+                 strategies=("TcTall", "TcTallAsync"), counts=((1, 1, 1), (2, 2, 2)), cutlass=False)
+
+
+@pytest.fixture(scope="module")
+def tensor_tall(tensor_tall_both: pd.DataFrame) -> pd.DataFrame:
+    return tensor_tall_both[tensor_tall_both["strategy"] == "TcTall"]
 
 
 def test_tctall_holds_two_blocks_per_sm_in_3xtf32(tensor_tall: pd.DataFrame) -> None:
@@ -589,6 +596,29 @@ def test_tctall_holds_two_blocks_per_sm_in_3xtf32(tensor_tall: pd.DataFrame) -> 
     assert (blocks[tensor_tall["mode"] == "3xtf32"] == 2).all() and (blocks[tensor_tall["mode"] == "1xtf32"] >= 3).all()
     fast = tensor_tall[(tensor_tall["loads"] == "vector") & (tensor_tall["write_mode"] == "plain")]
     assert (fast["loop_hmma"] == fast["mode"].map({"1xtf32": 16, "3xtf32": 48})).all()
+
+
+def test_tctallasync_matches_cutlass_3xtf32s_main_loop(tensor_tall_both: pd.DataFrame) -> None:
+    """The multistage pipeline (k_S = 16, 3 cp.async stages, the split on the fragments, one staged sum per
+    slice): its 3xTF32 GEMM and 1-level kernels hold 2 blocks per SM on sm_90 with no spill or stack (at most
+    255 registers for 128 threads), 1xTF32's GEMM 3; the main loops have their HMMA (32 per slice of 16 in
+    1xTF32, 96 in 3xTF32), copy by cp.async (LDGSTS: no LDG in the GEMM's loop, so no load-use distance), and the
+    3xTF32 GEMM's loop issues no more instructions than CUTLASS's 3xTF32 SGEMM's (128 x 64 x 16, 3 stages: 445
+    per slice with the same nvcc, the committed sm_90 resources; the slow tier builds it afresh)."""
+    ours = tensor_tall_both[tensor_tall_both["strategy"] == "TcTallAsync"]
+    assert len(ours) == 2 * 2 * 4
+    assert (ours[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
+    three, one = ours[ours["mode"] == "3xtf32"], ours[ours["mode"] == "1xtf32"]
+    assert (three["blocks_per_sm"] == 2).all() and (three["registers"] <= 255).all()
+    fast = ours[(ours["loads"] == "vector") & (ours["write_mode"] == "plain")].set_index(["mode", "W_A"])
+    assert fast.loc[("1xtf32", 1), "blocks_per_sm"] == 3
+    assert (fast["loop_hmma"] == [{"1xtf32": 32, "3xtf32": 96}[mode] for mode, _ in fast.index]).all()
+    assert fast["load_use_distance"].isna().loc[[("1xtf32", 1), ("3xtf32", 1)]].all()
+    committed = pd.read_csv(Path(__file__).resolve().parents[2] / "data" / "nvidia-h100-80gb-hbm3"
+                            / "resources_sm_90.csv")
+    cutlass_row = committed[committed["kernel"].str.startswith("cutlass_tensorop_3xtf32")].iloc[0]
+    assert fast.loc[("3xtf32", 1), "loop_instructions"] <= cutlass_row["loop_instructions"]
+    assert fast.loc[("3xtf32", 1), "loop_hmma"] == cutlass_row["loop_hmma"]
 
 
 def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001

@@ -11,6 +11,15 @@ extern "C" __global__ void tf32_round(const float* x, float* big, float* small, 
   }
 }
 
+// The multistage pipeline's rounding of its fragments (round_tf32, split_3xtf32_fast), element by element.
+extern "C" __global__ void tf32_fast(const float* x, float* big, float* small, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const sb::Tf32Pair pair = sb::split_3xtf32_fast(x[i]);
+    big[i] = sb::round_tf32(x[i]);
+    small[i] = pair.small;
+  }
+}
+
 // One warp: D (16 x 8) = A (16 x 8) B (8 x 8) + C, each lane loading its fragments by the PTX layout.
 extern "C" __global__ void mma_tile(const float* A, const float* B, const float* C, float* D) {
   const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;  // every warp computes the same tile
@@ -28,6 +37,9 @@ extern "C" __global__ void mma_tile(const float* A, const float* B, const float*
 #if !defined(__CUDACC__)
 extern "C" void run_tf32_round(const float* x, float* big, float* small, int n) {
   emu::launch(&tf32_round, emu::dim3(1), emu::dim3(64), x, big, small, n);
+}
+extern "C" void run_tf32_fast(const float* x, float* big, float* small, int n) {
+  emu::launch(&tf32_fast, emu::dim3(1), emu::dim3(64), x, big, small, n);
 }
 extern "C" void run_mma_tile(const float* A, const float* B, const float* C, float* D, unsigned threads) {
   emu::launch(&mma_tile, emu::dim3(1), emu::dim3(threads), A, B, C, D);
