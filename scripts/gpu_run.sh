@@ -57,12 +57,12 @@ step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, ca
   return 0
 }
 
-# Tensor cores, sm_80 and later: TcHuge for the sweeps, TcTall (two blocks per SM) beside it, TcSmall for the gpu
-# tests; the FP64 ones' DmmaSmall and
+# Tensor cores, sm_80 and later: TcHuge for the sweeps, TcTall (two blocks per SM) and TcTallAsync (its multistage
+# cp.async main loop) beside it, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and
 # DmmaHuge (float64) for the gpu tests and resources.csv, DmmaLarge (their default on a GPU) for the accuracy table
 TENSOR=()
 if [ "${ARCH#sm_}" -ge 80 ]; then
-  TENSOR=(--strategy TcSmall --strategy TcTall --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge
+  TENSOR=(--strategy TcSmall --strategy TcTall --strategy TcTallAsync --strategy TcHuge --strategy DmmaSmall --strategy DmmaLarge
           --strategy DmmaHuge)
 fi
 step build $PY -m strassenbench build --arch "$ARCH" --dtype float32 --dtype float64 --strategy Small \
@@ -86,6 +86,12 @@ step square $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --swee
 step splitk $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes "$SIZES" \
   --impl gemm,strassen1,strassen2-direct --strategy Huge --scheme splitk --max-time "$MAX_TIME" --no-progress \
   --out "$DATA/square_splitk.csv"
+if [ ${#TENSOR[@]} -gt 0 ]; then  # every tensor-core strategy timed (best: the fastest kept, its name recorded)
+  TC=gemm-3xtf32,strassen1-3xtf32  # against CUTLASS's 3xTF32 SGEMM, alike on the same warm GPU
+  [ -f "$BUILD/libsb_cutlass3xtf32_$ARCH.so" ] && TC=$TC,cutlass-3xtf32
+  step tcstrategies $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --sizes 4096,8192 \
+    --impl "$TC" --strategy best --max-time "$MAX_TIME" --no-progress --out "$DATA/square_tc_strategies.csv"
+fi
 if [ ${#TENSOR[@]} -gt 0 ]; then  # float64 beside them (fig_dmma_square): cuBLAS's DGEMM, SIMT and DMMA kernels
   DMMA=cublas,gemm,gemm-dmma,strassen1-dmma,strassen2-dmma
   [ -f "$BUILD/libsb_cutlassdmma_$ARCH.so" ] && DMMA=$DMMA,cutlass-dmma
