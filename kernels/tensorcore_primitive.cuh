@@ -106,6 +106,23 @@ __device__ __forceinline__ void mma_3xtf32(float (&s)[4], const float (&a_big)[4
   mma_m16n8k8_tf32(s, a_big, b_big, s);
 }
 
+// A fragment loaded as FP32, rounded to TF32 in place (1xTF32), or split into its big part in place and its small
+// part into `small` (3xTF32): round_tf32, the multistage pipeline's transform of its fragments.
+template <int N>
+__device__ __forceinline__ void split_fragment(float (&x)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) x[e] = round_tf32(x[e]);
+}
+template <int N>
+__device__ __forceinline__ void split_fragment(float (&x)[N], float (&small)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const Tf32Pair pair = split_3xtf32_fast(x[e]);
+    x[e] = pair.big;
+    small[e] = pair.small;
+  }
+}
+
 // The accumulator's 4 values of mma tile (mt, nt) (MmaWarpTile's layout), as an mma fragment and back.
 template <class Acc>
 __device__ __forceinline__ void tile_get(const Acc& acc, int mt, int nt, float (&c)[4]) {
@@ -164,34 +181,18 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
         if constexpr (PARTS == 2) {
           float a_small[kMt][4], b_small[kNt][2];
 #pragma unroll
-          for (int mt = 0; mt < kMt; ++mt)
+          for (int mt = 0; mt < kMt; ++mt) split_fragment(a[mt], a_small[mt]);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const Tf32Pair x = split_3xtf32_fast(a[mt][e]);
-              a[mt][e] = x.big;
-              a_small[mt][e] = x.small;
-            }
-#pragma unroll
-          for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const Tf32Pair x = split_3xtf32_fast(b[nt][e]);
-              b[nt][e] = x.big;
-              b_small[nt][e] = x.small;
-            }
+          for (int nt = 0; nt < kNt; ++nt) split_fragment(b[nt], b_small[nt]);
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
             for (int nt = 0; nt < kNt; ++nt) mma_3xtf32(staged[mt][nt], a[mt], a_small[mt], b[nt], b_small[nt]);
         } else {
 #pragma unroll
-          for (int mt = 0; mt < kMt; ++mt)
+          for (int mt = 0; mt < kMt; ++mt) split_fragment(a[mt]);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) a[mt][e] = round_tf32(a[mt][e]);
-#pragma unroll
-          for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) b[nt][e] = round_tf32(b[nt][e]);
+          for (int nt = 0; nt < kNt; ++nt) split_fragment(b[nt]);
 #pragma unroll
           for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll

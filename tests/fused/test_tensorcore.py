@@ -91,10 +91,16 @@ def test_split_3xtf32_keeps_what_tf32_drops() -> None:
     assert (np.abs(big.astype(np.float64) + small - x) <= np.abs(x) * 2.0**-21).all()
 
 
+def _rounding_inputs(seed: int) -> np.ndarray:
+    """ROUNDING's cases, random bit patterns (NaN and infinities among them) and normal values."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([_f32([i for i, _ in ROUNDING]),
+                           rng.integers(0, 2**32, 4000, dtype=np.uint32).view(np.float32),
+                           rng.standard_normal(1000).astype(np.float32)])
+
+
 def test_emulator_rounding_is_numpy_bit_for_bit(probe: ctypes.CDLL) -> None:
-    rng = np.random.default_rng(2)
-    x = np.concatenate([_f32([i for i, _ in ROUNDING]), rng.integers(0, 2**32, 4000, dtype=np.uint32).view(np.float32),
-                        rng.standard_normal(1000).astype(np.float32)])
+    x = _rounding_inputs(2)
     big, small = np.empty_like(x), np.empty_like(x)
     probe.run_tf32_round(x, big, small, x.size)
     want_big, want_small = split_3xtf32(x)
@@ -109,9 +115,7 @@ def test_fast_rounding_is_cvt_rna_on_finite_values(probe: ctypes.CDLL) -> None:
     """round_tf32 and split_3xtf32_fast (the multistage pipeline's, two integer instructions where sm_90's
     cvt.rna.tf32.f32 takes four) agree with cvt.rna bit for bit on every finite value, ties and the overflow to
     infinity included; infinities stay; a NaN stays a NaN unless its payload lies only in the 13 low bits."""
-    rng = np.random.default_rng(5)
-    x = np.concatenate([_f32([i for i, _ in ROUNDING]), rng.integers(0, 2**32, 4000, dtype=np.uint32).view(np.float32),
-                        rng.standard_normal(1000).astype(np.float32)])
+    x = _rounding_inputs(5)
     big, small = np.empty_like(x), np.empty_like(x)
     probe.run_tf32_fast(x, big, small, x.size)
     want_big, want_small = split_3xtf32(x)

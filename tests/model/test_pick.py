@@ -177,10 +177,12 @@ def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path
     assert set(winners[winners["key"] == "H100"]["precision"]) == {"simt", "3xtf32", "1xtf32"}
     simt = winners["precision"] == "simt"
     assert (winners[simt]["speedup_vs_cublas"] >= 1 - 1e-9).all()  # cuBLAS is a candidate of the float32 rank
-    # our 3xTF32 kernels hold one block per SM, bound by their slices' load latency: below cuBLAS SGEMM, as the
-    # H100 measured (0.9x at 8,192; strassenbench.model.latency)
+    # TcTallAsync's GEMM (two blocks per SM, its copies two slices ahead: strassenbench.model.latency) is no longer
+    # bound by its loads' latency but by global traffic: above CUTLASS's 1.22x that the H100 measured. A
+    # prediction, and an optimistic one: the model takes mma.sync at the dense TF32 peak (cutlass-3xtf32 is
+    # predicted as our GEMM)
     h100_3x = winners[(winners["key"] == "H100") & (winners["precision"] == "3xtf32")]
-    assert h100_3x["speedup_vs_cublas"].between(0.8, 1.0).all() and set(h100_3x["limiter"]) == {"latency"}
+    assert h100_3x["speedup_vs_cublas"].between(1.22, 1.6).all() and set(h100_3x["limiter"]) == {"gmop"}
     table = winners_table(winners)
     assert len(table) == 6 and list(table["n"]) == ["2,048", "8,192", "16,384"] * 2
     v100 = table[table["GPU model"].str.contains("V100")]
@@ -198,13 +200,24 @@ def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path
     assert "Left out, as this GPU cannot run them" in checked_caption(drawn, context)
 
 
-def test_pick_ranks_the_tensor_core_gemms_as_the_h100_ran_them() -> None:
+def test_pick_ranks_the_tensor_core_gemms_as_the_h100_ran_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the H100's build (the staged 3xTF32 kernels at one block per SM, strassenbench.model.latency), pick
     ranks the 1xTF32 GEMM, cuBLAS SGEMM and the 3xTF32 GEMM in the order the H100 timed them at 4,096 and 8,192,
     and the 3xTF32 GEMM's time over the 1xTF32 one's within 25% of the measured (2.2x, 2.3x). Without the
-    latency term both were bound by the same T_gmop and ranked together, ahead of cuBLAS."""
+    latency term both were bound by the same T_gmop and ranked together, ahead of cuBLAS. Like for like: the
+    model ranks only the strategy the H100 ran them on (TcHuge; its square.csv has no other)."""
+    from strassenbench.model import perf
     from strassenbench.model.perf import load_resources
     from strassenbench.results import read_results
+
+    ran = set(read_results(H100_DATA / "square.csv", "bench")["strategy"].dropna())
+    assert "TcHuge" in ran and "TcTallAsync" not in ran
+    family = perf.model_strategies
+
+    def as_ran(impl: str) -> dict:
+        return {name: s for name, s in family(impl).items() if name in ran or not name.startswith("Tc")}
+
+    monkeypatch.setattr(perf, "model_strategies", as_ran)
 
     resources = load_resources(H100_DATA / "resources_sm_90.csv")
     measured = read_results(H100_DATA / "square.csv", "bench").set_index(["impl", "x"])["time_median_s"]
