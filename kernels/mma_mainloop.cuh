@@ -45,14 +45,43 @@ __device__ __forceinline__ void mma_mainloop(LoaderA& load_a, LoaderB& load_b, c
   }
 }
 
-// The multistage pipeline (STAGES >= 3 shared-memory stages, CUTLASS's MmaMultistage): slice s is computed
-// on stage s % STAGES while slices s + 1 .. s + STAGES - 1 are in flight. Each iteration first fetches slice
-// s + STAGES - 1 into the stage that slice s - 1 freed at its barrier: a one-term operand (W = 1) straight into
-// shared memory by cp.async (SliceCopier; zeros outside the term, so edge tiles need no other path),
-// a sum of terms into registers (unpredicated in the slices wholly inside every term, full_slices; a scalar
-// kernel's after the mma). Then the slice's mma, then the register sums into their stage, then one commit group per slice, a wait for all but
-// the newest STAGES - 2 (slice s + 1's copies have landed) and one barrier. The tiles give the address of
-// tile element (row, column) of a stage: smem.a_at(stage, m, k), smem.b_at(stage, k, n).
+// What mma_multistage does for one operand (W terms, its slice at tile corner (row, col) of every term, its
+// stage's element (tile row, tile column) at at(...)) before the slice's mma: one term, copied by cp.async; a sum
+// of terms, its raw loads issued into registers (a vector kernel's: unpredicated in an `interior` slice).
+template <int W, bool VECTOR, class Loader, class Copier, class Terms, class At>
+__device__ __forceinline__ void stage_begin(Loader& load, Copier& copier, const Terms& terms, int ld, int row,
+                                            int col, bool interior, const At& at) {
+  if constexpr (W == 1) {
+    copier.copy(at);
+  } else if constexpr (VECTOR) {
+    if (interior)
+      load.template issue_at<0, W>(terms, Loader::offset(ld, row, col), Loader::step(ld));
+    else
+      load.template issue<0, W>(terms, ld, row, col);
+  }
+}
+
+// ... and after it: a sum of terms formed and stored to the stage. A scalar kernel forms it here, a term at a
+// time (load_sum): its chunks are single elements, and holding every term's across the mma would spill.
+template <int W, bool VECTOR, class Loader, class Terms, class At>
+__device__ __forceinline__ void stage_end(Loader& load, const Terms& terms, int ld, int row, int col, const At& at) {
+  if constexpr (W > 1) {
+    if constexpr (VECTOR)
+      load.template accumulate<0, W>(terms);
+    else
+      load.load_sum(terms, ld, row, col);
+    load.store_at(at);
+  }
+}
+
+// The multistage pipeline (STAGES >= 3 shared-memory stages, CUTLASS's MmaMultistage): slice s is computed on
+// stage s % STAGES while slices s + 1 .. s + STAGES - 1 are in flight. Each iteration first fetches slice
+// s + STAGES - 1 into the stage that slice s - 1 freed at its barrier (stage_begin): a one-term operand (W = 1)
+// straight into shared memory by cp.async (SliceCopier; zeros outside the term, so edge tiles need no other
+// path), a sum of terms into registers (unpredicated in the slices wholly inside every term, full_slices). Then
+// the slice's mma, then the register sums into their stage (stage_end), then one commit group per slice, a wait
+// for all but the newest STAGES - 2 (slice s + 1's copies have landed) and one barrier. The tiles give the
+// address of tile element (row, column) of a stage: smem.a_at(stage, m, k), smem.b_at(stage, k, n).
 template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, int STAGES, bool VECTOR, class LoaderA,
           class LoaderB, class TermsA, class TermsB, class Tiles, class Slice>
 __device__ __forceinline__ void mma_multistage(LoaderA& load_a, LoaderB& load_b, const TermsA& terms_a,
@@ -65,42 +94,15 @@ __device__ __forceinline__ void mma_multistage(LoaderA& load_a, LoaderB& load_b,
   SliceCopier<LoaderB, T, K_S, false> copy_b(terms_b, ldb, 0, col0);  // used when W_B = 1
   auto begin = [&](int stage, int s) {  // slice s's copies and register loads, s one more than the last call's
     if (s >= slices) return;
-    const int k = s * K_S;
-    if constexpr (W_A == 1) {
-      copy_a.copy([&](int m, int kc) { return smem.a_at(stage, m, kc); });
-    } else if constexpr (VECTOR) {
-      if (s < full)
-        load_a.template issue_at<0, W_A>(terms_a, LoaderA::offset(lda, row0, k), LoaderA::step(lda));
-      else
-        load_a.template issue<0, W_A>(terms_a, lda, row0, k);
-    }
-    if constexpr (W_B == 1) {
-      copy_b.copy([&](int kr, int n) { return smem.b_at(stage, kr, n); });
-    } else if constexpr (VECTOR) {
-      if (s < full)
-        load_b.template issue_at<0, W_B>(terms_b, LoaderB::offset(ldb, k, col0), LoaderB::step(ldb));
-      else
-        load_b.template issue<0, W_B>(terms_b, ldb, k, col0);
-    }
+    stage_begin<W_A, VECTOR>(load_a, copy_a, terms_a, lda, row0, s * K_S, s < full,
+                             [&](int m, int kc) { return smem.a_at(stage, m, kc); });
+    stage_begin<W_B, VECTOR>(load_b, copy_b, terms_b, ldb, s * K_S, col0, s < full,
+                             [&](int kr, int n) { return smem.b_at(stage, kr, n); });
   };
-  // Slice s's register sums into its stage. A scalar kernel forms them here, a term at a time (load_sum): its
-  // chunks are single elements, and holding every term's across the mma would spill.
-  auto end = [&](int stage, int s) {
+  auto end = [&](int stage, int s) {  // slice s's register sums into its stage
     if (s >= slices) return;
-    if constexpr (W_A > 1) {
-      if constexpr (VECTOR)
-        load_a.template accumulate<0, W_A>(terms_a);
-      else
-        load_a.load_sum(terms_a, lda, row0, s * K_S);
-      load_a.store_at([&](int m, int kc) { return smem.a_at(stage, m, kc); });
-    }
-    if constexpr (W_B > 1) {
-      if constexpr (VECTOR)
-        load_b.template accumulate<0, W_B>(terms_b);
-      else
-        load_b.load_sum(terms_b, ldb, s * K_S, col0);
-      load_b.store_at([&](int kr, int n) { return smem.b_at(stage, kr, n); });
-    }
+    stage_end<W_A, VECTOR>(load_a, terms_a, lda, row0, s * K_S, [&](int m, int kc) { return smem.a_at(stage, m, kc); });
+    stage_end<W_B, VECTOR>(load_b, terms_b, ldb, s * K_S, col0, [&](int kr, int n) { return smem.b_at(stage, kr, n); });
   };
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {  // prologue: slices 0 .. STAGES - 2
@@ -191,8 +193,8 @@ __device__ __forceinline__ void mma_primitive(int lda, int ldb, int ldc, int bk,
   };
   auto mma_slice = [&](int stage) { slice(smem, tile, acc, stage); };
   if constexpr (STAGES > 2) {
-    mma_multistage<T, M_S, N_S, K_S, W_A, W_B, STAGES, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
-                                                       smem, mma_slice);
+    mma_multistage<T, M_S, N_S, K_S, W_A, W_B, STAGES, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0,
+                                                               col0, bk, smem, mma_slice);
   } else {
     mma_mainloop<T, M_S, N_S, K_S, W_A, W_B, VECTOR>(load_a, load_b, terms_a, terms_b, lda, ldb, row0, col0, bk,
                                                      mma_slice, store, fill);

@@ -123,20 +123,22 @@ __device__ __forceinline__ void split_fragment(float (&x)[N], float (&small)[N])
   }
 }
 
-// The accumulator's 4 values of mma tile (mt, nt) (MmaWarpTile's layout), as an mma fragment and back.
-template <class Acc>
-__device__ __forceinline__ void tile_get(const Acc& acc, int mt, int nt, float (&c)[4]) {
-  c[0] = acc[2 * mt][2 * nt];
-  c[1] = acc[2 * mt][2 * nt + 1];
-  c[2] = acc[2 * mt + 1][2 * nt];
-  c[3] = acc[2 * mt + 1][2 * nt + 1];
-}
-template <class Acc>
-__device__ __forceinline__ void tile_set(Acc& acc, int mt, int nt, const float (&c)[4]) {
-  acc[2 * mt][2 * nt] = c[0];
-  acc[2 * mt][2 * nt + 1] = c[1];
-  acc[2 * mt + 1][2 * nt] = c[2];
-  acc[2 * mt + 1][2 * nt + 1] = c[3];
+// f(mt, nt, c) for every mma tile (mt, nt) of a warp's kMt x kNt tiles, c the tile's 4 accumulator values as an
+// mma fragment (MmaWarpTile's layout: acc[2 mt][2 nt], acc[2 mt][2 nt + 1], acc[2 mt + 1][2 nt],
+// acc[2 mt + 1][2 nt + 1]), put back after.
+template <int kMt, int kNt, class Acc, class F>
+__device__ __forceinline__ void for_each_tile(Acc& acc, const F& f) {
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      float c[4] = {acc[2 * mt][2 * nt], acc[2 * mt][2 * nt + 1], acc[2 * mt + 1][2 * nt], acc[2 * mt + 1][2 * nt + 1]};
+      f(mt, nt, c);
+      acc[2 * mt][2 * nt] = c[0];
+      acc[2 * mt][2 * nt + 1] = c[1];
+      acc[2 * mt + 1][2 * nt] = c[2];
+      acc[2 * mt + 1][2 * nt + 1] = c[3];
+    }
 }
 
 // The multistage pipeline's tiles (STAGES >= 3, mma_multistage): every stage of the A and B tiles in FP32, as
@@ -193,28 +195,14 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
           for (int mt = 0; mt < kMt; ++mt) split_fragment(a[mt]);
 #pragma unroll
           for (int nt = 0; nt < kNt; ++nt) split_fragment(b[nt]);
-#pragma unroll
-          for (int mt = 0; mt < kMt; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < kNt; ++nt) {
-              float c[4];
-              tile_get(acc, mt, nt, c);
-              mma_m16n8k8_tf32(c, a[mt], b[nt], c);
-              tile_set(acc, mt, nt, c);
-            }
+          for_each_tile<kMt, kNt>(acc, [&](int mt, int nt, float (&c)[4]) { mma_m16n8k8_tf32(c, a[mt], b[nt], c); });
         }
       }
       if constexpr (PARTS == 2) {
+        for_each_tile<kMt, kNt>(acc, [&](int mt, int nt, float (&c)[4]) {
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < kNt; ++nt) {
-            float c[4];
-            tile_get(acc, mt, nt, c);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) c[e] += staged[mt][nt][e];
-            tile_set(acc, mt, nt, c);
-          }
+          for (int e = 0; e < 4; ++e) c[e] += staged[mt][nt][e];
+        });
       }
     };
     auto unused = [](auto&, auto&, auto&, int) {};  // mma_multistage stores through the tiles' a_at and b_at
@@ -234,26 +222,20 @@ __device__ __forceinline__ void tensorcore_primitive(int lda, int ldb, int ldc, 
         float a[PARTS][kMt][4], b[PARTS][kNt][2];
 #pragma unroll
         for (int p = 0; p < PARTS; ++p) load_fragments<Tile>(smem.a[stage][p], smem.b[stage][p], tile, kk, a[p], b[p]);
+        for_each_tile<kMt, kNt>(acc, [&](int mt, int nt, float (&c)[4]) {
+          if constexpr (PARTS == 2) {
+            // Staged accumulation, as CUTLASS's MmaMultistage does for 3xTF32: the tensor core truncates each
+            // sum it forms, which summed into the accumulator k / 8 x 3 times is a bias growing with k (an H200
+            // lost 4e-5 at k = 4,096: data/nvidia-h200/3xtf32_bias.txt). So the k-step's three products go into
+            // a sum of their own, added to the accumulator with rounded FP32.
+            float s[4] = {0.f, 0.f, 0.f, 0.f};
+            mma_3xtf32(s, a[0][mt], a[1][mt], b[0][nt], b[1][nt]);
 #pragma unroll
-        for (int mt = 0; mt < kMt; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < kNt; ++nt) {
-            float c[4];
-            tile_get(acc, mt, nt, c);
-            if constexpr (PARTS == 2) {
-              // Staged accumulation, as CUTLASS's MmaMultistage does for 3xTF32: the tensor core truncates each
-              // sum it forms, which summed into the accumulator k / 8 x 3 times is a bias growing with k (an
-              // H200 lost 4e-5 at k = 4,096: data/nvidia-h200/3xtf32_bias.txt). So the k-step's three products
-              // go into a sum of their own, added to the accumulator with rounded FP32.
-              float s[4] = {0.f, 0.f, 0.f, 0.f};
-              mma_3xtf32(s, a[0][mt], a[1][mt], b[0][nt], b[1][nt]);
-#pragma unroll
-              for (int e = 0; e < 4; ++e) c[e] += s[e];
-            } else {
-              mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
-            }
-            tile_set(acc, mt, nt, c);
+            for (int e = 0; e < 4; ++e) c[e] += s[e];
+          } else {
+            mma_m16n8k8_tf32(c, a[0][mt], b[0][nt], c);
           }
+        });
       }
     };
     mma_primitive<float, MmaTiles<M_S, N_S, K_S, PARTS>, Tile, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, VECTOR>(

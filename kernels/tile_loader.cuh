@@ -78,11 +78,15 @@ struct OperandTerms {
   }
 };
 
-// The slices of a tile that lie inside every term: the block's M_S rows inside every A term, its N_S columns
-// inside every B term and k below every term's extent. None for an edge tile.
-template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
-__device__ __forceinline__ int full_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
-                                           int bk) {
+// Whether the block's tile lies inside every term (its M_S rows inside every A term, its N_S columns inside every
+// B term), and the smallest k extent of the terms (bk at most): what interior_slices and full_slices read.
+struct TileExtent {
+  bool inside;
+  int kfull;
+};
+template <int M_S, int N_S, int W_A, int W_B, class TermsA, class TermsB>
+__device__ __forceinline__ TileExtent tile_extent(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
+                                                  int bk) {
   bool inside = true;
   int kfull = bk;
 #pragma unroll
@@ -95,16 +99,26 @@ __device__ __forceinline__ int full_slices(const TermsA& terms_a, const TermsB& 
     inside = inside && col0 + N_S <= terms_b.cols(t);
     kfull = terms_b.rows(t) < kfull ? terms_b.rows(t) : kfull;
   }
-  return inside ? kfull / K_S : 0;
+  return {inside, kfull};
 }
 
-// The slices of a tile's main loop whose next slice lies inside every term: slices s < interior_slices(...)
-// may issue slice s + 1's loads unpredicated (the interior path of the vector kernels); 0 for an edge tile.
+// The slices of a tile's main loop whose next slice lies inside every term (tile_extent, and k below every term's
+// extent): slices s < interior_slices(...) may issue slice s + 1's loads unpredicated (the interior path of the
+// vector kernels); none for an edge tile.
 template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
 __device__ __forceinline__ int interior_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
                                                int bk) {
-  const int full = full_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
-  return full > 0 ? full - 1 : 0;
+  const TileExtent e = tile_extent<M_S, N_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
+  return e.inside ? e.kfull / K_S - 1 : 0;
+}
+
+// The slices of a tile that lie wholly inside every term (the multistage pipeline's unpredicated ones): none for
+// an edge tile.
+template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
+__device__ __forceinline__ int full_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
+                                           int bk) {
+  const TileExtent e = tile_extent<M_S, N_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
+  return e.inside ? e.kfull / K_S : 0;
 }
 
 // A ROWS x COLS tile of a row-major operand whose terms are W blocks. Thread tid owns kChunks chunks of V
@@ -240,7 +254,7 @@ struct TileLoader {
 // The multistage pipeline's copies of a one-term operand (W = 1, kernels/mma_mainloop.cuh: mma_multistage): each
 // slice's chunks of the thread go straight into shared memory, a cp.async each, zeros outside the term's
 // extent. Its addresses are worked out once per block (a multistage kernel has the registers: 128 threads at
-// up to 255): the source of the thread's first chunk moves on a slice per copy, its chunks `step` bytes apart;
+// up to 255): the source of the thread's first chunk moves on a slice per copy, its chunks `step` elements apart;
 // the rows and column of its chunks in the tile are fixed, and so is whether each chunk lies inside the term
 // along the dimension that is not k. K_IN_COLS: k runs along the tile's columns (A's m_S x k_S tile), else along
 // its rows (B's k_S x n_S tile).

@@ -66,7 +66,9 @@ STRATEGIES: dict[str, Strategy] = {
 @dataclass(frozen=True)
 class WarpGrid:
     """A tile shape of the tensor-core kernels: thread block m_S x n_S x k_S of warps_m x warps_n warps, each
-    warp's m_W x n_W tile a grid of mma tiles (TensorStrategy, DmmaStrategy)."""
+    warp's m_W x n_W tile a grid of mma tiles (TensorStrategy, DmmaStrategy), and the main loop's shared-memory
+    stages: 2, the register pipeline (kernels/mma_mainloop.cuh, mma_mainloop); 3 or more, the multistage
+    cp.async pipeline (mma_multistage; the TF32 family's only)."""
 
     name: str
     m_S: int
@@ -74,6 +76,17 @@ class WarpGrid:
     k_S: int
     warps_m: int
     warps_n: int
+    stages: int = 2
+
+    @property
+    def multistage(self) -> bool:
+        """The cp.async pipeline: FP32 tiles, split on the fragments (TensorStrategy)."""
+        return self.stages > 2
+
+    def stored_parts(self, parts: int) -> int:
+        """The TF32 parts of an operand in shared memory: all of them (2 for 3xTF32) on the register pipeline,
+        one FP32 tile on the multistage one."""
+        return 1 if self.multistage else parts
 
     @property
     def m_W(self) -> int:
@@ -91,27 +104,14 @@ class WarpGrid:
 @dataclass(frozen=True)
 class TensorStrategy(WarpGrid):
     """A tile shape of the TF32 tensor-core kernels (kernels/tensorcore_primitive.cuh): each warp's tile a grid of
-    16 x 8 tiles of mma.m16n8k8, and the main loop's shared-memory stages: 2, the register pipeline with the
-    operands stored as their TF32 parts; 3 or more, the multistage cp.async pipeline with the operands stored
-    as FP32 and split into TF32 parts on the fragments."""
-
-    stages: int = 2
+    16 x 8 tiles of mma.m16n8k8; its stages (WarpGrid) 2, the operands stored as their TF32 parts, or 3 or more,
+    stored as FP32 and split into TF32 parts on the fragments."""
 
     def __post_init__(self) -> None:
         if self.m_S % (16 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8:
             raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 16 x 8 x 8 mma tiles")
         if self.stages < 2:
             raise ValueError(f"strategy {self.name}: at least 2 shared-memory stages")
-
-    @property
-    def multistage(self) -> bool:
-        """The cp.async pipeline (kernels/mma_mainloop.cuh, mma_multistage): FP32 tiles, split on the fragments."""
-        return self.stages > 2
-
-    def stored_parts(self, parts: int) -> int:
-        """The TF32 parts of an operand in shared memory: all of them (2 for 3xTF32) on the register pipeline,
-        one FP32 tile on the multistage one."""
-        return 1 if self.multistage else parts
 
     def smem_bytes(self, itemsize: int = 4, parts: int = 2) -> int:
         """Every stage of the A and B tiles, each of the stored parts (stored_parts; ``parts``: 2 for 3xTF32), B
@@ -149,6 +149,8 @@ class DmmaStrategy(WarpGrid):
     def __post_init__(self) -> None:
         if self.m_S % (8 * self.warps_m) or self.n_S % (8 * self.warps_n) or self.k_S % 8 or self.n_S % 8:
             raise ValueError(f"strategy {self.name}: a warp's tile is a grid of 8 x 8 mma tiles, k_S a multiple of 8")
+        if self.stages != 2:
+            raise ValueError(f"strategy {self.name}: the DMMA kernels have the register pipeline only (2 stages)")
 
     def smem_bytes(self, itemsize: int = 8) -> int:
         """Both stages of the A and B tiles, rows padded by 4 doubles (DmmaTiles)."""

@@ -18,7 +18,7 @@ where I is the main loop's instructions per warp and k_S slice and d its loads' 
 per sub-partition. #blocks = #SM x active blocks per SM: the build's blocks_per_sm, else a register count
 (the 3xTF32 kernels' staged accumulation takes the largest TF32 tile to one block per SM, which T_latency charges). The DMMA
 kernels (float64 on the FP64 tensor cores, a DmmaStrategy) take the same terms with P = 1, 8-byte elements and
-tau_tensor the dense FP64 tensor peak. A multistage strategy (TensorStrategy.stages >= 3: cp.async copies issued
+tau_tensor the dense FP64 tensor peak. A multistage strategy (WarpGrid.stages >= 3: cp.async copies issued
 stages - 1 slices ahead) whose product has one term per operand spreads lambda over those slices; a sum of terms
 still goes through the registers, one slice ahead, and is charged as on two stages.
 Every number is a prediction.
@@ -193,12 +193,12 @@ def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, i
     blocks = spec.sm_count * active
     n_flop = 2 * s.m_S * s.n_S * kk
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
-    stored = s.stored_parts(parts) if isinstance(s, TensorStrategy) else parts
+    stored = s.stored_parts(parts)
     n_smop = stored * (s.warps_n * s.m_S + s.warps_m * s.n_S) * kk + stored * (s.m_S + s.n_S) * kk
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, itemsize)
     warps = s.threads // 32
     latency = load_latency_clocks(spec)
-    if isinstance(s, TensorStrategy) and s.multistage and w[0] == w[1] == 1:
+    if s.multistage and w[0] == w[1] == 1:
         # every load a cp.async issued stages - 1 slices ahead: lambda spread over them, no register wait
         chain = slice_chain_clocks(latency / (s.stages - 1), warps / SUB_PARTITIONS, per_slice, per_slice)
     else:  # a sum of terms goes through the registers: used one slice after it was issued, as on 2 stages

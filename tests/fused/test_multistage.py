@@ -221,7 +221,8 @@ def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Pa
         assert text.count(old) == 1, plant
         if planted:
             loop.write_text(text.replace(old, new))
-        env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels), "STRASSENBENCH_CACHE": str(kernels.parent / "cache")}
+        env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels),
+               "STRASSENBENCH_CACHE": str(kernels.parent / "cache")}
         done = subprocess.run([sys.executable, "-c", _PLANT_RUN], capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
