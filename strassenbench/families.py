@@ -114,7 +114,7 @@ _FAMILIES = (
             "counts", "atomic", "batch", "vector", "reread"), "simt", None),
     Family(TF32, "TF32 tensor cores", "tensor-core ", TENSOR_STRATEGIES, {"emu": "TcSmall", "cuda": "TcHuge"},
            "TcHuge", "float32", 80, "tensorcore_primitive.cuh", "SB_TENSORCORE_INSTANCE",
-           (*_WARP_GRID_FIELDS, "parts", "stages"), "tf32_flops", 4),
+           (*_WARP_GRID_FIELDS, "parts", "stages"), "tf32_mma_sync_flops", 4),
     Family(DMMA, "FP64 tensor cores (DMMA)", "FP64 tensor-core ", DMMA_STRATEGIES,
            {"emu": "DmmaSmall", "cuda": "DmmaLarge"}, "DmmaHuge", "float64", 80, "dmma_primitive.cuh",
            "SB_DMMA_INSTANCE", _WARP_GRID_FIELDS, "fp64_tensor_flops", 8),

@@ -6,7 +6,8 @@ tau_smop = SMs x 32 banks x 4 B x boost clock                      (Sec. s:block
 tau_l2   = L2 bytes per clock x boost clock                        (beyond the paper: strassenbench.model.memory)
 
 and, beyond the paper, the dense TF32 and FP64 tensor-core peaks (NVIDIA's published figures for the built-in
-GPUs; for a queried one, flops per SM and clock of its compute capability x SMs x boost clock).
+GPUs; for a queried one, flops per SM and clock of its compute capability x SMs x boost clock), and the share of
+the TF32 peak that Ampere's warp-level mma.sync reaches on the architecture (MMA_SYNC_TF32_SHARE).
 
 All four are in units per second (flop/s, B/s). The V100 entry carries the paper's published values.
 """
@@ -25,6 +26,12 @@ __all__ = ["GPUSpec", "SPECS", "get_gpu", "spec_from_attributes"]
 # the A100 and 2,048 for the V100; NVIDIA publishes none for Hopper, so sm_90 takes the A100's (an assumption;
 # strassenbench.model.memory)
 L2_BYTES_PER_CLOCK = {"sm_70": 2048, "sm_80": 5120, "sm_90": 5120}
+# The share of the dense TF32 peak that Ampere's warp-level mma.sync (the TF32 family's kernels) reaches, by
+# architecture: all of it up to sm_80; on Hopper the full rate is the warpgroup wgmma's, and mma.sync issues at
+# about half of it. An assumption, from public microbenchmarks of Hopper's tensor cores; this project's H100 and
+# H200 data agree: CUTLASS's 3xTF32 SGEMM (mma.sync) at 62-67 TFLOPS is 186-200 TFLOPS of TF32 products, 0.38-0.40
+# of the 494.7 TFLOPS peak at a power-capped clock (data/<gpu>/square.csv).
+MMA_SYNC_TF32_SHARE = {"sm_90": 0.5}
 READ_ONLY_CACHE_FACTOR = 0.2  # the paper's footnote: texture/read-only cache adds 20% to DRAM bandwidth
 SMEM_BANKS = 32
 SMEM_BANK_BYTES = 4
@@ -53,10 +60,16 @@ class GPUSpec:
         return 2.0 * cores * self.sm_count * self.boost_clock_hz
 
     def tau_tensor(self, mode: str) -> float:
-        """The tensor cores' rate of the mode's useful flops: the TF32 peak, a third of it for 3xTF32 (three
-        products per product), the FP64 tensor peak for dmma; 0 without such tensor cores."""
+        """The tensor cores' rate of the mode's useful flops: the TF32 rate of mma.sync (tf32_mma_sync_flops), a
+        third of it for 3xTF32 (three products per product), the FP64 tensor peak for dmma; 0 without such tensor
+        cores."""
         run = MODES[mode]  # the family's peak (Family.peak), per product of the mode (Mode.products)
         return getattr(self, run.kernel_family.peak, 0.0) / run.products
+
+    @property
+    def tf32_mma_sync_flops(self) -> float:
+        """The TF32 rate of warp-level mma.sync on this GPU: the dense TF32 peak x MMA_SYNC_TF32_SHARE."""
+        return self.tf32_flops * MMA_SYNC_TF32_SHARE.get(self.arch, 1.0)
 
     @property
     def tau_gmop(self) -> float:

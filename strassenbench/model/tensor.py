@@ -5,7 +5,8 @@ one block per SM leaves uncovered (strassenbench.model.latency).
 Per thread block of a tensor-core strategy (m_S x n_S x k_S, warps_m x warps_n warps of m_W x n_W) and a
 variant (W_A, W_B, W_C), for k rounded up to k_S, with P = 1 (1xTF32) or 2 (3xTF32) TF32 parts per operand:
 
-    N_flop = 2 m_S n_S k            at tau_tensor: the dense TF32 peak, a third of it for 3xTF32
+    N_flop = 2 m_S n_S k            at tau_tensor: mma.sync's TF32 rate (the dense TF32 peak; half of it on
+                                    Hopper, strassenbench.model.gpus), a third of it for 3xTF32
     N_gmop = W_A m_S k + W_B n_S k + W_C m_S n_S                           as Eq. (eqn:n_gmop)
     N_smop = P (warps_n m_S + warps_m n_S) k + P (m_S + n_S) k             each warp's fragment loads, the stores
                                                   (P = 1 on the multistage pipeline: FP32 tiles, split on fragments)
