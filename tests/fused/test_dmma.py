@@ -69,7 +69,7 @@ def test_dmma_large_and_another_algorithm_exact() -> None:
         np.testing.assert_array_equal(got, A @ B + C, err_msg=f"{strategy} {algorithm} {(m, k, n)}")
 
 
-@pytest.mark.parametrize("strategy", ["DmmaSmall", "DmmaHuge"])
+@pytest.mark.parametrize("strategy", ["DmmaSmall", pytest.param("DmmaHuge", marks=pytest.mark.slow)])
 def test_sm90_shapes_exact_and_the_same_as_sm80s(strategy: str) -> None:
     """The sm_90 code path (mma.m16n8k16, and m16n8k8 where k_S is 8: DmmaHuge), run on the emulator built with
     -DSB_EMU_SM90: every 1- and 2-level variant exact on small integers with interior tiles and fringes, and on

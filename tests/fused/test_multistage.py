@@ -105,9 +105,13 @@ def test_the_strategy_is_the_multistage_one() -> None:
     assert not TENSOR_STRATEGIES["TcTall"].multistage
 
 
-@pytest.mark.parametrize("mode", TC_MODES)
-@pytest.mark.parametrize("scheme", ["sequential", "atomic"])
-@pytest.mark.parametrize("levels", [0, 1, 2])
+# Two levels (the longest emulator runs here) in the default tier for 3xTF32 sequential, the rest in the slow tier
+MULTISTAGE_CASES = [pytest.param(mode, scheme, levels, marks=[pytest.mark.slow] if levels == 2 and (
+    mode, scheme) != ("3xtf32", "sequential") else []) for levels in (0, 1, 2) for scheme in ("sequential", "atomic")
+    for mode in TC_MODES]
+
+
+@pytest.mark.parametrize(("mode", "scheme", "levels"), MULTISTAGE_CASES)
 def test_multistage_kernels_exact(mode: str, scheme: str, levels: int) -> None:
     """Every variant of 0, 1 and 2 levels on TcTallAsync, plain and atomic write-back, scalar and vector loads,
     interior and edge tiles, alpha and beta: exact."""

@@ -102,7 +102,8 @@ CASES = [  # (mode, strategy, dtype, shapes): odd shapes (the scalar kernels) an
 ]
 
 
-@pytest.mark.parametrize(("mode", "strategy", "dtype", "shapes"), CASES, ids=[c[0] + "-" + c[2] for c in CASES])
+@pytest.mark.parametrize(("mode", "strategy", "dtype", "shapes"), [  # DMMA's splitk in the slow tier (15 s)
+    pytest.param(*c, id=c[0] + "-" + c[2], marks=[pytest.mark.slow] if c[0] == "dmma" else []) for c in CASES])
 def test_splitk_is_exact_on_the_emulator(mode: str, strategy, dtype: str, shapes: list) -> None:  # noqa: ANN001
     """0, 1 and 2 levels of Strassen in 2, 3 and MAX_SPLIT parts (more than k has slices), alpha and beta: exact."""
     runs = [(shapes[0], 1, 3), (shapes[0], 2, 2), (shapes[-1], 0, MAX_SPLIT), (shapes[-1], 1, 2)]

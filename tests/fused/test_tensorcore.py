@@ -385,7 +385,7 @@ def test_every_tensor_core_variant_exact_on_odd_shapes(mode: str, scheme: str, l
     assert loads == {"vector", "scalar"}
 
 
-@pytest.mark.parametrize("strategy", ["TcLarge", "TcTall", "TcHuge"])
+@pytest.mark.parametrize("strategy", [pytest.param("TcLarge", marks=pytest.mark.slow), "TcTall", "TcHuge"])
 def test_larger_tensor_core_strategies_exact(strategy: str) -> None:
     """The larger tiles (several warps along m and n, scalar and vector loads, interior tiles on the pipelined
     loop) at 1 level in both modes."""
