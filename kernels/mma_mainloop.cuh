@@ -45,20 +45,26 @@ __device__ __forceinline__ void mma_mainloop(LoaderA& load_a, LoaderB& load_b, c
   }
 }
 
-// What mma_multistage does for one operand (W terms, its slice at tile corner (row, col) of every term, its
-// stage's element (tile row, tile column) at at(...)) before the slice's mma: one term, copied by cp.async; a sum
-// of terms, its raw loads issued into registers (a vector kernel's: unpredicated in an `interior` slice).
+// What mma_multistage does for one operand (W terms, its stage's element (tile row, tile column) at at(...))
+// before the slice's mma: one term, copied by cp.async; a sum of terms, its raw loads issued into registers. On
+// the predicated path (edge tiles, the last slices, the scalar kernels) at the slice's tile corner (row, col) of
+// every term; stage_begin_at: unpredicated, at the interior cursor's offset and step (a vector kernel's slices
+// wholly inside every term).
 template <int W, bool VECTOR, class Loader, class Copier, class Terms, class At>
 __device__ __forceinline__ void stage_begin(Loader& load, Copier& copier, const Terms& terms, int ld, int row,
-                                            int col, bool interior, const At& at) {
-  if constexpr (W == 1) {
+                                            int col, const At& at) {
+  if constexpr (W == 1)
     copier.copy(at);
-  } else if constexpr (VECTOR) {
-    if (interior)
-      load.template issue_at<0, W>(terms, Loader::offset(ld, row, col), Loader::step(ld));
-    else
-      load.template issue<0, W>(terms, ld, row, col);
-  }
+  else if constexpr (VECTOR)
+    load.template issue<0, W>(terms, ld, row, col);
+}
+template <int W, class Loader, class Copier, class Terms, class At>
+__device__ __forceinline__ void stage_begin_at(Loader& load, Copier& copier, const Terms& terms, long long offset,
+                                               long long step, const At& at) {
+  if constexpr (W == 1)
+    copier.copy(at);
+  else
+    load.template issue_at<0, W>(terms, offset, step);
 }
 
 // ... and after it: a sum of terms formed and stored to the stage. A scalar kernel forms it here, a term at a
@@ -78,9 +84,11 @@ __device__ __forceinline__ void stage_end(Loader& load, const Terms& terms, int 
 // stage s % STAGES while slices s + 1 .. s + STAGES - 1 are in flight. Each iteration first fetches slice
 // s + STAGES - 1 into the stage that slice s - 1 freed at its barrier (stage_begin): a one-term operand (W = 1)
 // straight into shared memory by cp.async (SliceCopier; zeros outside the term, so edge tiles need no other
-// path), a sum of terms into registers (unpredicated in the slices wholly inside every term, full_slices). Then
-// the slice's mma, then the register sums into their stage (stage_end), then one commit group per slice, a wait
-// for all but the newest STAGES - 2 (slice s + 1's copies have landed) and one barrier. The tiles give the
+// path), a sum of terms into registers. Then the slice's mma, then the register sums into their stage
+// (stage_end), then one commit group per slice, a wait for all but the newest STAGES - 2 (slice s + 1's copies
+// have landed) and one barrier. A vector kernel with a sum of terms runs its main iterations first, while the
+// slice it fetches lies wholly inside every term: its loads unpredicated, at the interior cursor's offsets
+// (InteriorCursor, STAGES - 1 slices ahead), as mma_mainloop's; then the predicated path. The tiles give the
 // address of tile element (row, column) of a stage: smem.a_at(stage, m, k), smem.b_at(stage, k, n).
 template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, int STAGES, bool VECTOR, class LoaderA,
           class LoaderB, class TermsA, class TermsB, class Tiles, class Slice>
@@ -88,41 +96,58 @@ __device__ __forceinline__ void mma_multistage(LoaderA& load_a, LoaderB& load_b,
                                                const TermsB& terms_b, int lda, int ldb, int row0, int col0, int bk,
                                                Tiles& smem, const Slice& mma_slice) {
   static_assert(STAGES >= 3, "the register pipeline is mma_mainloop");
+  constexpr int kAhead = STAGES - 1;
   const int slices = cdiv(bk, K_S);
-  const int full = full_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
   SliceCopier<LoaderA, T, K_S, true> copy_a(terms_a, lda, row0, 0);  // used when W_A = 1
   SliceCopier<LoaderB, T, K_S, false> copy_b(terms_b, ldb, 0, col0);  // used when W_B = 1
+  auto a_at = [&](int stage) { return [&smem, stage](int m, int kc) { return smem.a_at(stage, m, kc); }; };
+  auto b_at = [&](int stage) { return [&smem, stage](int kr, int n) { return smem.b_at(stage, kr, n); }; };
   auto begin = [&](int stage, int s) {  // slice s's copies and register loads, s one more than the last call's
     if (s >= slices) return;
-    stage_begin<W_A, VECTOR>(load_a, copy_a, terms_a, lda, row0, s * K_S, s < full,
-                             [&](int m, int kc) { return smem.a_at(stage, m, kc); });
-    stage_begin<W_B, VECTOR>(load_b, copy_b, terms_b, ldb, s * K_S, col0, s < full,
-                             [&](int kr, int n) { return smem.b_at(stage, kr, n); });
+    stage_begin<W_A, VECTOR>(load_a, copy_a, terms_a, lda, row0, s * K_S, a_at(stage));
+    stage_begin<W_B, VECTOR>(load_b, copy_b, terms_b, ldb, s * K_S, col0, b_at(stage));
   };
   auto end = [&](int stage, int s) {  // slice s's register sums into its stage
     if (s >= slices) return;
-    stage_end<W_A, VECTOR>(load_a, terms_a, lda, row0, s * K_S, [&](int m, int kc) { return smem.a_at(stage, m, kc); });
-    stage_end<W_B, VECTOR>(load_b, terms_b, ldb, s * K_S, col0, [&](int kr, int n) { return smem.b_at(stage, kr, n); });
+    stage_end<W_A, VECTOR>(load_a, terms_a, lda, row0, s * K_S, a_at(stage));
+    stage_end<W_B, VECTOR>(load_b, terms_b, ldb, s * K_S, col0, b_at(stage));
   };
 #pragma unroll 1
-  for (int s = 0; s < STAGES - 1; ++s) {  // prologue: slices 0 .. STAGES - 2
+  for (int s = 0; s < kAhead; ++s) {  // prologue: slices 0 .. STAGES - 2
     begin(s, s);
     end(s, s);
     cp_async_commit();
   }
   cp_async_wait<STAGES - 2>();
   __syncthreads();
-  int stage = 0, next = STAGES - 1;
-#pragma unroll 1
-  for (int s = 0; s < slices; ++s) {
-    begin(next, s + STAGES - 1);
-    mma_slice(stage);
-    end(next, s + STAGES - 1);
+  int s = 0, stage = 0, next = kAhead;
+  auto retire = [&] {  // the slice's commit group, the wait for slice s + 1's and the barrier; the next stages
     cp_async_commit();
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     stage = stage + 1 == STAGES ? 0 : stage + 1;
     next = next + 1 == STAGES ? 0 : next + 1;
+  };
+  if constexpr (VECTOR && (W_A > 1 || W_B > 1)) {  // main iterations: slice s + STAGES - 1 inside every term
+    InteriorCursor<T, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB, kAhead> at(terms_a, terms_b, lda, ldb, row0, col0,
+                                                                              bk);
+#pragma unroll 1
+    for (; s < at.fast; ++s) {
+      stage_begin_at<W_A>(load_a, copy_a, terms_a, at.off_a, at.step_a, a_at(next));
+      stage_begin_at<W_B>(load_b, copy_b, terms_b, at.off_b, at.step_b, b_at(next));
+      mma_slice(stage);
+      stage_end<W_A, VECTOR>(load_a, terms_a, lda, row0, 0, a_at(next));
+      stage_end<W_B, VECTOR>(load_b, terms_b, ldb, 0, col0, b_at(next));
+      retire();
+      at.advance();
+    }
+  }
+#pragma unroll 1
+  for (; s < slices; ++s) {  // the predicated path
+    begin(next, s + kAhead);
+    mma_slice(stage);
+    end(next, s + kAhead);
+    retire();
   }
   cp_async_wait<0>();  // every group is empty by now: nothing outlives the loop
 }

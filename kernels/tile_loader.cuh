@@ -79,7 +79,7 @@ struct OperandTerms {
 };
 
 // Whether the block's tile lies inside every term (its M_S rows inside every A term, its N_S columns inside every
-// B term), and the smallest k extent of the terms (bk at most): what interior_slices and full_slices read.
+// B term), and the smallest k extent of the terms (bk at most): what interior_slices reads.
 struct TileExtent {
   bool inside;
   int kfull;
@@ -102,23 +102,15 @@ __device__ __forceinline__ TileExtent tile_extent(const TermsA& terms_a, const T
   return {inside, kfull};
 }
 
-// The slices of a tile's main loop whose next slice lies inside every term (tile_extent, and k below every term's
-// extent): slices s < interior_slices(...) may issue slice s + 1's loads unpredicated (the interior path of the
-// vector kernels); none for an edge tile.
-template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
+// The slices of a tile's main loop whose slice AHEAD slices on lies inside every term (tile_extent, and k below
+// every term's extent): slices s < interior_slices(...) may issue slice s + AHEAD's loads unpredicated (the
+// interior path of the vector kernels: one slice ahead on the register pipeline, STAGES - 1 on the multistage
+// one); none for an edge tile.
+template <int M_S, int N_S, int K_S, int W_A, int W_B, int AHEAD = 1, class TermsA, class TermsB>
 __device__ __forceinline__ int interior_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
                                                int bk) {
   const TileExtent e = tile_extent<M_S, N_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
-  return e.inside ? e.kfull / K_S - 1 : 0;
-}
-
-// The slices of a tile that lie wholly inside every term (the multistage pipeline's unpredicated ones): none for
-// an edge tile.
-template <int M_S, int N_S, int K_S, int W_A, int W_B, class TermsA, class TermsB>
-__device__ __forceinline__ int full_slices(const TermsA& terms_a, const TermsB& terms_b, int row0, int col0,
-                                           int bk) {
-  const TileExtent e = tile_extent<M_S, N_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk);
-  return e.inside ? e.kfull / K_S : 0;
+  return e.inside ? e.kfull / K_S - AHEAD : 0;
 }
 
 // A ROWS x COLS tile of a row-major operand whose terms are W blocks. Thread tid owns kChunks chunks of V
@@ -326,10 +318,10 @@ SB_HOST_DEVICE constexpr int a_tile_padding() {
 }
 
 
-// The interior path's cursor, shared by both main loops: how many slices are interior (interior_slices), the
-// unpredicated offsets (bytes) of the slice in flight in every A and B term, the step between a term's rows,
-// and advance() to the next slice (k_S columns of A, k_S rows of B).
-template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, class LoaderA, class LoaderB>
+// The interior path's cursor, shared by both main loops: how many slices are interior (interior_slices, their
+// slice in flight AHEAD slices on), the unpredicated offsets (bytes) of the slice in flight in every A and B term,
+// the step between a term's rows, and advance() to the next slice (k_S columns of A, k_S rows of B).
+template <class T, int M_S, int N_S, int K_S, int W_A, int W_B, class LoaderA, class LoaderB, int AHEAD = 1>
 struct InteriorCursor {
   int fast;
   long long off_a, off_b;
@@ -338,9 +330,9 @@ struct InteriorCursor {
   template <class TermsA, class TermsB>
   __device__ __forceinline__ InteriorCursor(const TermsA& terms_a, const TermsB& terms_b, int lda, int ldb, int row0,
                                             int col0, int bk)
-      : fast(interior_slices<M_S, N_S, K_S, W_A, W_B>(terms_a, terms_b, row0, col0, bk)),
-        off_a(LoaderA::offset(lda, row0, K_S)),
-        off_b(LoaderB::offset(ldb, K_S, col0)),
+      : fast(interior_slices<M_S, N_S, K_S, W_A, W_B, AHEAD>(terms_a, terms_b, row0, col0, bk)),
+        off_a(LoaderA::offset(lda, row0, AHEAD * K_S)),
+        off_b(LoaderB::offset(ldb, AHEAD * K_S, col0)),
         step_a(LoaderA::step(lda)),
         step_b(LoaderB::step(ldb)),
         next_b(static_cast<long long>(K_S) * ldb * static_cast<long long>(sizeof(T))) {}

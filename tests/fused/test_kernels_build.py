@@ -604,7 +604,10 @@ def test_tctallasync_matches_cutlass_3xtf32s_main_loop(tensor_tall_both: pd.Data
     255 registers for 128 threads), 1xTF32's GEMM 3; the main loops have their HMMA (32 per slice of 16 in
     1xTF32, 96 in 3xTF32), copy by cp.async (LDGSTS: no LDG in the GEMM's loop, so no load-use distance), and the
     3xTF32 GEMM's loop issues no more instructions than CUTLASS's 3xTF32 SGEMM's (128 x 64 x 16, 3 stages: 445
-    per slice with the same nvcc, the committed sm_90 resources; the slow tier builds it afresh)."""
+    per slice with the same nvcc, the committed sm_90 resources; the slow tier builds it afresh). The w2x2x2
+    kernels' main iterations (their register sums unpredicated, at the interior cursor's offsets) add at most 130
+    instructions a slice to their GEMM's: 12 128-bit loads, 24 FFMA and 6 stores, and their addresses (with the
+    predicated path in the same loop it was 286 to 315)."""
     ours = tensor_tall_both[tensor_tall_both["strategy"] == "TcTallAsync"]
     assert len(ours) == 2 * 2 * 4
     assert (ours[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
@@ -619,6 +622,8 @@ def test_tctallasync_matches_cutlass_3xtf32s_main_loop(tensor_tall_both: pd.Data
     cutlass_row = committed[committed["kernel"].str.startswith("cutlass_tensorop_3xtf32")].iloc[0]
     assert fast.loc[("3xtf32", 1), "loop_instructions"] <= cutlass_row["loop_instructions"]
     assert fast.loc[("3xtf32", 1), "loop_hmma"] == cutlass_row["loop_hmma"]
+    for mode in ("1xtf32", "3xtf32"):
+        assert fast.loc[(mode, 2), "loop_instructions"] - fast.loc[(mode, 1), "loop_instructions"] <= 130, mode
 
 
 def test_a_cutlass_baseline_built_elsewhere_stays_fresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001

@@ -186,24 +186,31 @@ def test_matmul_refuses_a_stage_that_is_not_whole_k_steps() -> None:
 
 # ------------------------------------------------------------------ planted mistakes
 _LOOP_WAIT = "    cp_async_wait<STAGES - 2>();\n    __syncthreads();\n    stage ="
-_LOOP_COMMIT = "    end(next, s + STAGES - 1);\n    cp_async_commit();\n"
-PLANTS = {
-    "the loop waits one group too few": (_LOOP_WAIT, _LOOP_WAIT.replace("STAGES - 2", "STAGES - 1")),
-    "the loop commits no group": (_LOOP_COMMIT, "    end(next, s + STAGES - 1);\n"),
-    "the prologue waits for nothing": ("  cp_async_wait<STAGES - 2>();\n  __syncthreads();\n  int stage",
-                                       "  __syncthreads();\n  int stage"),
+_LOOP_COMMIT = "    cp_async_commit();\n    cp_async_wait<STAGES - 2>();\n"
+_INTERIOR = "InteriorCursor<T, M_S, N_S, K_S, W_A, W_B, LoaderA, LoaderB, kAhead>"
+PLANTS = {  # the mistake (the text, what replaces it) and the levels of the product it spoils
+    "the loop waits one group too few": (_LOOP_WAIT, _LOOP_WAIT.replace("STAGES - 2", "STAGES - 1"), 0),
+    "the loop commits no group": (_LOOP_COMMIT, "    cp_async_wait<STAGES - 2>();\n", 0),
+    "the prologue waits for nothing": ("  cp_async_wait<STAGES - 2>();\n  __syncthreads();\n  int s = 0",
+                                       "  __syncthreads();\n  int s = 0", 0),
+    # 1-level sums of terms: the main iterations' loads one slice behind the stage they fill
+    "the interior loads trail by a slice": (_INTERIOR, _INTERIOR.replace("kAhead>", "kAhead - 1>"), 1),
 }
 
 _PLANT_RUN = """
+import sys
 import numpy as np
 from strassenbench.engines import ENGINES
 from strassenbench.fused.emu import EmuFault
 from strassenbench.plan import make_plan
+levels = int(sys.argv[1])
 rng = np.random.default_rng(0)
-A, B = (rng.integers(-100, 101, s).astype(np.float32) for s in ((256, 64), (64, 128)))
-got = np.zeros((256, 128), np.float32)
+m, k, n = (256, 64, 128) if levels == 0 else (256, 256, 128)  # 1 level: whole interior tiles, 8 slices of k
+A, B = (rng.integers(-100, 101, s).astype(np.float32) for s in ((m, k), (k, n)))
+got = np.zeros((m, n), np.float32)
 try:
-    ENGINES["emu"](make_plan("strassen", 0, 256, 64, 128), A, B, got, 1.0, 0.0, strategy="TcTallAsync", mode="3xtf32")
+    ENGINES["emu"](make_plan("strassen", levels, m, k, n), A, B, got, 1.0, 0.0, strategy="TcTallAsync",
+                   mode="3xtf32")
 except EmuFault as fault:
     print("fault:", fault)
 print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
@@ -212,10 +219,11 @@ print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Path) -> None:
-    """The kernel sources with one mistake in the pipeline's waits or commits ($STRASSENBENCH_KERNELS): the GEMM
-    computes on a stage its copies have not reached, so its result is wrong (or a copy is left pending, a
-    fault). The unplanted sources, run the same way, are exact."""
-    old, new = PLANTS[plant]
+    """The kernel sources with one mistake in the pipeline's waits or commits, or in its main iterations' offsets
+    ($STRASSENBENCH_KERNELS): the GEMM computes on a stage its copies have not reached, or a 1-level product sums
+    the wrong slice, so its result is wrong (or a copy is left pending, a fault). The unplanted sources, run the
+    same way, are exact."""
+    old, new, levels = PLANTS[plant]
     source = kernels_dir()
     for planted in (False, True):
         kernels = tmp_path / ("planted" if planted else "clean") / "kernels"
@@ -227,7 +235,7 @@ def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Pa
             loop.write_text(text.replace(old, new))
         env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels),
                "STRASSENBENCH_CACHE": str(kernels.parent / "cache")}
-        done = subprocess.run([sys.executable, "-c", _PLANT_RUN], capture_output=True, text=True, env=env, timeout=600)
+        done = subprocess.run([sys.executable, "-c", _PLANT_RUN, str(levels)], capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr
         lines = done.stdout.splitlines()
         if planted:
