@@ -209,4 +209,90 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// ---- Hopper's asynchronous transactions (sm_90): mbarrier objects in shared
+// memory and bulk copies that complete transaction bytes on them (PTX ISA, "mbarrier", "cp.async.bulk"). A
+// phase of a barrier completes when its `count` arrivals are in and the bytes its arrivals expect (expect_tx)
+// have landed; waiters name the phase by its parity. The emulator lands a bulk copy only when its phase
+// completes (kernels/emu/cuda_emu.hpp).
+
+// SB_SM90(code): the code where the target has it (sm_90 and later), a trap on older targets, which no kernel
+// that uses these is built for.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define SB_SM90(...) fail("needs sm_90");
+#else
+#define SB_SM90(...) __VA_ARGS__
+#endif
+
+// The shared-memory address of `p` (a 32-bit shared window offset, as the PTX shared state space takes it).
+__device__ __forceinline__ unsigned shared_address([[maybe_unused]] const void* p) {
+#if defined(__CUDACC__)
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+#else
+  return 0;
+#endif
+}
+
+// mbarrier.init: a barrier whose phases each take `count` arrivals. One thread initialises it, then
+// mbarrier_init_fence and a block barrier make it visible to the others (and to the async proxy).
+__device__ __forceinline__ void mbarrier_init(stdx::uint64_t* bar, unsigned count) {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count)
+                             : "memory"););
+#else
+  ::emu::mbarrier_init(bar, count);
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"););
+#endif
+}
+
+// mbarrier.arrive: one arrival on the current phase.
+__device__ __forceinline__ void mbarrier_arrive(stdx::uint64_t* bar) {
+#if defined(__CUDACC__)
+  SB_SM90(stdx::uint64_t state; asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];"
+                                                   : "=l"(state) : "r"(shared_address(bar)) : "memory"););
+#else
+  ::emu::mbarrier_arrive(bar, 0);
+#endif
+}
+
+// mbarrier.arrive.expect_tx: the current phase also waits for `bytes` more transaction bytes, then one arrival.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(stdx::uint64_t* bar, unsigned bytes) {
+#if defined(__CUDACC__)
+  SB_SM90(stdx::uint64_t state; asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                                                   : "=l"(state) : "r"(shared_address(bar)), "r"(bytes)
+                                                   : "memory"););
+#else
+  ::emu::mbarrier_arrive(bar, bytes);
+#endif
+}
+
+// Wait until the phase of parity `parity` of `bar` completes (mbarrier.try_wait.parity in a loop).
+__device__ __forceinline__ void mbarrier_wait(stdx::uint64_t* bar, unsigned parity) {
+#if defined(__CUDACC__)
+  SB_SM90(unsigned done = 0; do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+  } while (!done););
+#else
+  ::emu::mbarrier_wait(bar, parity);
+#endif
+}
+
+// cp.async.bulk global -> shared: `bytes` (a multiple of 16; both addresses 16-byte aligned) copied by the
+// async proxy, completing `bytes` transaction bytes on `bar` when they land.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, stdx::uint64_t* bar) {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+      ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)) : "memory"););
+#else
+  ::emu::bulk_copy(dst, src, bytes, bar);
+#endif
+}
+
 }  // namespace sb

@@ -19,6 +19,15 @@
 // of the shared tile before its wait and barrier sees the stage's old data, and a kernel that forgets one is
 // wrong here. A copy still pending when the thread leaves its block is a fault (check_async_done).
 //
+// mbarrier objects and bulk copies (sb::mbarrier_*, sb::bulk_copy; PTX ISA, "mbarrier" and "cp.async.bulk",
+// sm_90): the emulator keeps each barrier's state beside the block, keyed by its shared address: the expected
+// arrival count, the current phase's pending arrivals and transaction bytes, its parity, and the bulk copies
+// that complete transactions on it. A copy is queued and lands only when its barrier's phase completes (every
+// arrival in, and the copies then performed bring the transaction count to zero): the latest the PTX ISA
+// allows, so a read of the tile before the wait on that phase sees the old data. Faults: a barrier used before
+// it is initialised, more arrivals or bytes than the phase expects, a copy that is not 16-byte aligned or whole
+// 16-byte units, a wait that never completes, and copies still pending when the block ends.
+//
 // Alignment: every access of sb::ldg / ldg_at / lds / sts and of the epilogue's vectors (emu::load, emu::store)
 // and every ldmatrix row address is checked (check_aligned); the first misaligned one, which faults on the
 // GPU, is kept for emu_fault_take.
@@ -27,10 +36,12 @@
 #include <array>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -185,6 +196,124 @@ inline void cp_async_wait(unsigned newest) {
   }
 }
 
+// Records the first fault of a launch (what emu_fault_take returns), naming the kernel, block and thread.
+inline void record_fault(const char* what) {
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  if (!fault.empty()) return;
+  char message[512];
+  std::snprintf(message, sizeof message, "%s in %s (block (%u,%u,%u), thread %u)", what, kernel_name, blockIdx.x,
+                blockIdx.y, blockIdx.z, threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  fault = message;
+}
+
+struct BulkCopy {
+  void* dst;
+  const void* src;
+  unsigned bytes;
+};
+struct Mbarrier {
+  unsigned expected = 0, pending = 0;  // arrivals a phase expects, and those still to come in this one
+  long long tx = 0;                    // transaction bytes expected and not yet completed in this phase
+  unsigned parity = 0;                 // the current (incomplete) phase's parity
+  std::vector<BulkCopy> copies;        // queued, landing when the phase completes
+};
+inline std::mutex mbarrier_mutex;
+inline std::map<const void*, Mbarrier> mbarriers;  // the running block's (blocks run one at a time)
+inline std::atomic<bool> mbarrier_used{false};
+
+// mbarrier.init: `count` arrivals a phase (1 to 2^20 - 1), phase 0.
+inline void mbarrier_init(void* bar, unsigned count) {
+  check_aligned(bar, 8, "mbarrier");
+  if (count == 0 || count >= (1u << 20)) record_fault("mbarrier.init with an arrival count outside 1 to 2^20 - 1");
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  mbarrier_used = true;
+  Mbarrier& b = mbarriers[bar];
+  b = Mbarrier{};
+  b.expected = b.pending = count;
+}
+
+// Under mbarrier_mutex (record_fault takes fault_mutex, which is never held while taking this one).
+inline Mbarrier* find_mbarrier(const void* bar, const char* what) {
+  const auto it = mbarriers.find(bar);
+  if (it != mbarriers.end()) return &it->second;
+  record_fault(what);
+  return nullptr;
+}
+
+// mbarrier.arrive[.expect_tx]: the phase expects `tx` more transaction bytes, then one arrival.
+inline void mbarrier_arrive(void* bar, unsigned tx) {
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  Mbarrier* b = find_mbarrier(bar, "mbarrier.arrive on a barrier that was not initialised");
+  if (b == nullptr) return;
+  b->tx += tx;
+  if (b->pending == 0) {
+    record_fault("mbarrier.arrive on a phase whose arrivals are all in");
+    return;
+  }
+  --b->pending;
+}
+
+// cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: `bytes` (a multiple of 16) from global
+// `src` to shared `dst`, both 16-byte aligned, completing `bytes` transaction bytes on `bar` when it lands.
+inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
+  check_aligned(dst, 16, "cp.async.bulk shared destination");
+  check_aligned(src, 16, "cp.async.bulk global source");
+  if (bytes == 0 || bytes % 16 != 0) record_fault("cp.async.bulk of a size that is not a positive multiple of 16");
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  Mbarrier* b = find_mbarrier(bar, "cp.async.bulk completing on a barrier that was not initialised");
+  if (b != nullptr) b->copies.push_back({dst, src, bytes});
+}
+
+// mbarrier.try_wait.parity: whether the phase of parity `parity` is complete. The current phase completes here
+// once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly.
+inline bool mbarrier_try_wait(void* bar, unsigned parity) {
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  Mbarrier* b = find_mbarrier(bar, "mbarrier.try_wait on a barrier that was not initialised");
+  if (b == nullptr) return true;
+  if (b->pending == 0) {
+    for (const BulkCopy& c : b->copies) {
+      std::memcpy(c.dst, c.src, c.bytes);
+      b->tx -= c.bytes;
+    }
+    b->copies.clear();
+    if (b->tx < 0) {
+      record_fault("bulk copies completed more bytes than their mbarrier phase expected");
+      b->tx = 0;
+    }
+    if (b->tx == 0) {
+      b->parity ^= 1u;
+      b->pending = b->expected;
+    }
+  }
+  return b->parity != (parity & 1u);
+}
+
+// A wait (try_wait in a loop) that gives up after mbarrier_wait_limit_s: a phase that never completes is a
+// fault, and the thread goes on (stopping it would leave its block waiting at a barrier).
+inline double mbarrier_wait_limit_s = 20.0;
+inline void mbarrier_wait(void* bar, unsigned parity) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!mbarrier_try_wait(bar, parity)) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > mbarrier_wait_limit_s) {
+      record_fault("an mbarrier wait whose phase never completes");
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+// After a block (one thread, the others held at the launch's barrier): bulk copies still queued are a fault,
+// and the barriers are dropped.
+inline void check_mbarriers_done() {
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(mbarrier_mutex);
+    for (const auto& [bar, b] : mbarriers) pending = pending || !b.copies.empty();
+    mbarriers.clear();
+  }
+  if (pending) record_fault("bulk copies pending at the end of a block");
+}
+
 // At the end of a block: a copy still pending would land in the next block's shared memory here (and in
 // freed shared memory on a GPU). Recorded as a fault, and dropped.
 inline void check_async_done() {
@@ -206,6 +335,7 @@ inline void check_async_done() {
 template <class... Params, class... Args>
 void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
   kernel_name = name;
+  mbarrier_used = false;
   const unsigned threads = block.x * block.y * block.z;
   std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
   std::deque<Warp> warps;  // Warp holds a barrier: not movable
@@ -228,6 +358,10 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             kernel(args...);
             check_async_done();
             barrier.arrive_and_wait();
+            if (mbarrier_used) {  // the block's barriers checked and dropped before the next block's inits
+              if (t == 0) check_mbarriers_done();
+              barrier.arrive_and_wait();
+            }
           }
       if (!trace_local.empty()) {
         std::lock_guard<std::mutex> lock(trace_mutex);
