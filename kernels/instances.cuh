@@ -36,6 +36,22 @@
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)
 #else
 #define SB_GRID_CONSTANT
+// A 2-D tiled tensor map encoded for the emulator into the 128 bytes at `map` (as cuTensorMapEncodeTiled does
+// for a GPU): 0, or 1 with the reason in `why` (size bytes) when the driver would refuse it.
+extern "C" int emu_tensor_map_encode(void* map, const void* base, unsigned elem_bytes, unsigned dim0, unsigned dim1,
+                                     unsigned long long row_stride, unsigned box0, unsigned box1, unsigned swizzle,
+                                     char* why, unsigned long long size) {
+  if (const char* problem = emu::tensor_map_problem(base, elem_bytes, dim0, dim1, row_stride, box0, box1, swizzle)) {
+    std::snprintf(why, size, "%s", problem);
+    return 1;
+  }
+  emu::TensorMap m{emu::TensorMap::kMagic, static_cast<const unsigned char*>(base), row_stride, {dim0, dim1},
+                   {box0, box1}, elem_bytes, swizzle};
+  std::memset(map, 0, 128);
+  std::memcpy(map, &m, sizeof m);
+  return 0;
+}
+
 // Shared-memory traces of the emulator (kernels/emu/cuda_emu.hpp), read by strassenbench.fused.smem.
 extern "C" void emu_trace_enable(int on) { emu::trace_on.store(on != 0); }
 extern "C" void emu_trace_clear() { emu::trace_log.clear(); }

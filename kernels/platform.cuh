@@ -295,4 +295,24 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 #endif
 }
 
+// A TMA tensor map: CUtensorMap's 128 bytes, 64-byte aligned, a __grid_constant__ kernel parameter. The driver
+// encodes it for a GPU (cuTensorMapEncodeTiled); the emulator reads its own encoding from the same bytes
+// (emu_tensor_map_encode).
+struct alignas(64) TensorMap {
+  unsigned char bytes[128];
+};
+
+// cp.async.bulk.tensor, 2-D tile mode: the box of `map` whose first element is at (c0, c1) (c0 along the
+// contiguous dimension) into shared `dst` (128-byte aligned; 1024 with the 128-byte swizzle), in the map's
+// swizzle, zeros outside the tensor; its bytes complete on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, stdx::uint64_t* bar) {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(shared_address(dst)), "l"(map), "r"(c0), "r"(c1), "r"(shared_address(bar)) : "memory"););
+#else
+  ::emu::tensor_copy_2d(dst, map, c0, c1, bar);
+#endif
+}
+
 }  // namespace sb

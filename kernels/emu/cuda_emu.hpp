@@ -206,11 +206,71 @@ inline void record_fault(const char* what) {
   fault = message;
 }
 
+// A 2-D tiled tensor map, the emulator's encoding in CUtensorMap's 128 bytes (emu_tensor_map_encode): the
+// tensor's base, its extents (dim 0 contiguous), the bytes between its rows, the box a copy brings, the element
+// size and the swizzle (0, or 128: the 128-byte pattern).
+struct TensorMap {
+  static constexpr std::uint64_t kMagic = 0x53427465'6e736f72ull;  // "SBtensor": encoded, not garbage
+  std::uint64_t magic;
+  const unsigned char* base;
+  std::uint64_t row_stride;
+  std::uint32_t dims[2], box[2];
+  std::uint32_t elem_bytes, swizzle;
+};
+static_assert(sizeof(TensorMap) <= 128, "a tensor map is 128 bytes");
+
+// The encoder's checks (cuTensorMapEncodeTiled's, for what this emulator encodes): 0, or what is wrong.
+inline const char* tensor_map_problem(const void* base, unsigned elem_bytes, unsigned dim0, unsigned dim1,
+                                      unsigned long long row_stride, unsigned box0, unsigned box1,
+                                      unsigned swizzle) {
+  if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8) return "element size";
+  if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0) return "base address not 16-byte aligned";
+  if (dim0 == 0 || dim1 == 0) return "empty extent";
+  if (row_stride % 16 != 0 || row_stride >= (1ull << 40) || row_stride < 1ull * dim0 * elem_bytes)
+    return "row stride (a multiple of 16 bytes, at least a row, under 2^40)";
+  if (box0 == 0 || box1 == 0 || box0 > 256 || box1 > 256) return "box extent outside 1 to 256";
+  if (box0 * elem_bytes % 16 != 0) return "box row not a multiple of 16 bytes";
+  if (swizzle != 0 && swizzle != 128) return "swizzle (0 or 128 bytes)";
+  if (swizzle == 128 && box0 * elem_bytes != 128) return "a 128-byte swizzle takes 128-byte box rows here";
+  return nullptr;
+}
+
+// The shared-memory byte of the box's element (x, y) in a copy to `dst`: rows box0 elements apart; with the
+// 128-byte swizzle (CUDA's CU_TENSOR_MAP_SWIZZLE_128B, CuTe's Swizzle<3, 4, 3> on bytes) the 16-byte chunk index
+// (address bits 4-6) XORed with the row within the 1024-byte pattern (bits 7-9), from the address itself.
+inline unsigned char* tensor_box_byte(const TensorMap& map, unsigned char* dst, unsigned x, unsigned y) {
+  std::uintptr_t at = reinterpret_cast<std::uintptr_t>(dst) + (1ull * y * map.box[0] + x) * map.elem_bytes;
+  if (map.swizzle == 128) at ^= ((at >> 7) & 7u) << 4;
+  return reinterpret_cast<unsigned char*>(at);
+}
+
+// A queued bulk copy: `bytes` from src, or (map set) the box of the tensor map at coordinates (c0, c1).
 struct BulkCopy {
   void* dst;
   const void* src;
   unsigned bytes;
+  bool tensor = false;
+  TensorMap map{};
+  int c0 = 0, c1 = 0;
 };
+
+// Lands a queued copy. A tensor copy writes the whole box: elements outside the tensor's extents are zeros.
+inline void land(const BulkCopy& c) {
+  if (!c.tensor) {
+    std::memcpy(c.dst, c.src, c.bytes);
+    return;
+  }
+  const TensorMap& m = c.map;
+  for (unsigned y = 0; y < m.box[1]; ++y)
+    for (unsigned x = 0; x < m.box[0]; ++x) {
+      const long long gx = 1ll * c.c0 + x, gy = 1ll * c.c1 + y;
+      unsigned char* to = tensor_box_byte(m, static_cast<unsigned char*>(c.dst), x, y);
+      if (gx >= 0 && gy >= 0 && gx < m.dims[0] && gy < m.dims[1])
+        std::memcpy(to, m.base + gy * m.row_stride + gx * m.elem_bytes, m.elem_bytes);
+      else
+        std::memset(to, 0, m.elem_bytes);
+    }
+}
 struct Mbarrier {
   unsigned expected = 0, pending = 0;  // arrivals a phase expects, and those still to come in this one
   long long tx = 0;                    // transaction bytes expected and not yet completed in this phase
@@ -264,6 +324,22 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
   if (b != nullptr) b->copies.push_back({dst, src, bytes});
 }
 
+// cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes: the box of `map` whose
+// first element is at (c0, c1) into shared `dst` (128-byte aligned; 1024 with the 128-byte swizzle, so that the
+// pattern starts with the tile), completing the box's bytes on `bar` when it lands.
+inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar) {
+  TensorMap m;
+  std::memcpy(&m, map, sizeof m);
+  if (m.magic != TensorMap::kMagic) {
+    record_fault("cp.async.bulk.tensor with a tensor map that was not encoded");
+    return;
+  }
+  check_aligned(dst, m.swizzle == 128 ? 1024 : 128, "cp.async.bulk.tensor shared destination");
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  Mbarrier* b = find_mbarrier(bar, "cp.async.bulk.tensor completing on a barrier that was not initialised");
+  if (b != nullptr) b->copies.push_back({dst, nullptr, m.box[0] * m.box[1] * m.elem_bytes, true, m, c0, c1});
+}
+
 // mbarrier.try_wait.parity: whether the phase of parity `parity` is complete. The current phase completes here
 // once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly.
 inline bool mbarrier_try_wait(void* bar, unsigned parity) {
@@ -272,7 +348,7 @@ inline bool mbarrier_try_wait(void* bar, unsigned parity) {
   if (b == nullptr) return true;
   if (b->pending == 0) {
     for (const BulkCopy& c : b->copies) {
-      std::memcpy(c.dst, c.src, c.bytes);
+      land(c);
       b->tx -= c.bytes;
     }
     b->copies.clear();

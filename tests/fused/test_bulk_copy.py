@@ -94,3 +94,121 @@ def test_the_probe_compiles_to_hoppers_barrier_and_bulk_copy_instructions(arch: 
     for wanted in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "UBLKCP.S.G"):
         assert any(op.startswith(wanted) for op in opcodes), (wanted, sorted(opcodes))
     assert any(op.startswith("SYNCS.PHASECHK") for op in opcodes), sorted(opcodes)
+
+
+# ------------------------------------------------------------------ TMA tensor copies
+TMA_PROBE = Path(__file__).resolve().parents[1] / "probes" / "tma_probe.cu"
+
+
+@pytest.fixture(scope="module")
+def tma(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    lib = _emulator_library(TMA_PROBE, tmp_path_factory.mktemp("tma"))
+    lib.run_tma.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5
+    lib.emu_tensor_map_encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [
+        ctypes.c_ulonglong] + [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
+    assert emu._take(lib) is None
+    return lib
+
+
+def _encode(tma: ctypes.CDLL, tensor: np.ndarray, box: tuple[int, int], swizzle: int) -> tuple[np.ndarray, str]:
+    """(the 128-byte map, why the encoder refused it or ''): tensor is 2-D float32 (rows along dim 1)."""
+    cmap = np.zeros(128 + 64, np.uint8)
+    cmap = cmap[(-cmap.ctypes.data % 64):][:128]
+    why = ctypes.create_string_buffer(200)
+    rc = tma.emu_tensor_map_encode(cmap.ctypes.data, tensor.ctypes.data, 4, tensor.shape[1], tensor.shape[0],
+                                   tensor.strides[0], box[0], box[1], swizzle, why, 200)
+    return cmap, (why.value.decode() if rc else "")
+
+
+def _tensor(rows: int, cols: int, ld: int) -> np.ndarray:
+    raw = np.arange(1, rows * ld + 5, dtype=np.float32)
+    return raw[(-raw.ctypes.data % 16) // 4:][:rows * ld].reshape(rows, ld)[:, :cols]
+
+
+def _shared_layout(tensor: np.ndarray, c0: int, c1: int, box: tuple[int, int], swizzle: int) -> np.ndarray:
+    """The tile a TMA copy leaves in shared memory, from the CUDA programming guide's statement of the 128-byte
+    swizzle: in each 128-byte row r of a 1024-byte aligned tile, 16-byte chunk j holds the box row's chunk
+    j ^ (r % 8); rows box[0] floats apart; zeros outside the tensor."""
+    padded = np.zeros((box[1], box[0]), np.float32)
+    rows, cols = tensor.shape
+    for y in range(box[1]):
+        for x in range(box[0]):
+            if 0 <= c1 + y < rows and 0 <= c0 + x < cols:
+                padded[y, x] = tensor[c1 + y, c0 + x]
+    if swizzle == 0:
+        return padded.reshape(-1)
+    chunks = padded.reshape(box[1], 8, 4)  # 128-byte rows (box[0] = 32 floats) of 8 chunks of 4 floats
+    return np.stack([chunks[r][np.arange(8) ^ (r % 8)] for r in range(box[1])]).reshape(-1)
+
+
+@pytest.mark.parametrize(("box", "swizzle", "at"), [
+    ((32, 8), 128, (0, 0)), ((32, 16), 128, (32, 8)), ((64, 16), 0, (16, 4)),
+    ((32, 8), 128, (40, 60)),  # past the tensor's last column and row: zeros there
+    ((32, 8), 128, (-8, -3)),  # before its first: zeros
+])
+def test_a_tensor_copy_lands_its_box_in_the_maps_swizzle(tma: ctypes.CDLL, box: tuple[int, int], swizzle: int,
+                                                         at: tuple[int, int]) -> None:
+    tensor = _tensor(64, 72, 76)  # rows 304 bytes apart: a view, as an operand's term block is
+    cmap, why = _encode(tma, tensor, box, swizzle)
+    assert why == ""
+    n = box[0] * box[1]
+    out = np.zeros(n, np.float32)
+    tma.run_tma(cmap.ctypes.data, out.ctypes.data, at[0], at[1], n, 4 * n, 0)
+    assert emu._take(tma) is None
+    np.testing.assert_array_equal(out, _shared_layout(tensor, *at, box, swizzle))
+
+
+def test_the_128_byte_swizzle_spreads_a_column_of_chunks_over_every_bank(tma: ctypes.CDLL) -> None:
+    """What the swizzle is for: the 16-byte chunk of the same box column in 8 consecutive rows (a K-major
+    fragment's reads) lies in 8 different groups of 4 banks, all 32 banks once."""
+    tensor = _tensor(8, 32, 32)
+    cmap, _ = _encode(tma, tensor, (32, 8), 128)
+    out = np.zeros(256, np.float32)
+    tma.run_tma(cmap.ctypes.data, out.ctypes.data, 0, 0, 256, 1024, 0)
+    for chunk in range(8):
+        words = [int(np.flatnonzero(out == tensor[r, 4 * chunk])[0]) for r in range(8)]
+        banks = sorted(b for w in words for b in range(w % 32, w % 32 + 4))
+        assert banks == list(range(32)), (chunk, words)
+
+
+@pytest.mark.parametrize(("box", "swizzle", "base", "problem"), [
+    ((16, 8), 128, 0, "128-byte box rows"),
+    ((32, 8), 64, 0, "swizzle"),
+    ((3, 8), 0, 0, "multiple of 16 bytes"),
+    ((32, 300), 0, 0, "outside 1 to 256"),
+    ((32, 8), 0, 1, "not 16-byte aligned"),
+])
+def test_the_encoder_refuses_what_the_driver_would(tma: ctypes.CDLL, box: tuple[int, int], swizzle: int, base: int,
+                                                   problem: str) -> None:
+    tensor = _tensor(64, 72, 76)[:, base:]
+    _, why = _encode(tma, tensor, box, swizzle)
+    assert problem in why
+
+
+def test_tensor_copy_faults(tma: ctypes.CDLL) -> None:
+    """A tile that is not 1024-byte aligned under the 128-byte swizzle, a map that was never encoded, and a
+    phase that expects fewer bytes than the box brings: each a fault."""
+    tensor = _tensor(64, 72, 76)
+    cmap, _ = _encode(tma, tensor, (32, 8), 128)
+    out = np.zeros(256, np.float32)
+    tma.run_tma(cmap.ctypes.data, out.ctypes.data, 0, 0, 256, 1024, 32)  # 128 bytes into the tile
+    fault = emu._take(tma)
+    assert fault is not None and "misaligned" in fault and "cp.async.bulk.tensor" in fault
+    blank = np.zeros(128, np.uint8)
+    tma.run_tma(blank.ctypes.data, out.ctypes.data, 0, 0, 256, 1024, 0)
+    fault = emu._take(tma)
+    assert fault is not None and "not encoded" in fault
+    tma.run_tma(cmap.ctypes.data, out.ctypes.data, 0, 0, 256, 1024 - 16, 0)
+    fault = emu._take(tma)
+    assert fault is not None and "more bytes" in fault
+
+
+def test_the_tma_probe_compiles_to_a_tensor_copy(tmp_path: Path) -> None:
+    """cp.async.bulk.tensor.2d with the map a __grid_constant__ parameter becomes UTMALDG on sm_90a."""
+    cubin = tmp_path / "tma.cubin"
+    run = subprocess.run([find_tool("nvcc"), "-std=c++17", "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-I",
+                          str(kernels_dir()), str(TMA_PROBE), "-o", str(cubin)], check=True, capture_output=True,
+                         text=True)
+    assert parse_ptxas(run.stdout + run.stderr)["tma_probe"].spill_stores == 0
+    opcodes = {i.opcode for i in parse_sass(disassemble(cubin, "sm_90"))["tma_probe"]}
+    assert any(op.startswith("UTMALDG") for op in opcodes), sorted(opcodes)
