@@ -315,4 +315,59 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int
 #endif
 }
 
+// fence.proxy.async.shared::cta: the thread's shared-memory stores so far become visible to the async proxy
+// (a TMA store's or wgmma's reads). A thread that writes a tile a bulk store reads fences, then a block barrier.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile("fence.proxy.async.shared::cta;" ::: "memory"););
+#else
+  ::emu::fence_proxy_async();
+#endif
+}
+
+// The byte offset in a 1024-byte aligned tile of 128-byte rows where the 128-byte swizzle puts byte `offset`
+// of the unswizzled tile: its 16-byte chunk (bits 4-6) XORed with its row within the pattern (bits 7-9), the
+// layout tma_load_2d leaves and tma_store_2d reads under CU_TENSOR_MAP_SWIZZLE_128B.
+__device__ __forceinline__ constexpr unsigned swizzle_128b(unsigned offset) {
+  return offset ^ (((offset >> 7) & 7u) << 4);
+}
+
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: the box of `map` at (c0, c1) from shared `src`
+// (laid out as tma_load_2d leaves it), elements outside the tensor dropped. ADD: cp.reduce.async.bulk.tensor
+// .add, each element added to global memory. In the thread's bulk group; bulk_commit closes it, bulk_wait_read
+// waits until the tile may be written again.
+template <bool ADD = false>
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src) {
+#if defined(__CUDACC__)
+  if constexpr (ADD) {
+    SB_SM90(asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];"
+                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)) : "memory"););
+  } else {
+    SB_SM90(asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
+                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)) : "memory"););
+  }
+#else
+  ::emu::tensor_store_2d(map, c0, c1, src, ADD);
+#endif
+}
+
+// cp.async.bulk.commit_group: the thread's bulk stores since the last commit form one bulk group.
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile("cp.async.bulk.commit_group;" ::: "memory"););
+#else
+  ::emu::bulk_commit();
+#endif
+}
+
+// cp.async.bulk.wait_group.read N: every bulk group but the newest N has read its shared source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#if defined(__CUDACC__)
+  SB_SM90(asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"););
+#else
+  ::emu::bulk_wait(N);
+#endif
+}
+
 }  // namespace sb

@@ -103,7 +103,22 @@ inline std::vector<SmemRecord> trace_log;
 inline thread_local std::vector<SmemRecord> trace_local;
 inline thread_local std::uint32_t trace_seq = 0;
 
+// The bytes [lo, hi) that span a thread's generic shared-memory stores (sb::sts) since its last
+// fence.proxy.async (sb::fence_proxy_async): what the async proxy (a TMA store's read of a tile) must not read
+// before the fence. One span a thread, which may over-approximate: a thread whose stores straddle the tile
+// without touching it is taken to have written it.
+struct Unfenced {
+  std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
+};
+inline thread_local Unfenced unfenced;
+inline std::vector<Unfenced*> block_unfenced;  // every thread's, by linear thread index (set at launch)
+
 inline void trace_smem(const void* p, unsigned bytes, bool store) {
+  if (store) {
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    unfenced.lo = at < unfenced.lo ? at : unfenced.lo;
+    unfenced.hi = at + bytes > unfenced.hi ? at + bytes : unfenced.hi;
+  }
   if (!trace_on.load(std::memory_order_relaxed)) return;
   const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -167,33 +182,50 @@ struct AsyncCopy {
   const void* src;
   unsigned bytes, src_bytes;
 };
-inline thread_local std::vector<AsyncCopy> async_open;
-inline thread_local std::deque<std::vector<AsyncCopy>> async_groups;
+// A thread's asynchronous operations in commit groups (cp.async's, and the bulk stores' bulk groups): the open
+// group and the committed ones, oldest first; wait(n, done) does every operation of all but the newest n.
+template <class Op>
+struct Groups {
+  std::vector<Op> open;
+  std::deque<std::vector<Op>> committed;
+  void commit() {
+    committed.push_back(std::move(open));
+    open.clear();
+  }
+  template <class Done>
+  void wait(unsigned newest, const Done& done) {
+    for (; committed.size() > newest; committed.pop_front())
+      for (const Op& op : committed.front()) done(op);
+  }
+  // Whether any operation is still pending; then none is.
+  bool drop() {
+    bool pending = !open.empty();
+    for (const auto& group : committed) pending = pending || !group.empty();
+    open.clear();
+    committed.clear();
+    return pending;
+  }
+};
+inline thread_local Groups<AsyncCopy> async_copies;
 
 // cp.async [dst], [src], bytes, src_bytes (PTX ISA, "cp.async"): dst and src aligned to `bytes` (src only
 // read when src_bytes > 0); the copy is queued, and the bytes past src_bytes are zeros.
 inline void cp_async(void* dst, const void* src, unsigned bytes, unsigned src_bytes) {
   check_aligned(dst, bytes, "cp.async shared destination");
   if (src_bytes > 0) check_aligned(src, bytes, "cp.async global source");
-  async_open.push_back({dst, src, bytes, src_bytes});
+  async_copies.open.push_back({dst, src, bytes, src_bytes});
 }
 
 // cp.async.commit_group: the copies issued since the last commit become one group (possibly empty).
-inline void cp_async_commit() {
-  async_groups.push_back(std::move(async_open));
-  async_open.clear();
-}
+inline void cp_async_commit() { async_copies.commit(); }
 
 // cp.async.wait_group n: every committed group but the newest n completes now.
 inline void cp_async_wait(unsigned newest) {
-  while (async_groups.size() > newest) {
-    for (const AsyncCopy& c : async_groups.front()) {
-      unsigned char bytes[16] = {};
-      if (c.src_bytes > 0) std::memcpy(bytes, c.src, c.src_bytes);
-      std::memcpy(c.dst, bytes, c.bytes);
-    }
-    async_groups.pop_front();
-  }
+  async_copies.wait(newest, [](const AsyncCopy& c) {
+    unsigned char bytes[16] = {};
+    if (c.src_bytes > 0) std::memcpy(bytes, c.src, c.src_bytes);
+    std::memcpy(c.dst, bytes, c.bytes);
+  });
 }
 
 // Records the first fault of a launch (what emu_fault_take returns), naming the kernel, block and thread.
@@ -254,22 +286,32 @@ struct BulkCopy {
   int c0 = 0, c1 = 0;
 };
 
+// Every element (x, y) of the box of map at (c0, c1), in a tile at `tile` as tma_load_2d lays it out:
+// f(its shared byte, its global byte or nullptr outside the tensor).
+template <class Tile, class F>
+inline void for_box(const TensorMap& m, int c0, int c1, Tile* tile, const F& f) {
+  for (unsigned y = 0; y < m.box[1]; ++y)
+    for (unsigned x = 0; x < m.box[0]; ++x) {
+      const long long gx = 1ll * c0 + x, gy = 1ll * c1 + y;
+      const bool inside = gx >= 0 && gy >= 0 && gx < m.dims[0] && gy < m.dims[1];
+      f(tensor_box_byte(m, const_cast<unsigned char*>(tile), x, y),
+        inside ? const_cast<unsigned char*>(m.base) + gy * m.row_stride + gx * m.elem_bytes : nullptr);
+    }
+}
+
 // Lands a queued copy. A tensor copy writes the whole box: elements outside the tensor's extents are zeros.
 inline void land(const BulkCopy& c) {
   if (!c.tensor) {
     std::memcpy(c.dst, c.src, c.bytes);
     return;
   }
-  const TensorMap& m = c.map;
-  for (unsigned y = 0; y < m.box[1]; ++y)
-    for (unsigned x = 0; x < m.box[0]; ++x) {
-      const long long gx = 1ll * c.c0 + x, gy = 1ll * c.c1 + y;
-      unsigned char* to = tensor_box_byte(m, static_cast<unsigned char*>(c.dst), x, y);
-      if (gx >= 0 && gy >= 0 && gx < m.dims[0] && gy < m.dims[1])
-        std::memcpy(to, m.base + gy * m.row_stride + gx * m.elem_bytes, m.elem_bytes);
-      else
-        std::memset(to, 0, m.elem_bytes);
-    }
+  auto* tile = static_cast<unsigned char*>(c.dst);
+  for_box(c.map, c.c0, c.c1, tile, [&](unsigned char* to, const unsigned char* global) {
+    if (global != nullptr)
+      std::memcpy(to, global, c.map.elem_bytes);
+    else
+      std::memset(to, 0, c.map.elem_bytes);
+  });
 }
 struct Mbarrier {
   unsigned expected = 0, pending = 0;  // arrivals a phase expects, and those still to come in this one
@@ -287,9 +329,10 @@ inline void mbarrier_init(void* bar, unsigned count) {
   if (count == 0 || count >= (1u << 20)) record_fault("mbarrier.init with an arrival count outside 1 to 2^20 - 1");
   std::lock_guard<std::mutex> lock(mbarrier_mutex);
   mbarrier_used = true;
-  Mbarrier& b = mbarriers[bar];
-  b = Mbarrier{};
-  b.expected = b.pending = count;
+  const auto [it, fresh] = mbarriers.try_emplace(bar);
+  if (!fresh) record_fault("mbarrier.init on a barrier this block already initialised (undefined without mbarrier.inval)");
+  it->second = Mbarrier{};
+  it->second.expected = it->second.pending = count;
 }
 
 // Under mbarrier_mutex (record_fault takes fault_mutex, which is never held while taking this one).
@@ -306,6 +349,7 @@ inline void mbarrier_arrive(void* bar, unsigned tx) {
   Mbarrier* b = find_mbarrier(bar, "mbarrier.arrive on a barrier that was not initialised");
   if (b == nullptr) return;
   b->tx += tx;
+  if (b->tx >= (1ll << 20)) record_fault("an mbarrier phase expecting 2^20 or more transaction bytes");
   if (b->pending == 0) {
     record_fault("mbarrier.arrive on a phase whose arrivals are all in");
     return;
@@ -325,8 +369,10 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
 }
 
 // cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes: the box of `map` whose
-// first element is at (c0, c1) into shared `dst` (128-byte aligned; 1024 with the 128-byte swizzle, so that the
-// pattern starts with the tile), completing the box's bytes on `bar` when it lands.
+// first element is at (c0, c1) into shared `dst`, completing the box's bytes on `bar` when it lands. The PTX ISA
+// asks 128-byte alignment; with the 128-byte swizzle this emulator asks 1024 (its convention: the pattern then
+// starts with the tile, as CUTLASS lays its tiles out). Both are checked on the host's address of the tile, which
+// may be better aligned than its declaration promises the GPU's: a kernel declares its tiles alignas(1024).
 inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar) {
   TensorMap m;
   std::memcpy(&m, map, sizeof m);
@@ -340,12 +386,80 @@ inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar
   if (b != nullptr) b->copies.push_back({dst, nullptr, m.box[0] * m.box[1] * m.elem_bytes, true, m, c0, c1});
 }
 
+// fence.proxy.async.shared::cta: the thread's generic shared stores so far are visible to the async proxy.
+inline void fence_proxy_async() { unfenced = Unfenced{}; }
+
+// The async proxy reads shared [p, p + bytes): a thread (of the block, the reader too) whose generic stores
+// there were not fenced is a fault. The block's threads have passed a barrier since their stores, as any
+// producer of the tile must before the copy is issued.
+inline void async_proxy_read(const void* p, std::size_t bytes, const char* what) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + bytes;
+  for (const Unfenced* u : block_unfenced)
+    if (u != nullptr && u->lo < hi && lo < u->hi) {
+      char message[256];
+      std::snprintf(message, sizeof message, "%s reads shared memory stored without a fence.proxy.async", what);
+      record_fault(message);
+      return;
+    }
+}
+
+// The thread's bulk stores and reductions (cp.async.bulk.tensor global <- shared, cp.reduce.async.bulk.tensor):
+// the open bulk group and the committed ones, oldest first. Each reads its tile when its group is waited for
+// (sb::bulk_wait / bulk_wait_read): the latest the PTX ISA allows, so a kernel that writes the tile again before
+// the wait stores what it wrote then.
+struct BulkStore {
+  TensorMap map;
+  const unsigned char* src;
+  int c0, c1;
+  bool add;
+};
+inline thread_local Groups<BulkStore> bulk_stores;
+
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group (add: cp.reduce.async.bulk.tensor ... .add): the box
+// of `map` at (c0, c1) from shared `src` (laid out as tma_load_2d leaves it), elements outside the tensor
+// dropped; a reduction adds each element to global memory (f32 or f64, by the map's element size).
+inline void tensor_store_2d(const void* map, int c0, int c1, const void* src, bool add) {
+  TensorMap m;
+  std::memcpy(&m, map, sizeof m);
+  if (m.magic != TensorMap::kMagic) {
+    record_fault("cp.async.bulk.tensor with a tensor map that was not encoded");
+    return;
+  }
+  check_aligned(src, m.swizzle == 128 ? 1024 : 128, "cp.async.bulk.tensor shared source");
+  if (add && m.elem_bytes != 4 && m.elem_bytes != 8) record_fault("a tensor reduction of an element size not f32/f64");
+  async_proxy_read(src, 1ull * m.box[0] * m.box[1] * m.elem_bytes,
+                   add ? "cp.reduce.async.bulk.tensor" : "cp.async.bulk.tensor");
+  bulk_stores.open.push_back({m, static_cast<const unsigned char*>(src), c0, c1, add});
+}
+
+inline void bulk_commit() { bulk_stores.commit(); }
+
+inline void bulk_wait(unsigned newest) {
+  bulk_stores.wait(newest, [](const BulkStore& c) {
+    for_box(c.map, c.c0, c.c1, c.src, [&](const unsigned char* tile, unsigned char* global) {
+      if (global == nullptr) return;  // outside the tensor: dropped
+      if (!c.add) {
+        std::memcpy(global, tile, c.map.elem_bytes);
+      } else if (c.map.elem_bytes == 4) {
+        float v;
+        std::memcpy(&v, tile, 4);
+        atomic_add(reinterpret_cast<float*>(global), v);
+      } else if (c.map.elem_bytes == 8) {
+        double v;
+        std::memcpy(&v, tile, 8);
+        atomic_add(reinterpret_cast<double*>(global), v);
+      }
+    });
+  });
+}
+
 // mbarrier.try_wait.parity: whether the phase of parity `parity` is complete. The current phase completes here
 // once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly.
 inline bool mbarrier_try_wait(void* bar, unsigned parity) {
   std::lock_guard<std::mutex> lock(mbarrier_mutex);
   Mbarrier* b = find_mbarrier(bar, "mbarrier.try_wait on a barrier that was not initialised");
   if (b == nullptr) return true;
+  if ((parity & 1u) != b->parity) return true;  // the phase before the current one: complete
   if (b->pending == 0) {
     for (const BulkCopy& c : b->copies) {
       land(c);
@@ -393,10 +507,8 @@ inline void check_mbarriers_done() {
 // At the end of a block: a copy still pending would land in the next block's shared memory here (and in
 // freed shared memory on a GPU). Recorded as a fault, and dropped.
 inline void check_async_done() {
-  bool pending = !async_open.empty();
-  for (const auto& group : async_groups) pending = pending || !group.empty();
-  async_open.clear();
-  async_groups.clear();
+  const bool pending = async_copies.drop();
+  if (bulk_stores.drop()) record_fault("bulk tensor stores still reading shared memory at the end of a block");
   if (!pending) return;
   std::lock_guard<std::mutex> lock(fault_mutex);
   if (!fault.empty()) return;
@@ -418,6 +530,7 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
   for (unsigned w = 0; w * 32 < threads; ++w) warps.emplace_back(threads - w * 32 < 32 ? threads - w * 32 : 32);
   std::vector<std::thread> pool;
   pool.reserve(threads);
+  block_unfenced.assign(threads, nullptr);
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
@@ -426,6 +539,8 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
       block_barrier = &barrier;
       warp = &warps[t / 32];
       lane = t % 32;
+      unfenced = Unfenced{};
+      block_unfenced[t] = &unfenced;
       for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
           for (unsigned x = 0; x < grid.x; ++x) {
@@ -434,6 +549,7 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             kernel(args...);
             check_async_done();
             barrier.arrive_and_wait();
+            unfenced = Unfenced{};  // after the barrier: no thread of the block reads the spans any more
             if (mbarrier_used) {  // the block's barriers checked and dropped before the next block's inits
               if (t == 0) check_mbarriers_done();
               barrier.arrive_and_wait();

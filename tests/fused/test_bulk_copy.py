@@ -212,3 +212,99 @@ def test_the_tma_probe_compiles_to_a_tensor_copy(tmp_path: Path) -> None:
     assert parse_ptxas(run.stdout + run.stderr)["tma_probe"].spill_stores == 0
     opcodes = {i.opcode for i in parse_sass(disassemble(cubin, "sm_90"))["tma_probe"]}
     assert any(op.startswith("UTMALDG") for op in opcodes), sorted(opcodes)
+
+
+# ------------------------------------------------------------------ TMA tensor stores and reductions
+TMA_STORE_PROBE = Path(__file__).resolve().parents[1] / "probes" / "tma_store_probe.cu"
+
+
+@pytest.fixture(scope="module")
+def tma_store(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    lib = _emulator_library(TMA_STORE_PROBE, tmp_path_factory.mktemp("tma_store"))
+    lib.run_tma_store.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 9
+    lib.emu_tensor_map_encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [
+        ctypes.c_ulonglong] + [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
+    assert emu._take(lib) is None
+    return lib
+
+
+def _store(lib: ctypes.CDLL, box: tuple[int, int], swizzle: int, at: tuple[int, int], add: int = 0, fence: int = 1,
+           wait: int = 1, overwrite: int = 0, times: int = 1):  # noqa: ANN202
+    """(the 40 x 72 destination before, after, the fault): see tma_store_probe.cu."""
+    dest = _tensor(40, 72, 76)
+    dest[...] = 0.5
+    before = dest.copy()
+    cmap, why = _encode(lib, dest, box, 128 if swizzle else 0)
+    assert why == ""
+    for _ in range(times):
+        lib.run_tma_store(cmap.ctypes.data, box[0], box[1], swizzle, at[0], at[1], add, fence, wait, overwrite)
+    return before, dest, emu._take(lib)
+
+
+def _tile(box: tuple[int, int]) -> np.ndarray:
+    y, x = np.mgrid[0:box[1], 0:box[0]]
+    return (1000 * y + x + 1).astype(np.float32)
+
+
+@pytest.mark.parametrize(("box", "swizzle", "at"), [((32, 8), 1, (8, 4)), ((64, 16), 0, (0, 0)),
+                                                    ((32, 8), 1, (56, 36))])  # the last past both edges: dropped
+def test_a_tensor_store_writes_its_box_and_nothing_else(tma_store: ctypes.CDLL, box: tuple[int, int], swizzle: int,
+                                                        at: tuple[int, int]) -> None:
+    before, after, fault = _store(tma_store, box, swizzle, at)
+    assert fault is None
+    want = before.copy()
+    region = want[at[1]:at[1] + box[1], at[0]:at[0] + box[0]]
+    region[...] = _tile(box)[:region.shape[0], :region.shape[1]]
+    np.testing.assert_array_equal(after, want)
+
+
+def test_a_tensor_reduction_adds_its_box(tma_store: ctypes.CDLL) -> None:
+    """Two launches of the reduction (the 128-byte swizzle): the box holds 0.5 plus twice the tile."""
+    box, at = (32, 8), (16, 24)
+    before, after, fault = _store(tma_store, box, 1, at, add=1, times=2)
+    assert fault is None
+    want = before.copy()
+    want[at[1]:at[1] + box[1], at[0]:at[0] + box[0]] += 2 * _tile(box)
+    np.testing.assert_array_equal(after, want)
+
+
+def test_a_tensor_store_faults(tma_store: ctypes.CDLL) -> None:
+    """The tile's stores not fenced for the async proxy, and a store never waited for (still reading shared
+    memory when the block ends): each a fault."""
+    _, _, fault = _store(tma_store, (32, 8), 1, (0, 0), fence=0)
+    assert fault is not None and "without a fence.proxy.async" in fault
+    _, _, fault = _store(tma_store, (32, 8), 1, (0, 0), wait=0)
+    assert fault is not None and "still reading shared memory" in fault
+
+
+def test_a_tile_written_before_the_read_wait_is_what_lands(tma_store: ctypes.CDLL) -> None:
+    """The emulator reads a store's tile at the wait, the latest the PTX ISA allows: a kernel that writes the
+    tile again before bulk_wait_read stores what it wrote then (-7 here), so the race shows."""
+    _, after, fault = _store(tma_store, (32, 8), 1, (0, 0), overwrite=1)
+    assert fault is None and (after[:8, :32] == -7).all()
+
+
+def test_the_tma_store_probe_compiles_to_tensor_stores_and_reductions(tmp_path: Path) -> None:
+    """nvcc for sm_90a: UTMASTG and UTMAREDG, and the proxy fence."""
+    cubin = tmp_path / "tma_store.cubin"
+    subprocess.run([find_tool("nvcc"), "-std=c++17", "-arch=sm_90a", "-cubin", "-I", str(kernels_dir()),
+                    str(TMA_STORE_PROBE), "-o", str(cubin)], check=True, capture_output=True, text=True)
+    opcodes = {i.opcode for i in parse_sass(disassemble(cubin, "sm_90"))["tma_store_probe"]}
+    for wanted in ("UTMASTG", "UTMAREDG", "FENCE.VIEW.ASYNC.S"):
+        assert any(op.startswith(wanted) for op in opcodes), (wanted, sorted(opcodes))
+
+
+def test_a_wait_on_the_phase_before_completes_nothing(probe: ctypes.CDLL) -> None:
+    """Waiting on the other parity asks about the phase before the current one, which is complete: it must not
+    complete the current phase (its copies stay in flight, and the block ends with them pending: a fault)."""
+    src, out, fault = _copy(probe, wait=2)
+    assert (out[0] == -1).all() and fault is not None
+
+
+def test_a_barrier_initialised_twice_or_expecting_too_many_bytes_is_a_fault(probe: ctypes.CDLL) -> None:
+    """mbarrier.init on a live barrier, and a phase's transaction count past the ISA's 2^20 - 1: undefined on a
+    GPU, faults here."""
+    _, _, fault = _copy(probe, init=2)
+    assert fault is not None and "already initialised" in fault
+    _, _, fault = _copy(probe, expect=1 << 20, limit_s=0.2)
+    assert fault is not None and "2^20" in fault

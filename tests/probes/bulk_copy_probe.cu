@@ -5,9 +5,10 @@
 // One block of 64 threads and a shared tile of n floats (n a multiple of 4, at most 256) that holds -1. Two
 // phases of one barrier, one arrival each (thread 0's): in phase p thread 0 expects `expect` bytes and copies
 // src[p n .. p n + n - 1] into the tile, one bulk copy per `piece` floats; every thread waits for the phase
-// (parity p) unless `wait` is 0, copies the tile to out[p n ..] and passes a block barrier before the next
-// phase reuses the tile. `init` 0 skips the barrier's initialisation; `offset` moves the tile's start by that
-// many floats (4: aligned, 1: a misaligned bulk copy).
+// (parity p) when `wait` is 1 (0: no wait; 2: a wait on the other parity, in phase 0 only), copies the tile to
+// out[p n ..] and passes a block barrier before the next phase reuses the tile. `init` 0 skips the barrier's
+// initialisation (2: does it twice); `offset` moves the tile's start by that many floats (4: aligned, 1: a
+// misaligned bulk copy).
 extern "C" __global__ void bulk_copy_probe(const float* src, float* out, int n, int piece, int expect, int wait,
                                            int init, int offset) {
   alignas(128) __shared__ float tile[256 + 4];
@@ -15,7 +16,9 @@ extern "C" __global__ void bulk_copy_probe(const float* src, float* out, int n, 
   const int t = static_cast<int>(threadIdx.x);
   float* dst = tile + offset;
   for (int i = t; i < n; i += 64) dst[i] = -1.f;
+  sb::fence_proxy_async();  // the tile's -1 before the async proxy's writes to the same bytes
   if (t == 0 && init) {
+    if (init == 2) sb::mbarrier_init(&bar, 1);  // initialised twice
     sb::mbarrier_init(&bar, 1);
     sb::mbarrier_init_fence();
   }
@@ -26,7 +29,8 @@ extern "C" __global__ void bulk_copy_probe(const float* src, float* out, int n, 
       for (int i = 0; i < n; i += piece)
         sb::bulk_copy(dst + i, src + phase * n + i, static_cast<unsigned>(4 * (n - i < piece ? n - i : piece)), &bar);
     }
-    if (wait) sb::mbarrier_wait(&bar, static_cast<unsigned>(phase));
+    if (wait == 1) sb::mbarrier_wait(&bar, static_cast<unsigned>(phase));
+    if (wait == 2 && phase == 0) sb::mbarrier_wait(&bar, 1);  // the wrong parity: the phase before phase 0
     for (int i = t; i < n; i += 64) out[phase * n + i] = dst[i];
     __syncthreads();
   }

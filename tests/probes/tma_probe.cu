@@ -11,6 +11,7 @@ extern "C" __global__ void tma_probe(const SB_GRID_CONSTANT sb::TensorMap map, f
   alignas(8) __shared__ sb::stdx::uint64_t bar;
   const int t = static_cast<int>(threadIdx.x);
   for (int i = t; i < 4096 + 256; i += 128) tile[i] = -1.f;
+  sb::fence_proxy_async();  // the tile's -1 before the async proxy's writes to the same bytes
   if (t == 0) {
     sb::mbarrier_init(&bar, 1);
     sb::mbarrier_init_fence();
