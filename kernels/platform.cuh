@@ -252,8 +252,7 @@ __device__ __forceinline__ void mbarrier_init_fence() {
 // mbarrier.arrive: one arrival on the current phase.
 __device__ __forceinline__ void mbarrier_arrive(stdx::uint64_t* bar) {
 #if defined(__CUDACC__)
-  SB_SM90(stdx::uint64_t state; asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];"
-                                                   : "=l"(state) : "r"(shared_address(bar)) : "memory"););
+  SB_SM90(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory"););
 #else
   ::emu::mbarrier_arrive(bar, 0);
 #endif
@@ -262,9 +261,8 @@ __device__ __forceinline__ void mbarrier_arrive(stdx::uint64_t* bar) {
 // mbarrier.arrive.expect_tx: the current phase also waits for `bytes` more transaction bytes, then one arrival.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(stdx::uint64_t* bar, unsigned bytes) {
 #if defined(__CUDACC__)
-  SB_SM90(stdx::uint64_t state; asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
-                                                   : "=l"(state) : "r"(shared_address(bar)), "r"(bytes)
-                                                   : "memory"););
+  SB_SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                       ::"r"(shared_address(bar)), "r"(bytes) : "memory"););
 #else
   ::emu::mbarrier_arrive(bar, bytes);
 #endif
@@ -367,6 +365,93 @@ __device__ __forceinline__ void bulk_wait_read() {
   SB_SM90(asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"););
 #else
   ::emu::bulk_wait(N);
+#endif
+}
+
+// ---- wgmma (sm_90a; PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): a warpgroup of 4
+// warps multiplies K-major tf32 tiles that shared-memory matrix descriptors describe, asynchronously.
+
+// SB_SM90A(code): the code on sm_90a (-arch=sm_90a: __CUDA_ARCH_FEAT_SM90_ALL), a trap on other targets.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SB_SM90A(...) fail("needs sm_90a");
+#else
+#define SB_SM90A(...) __VA_ARGS__
+#endif
+
+// A matrix descriptor of the K-major tf32 tile at `tile`: bits 0-13 its shared address >> 4, 16-29 `lbo` >> 4 (the
+// bytes between core matrices along k; unused by the 128-byte swizzle), 32-45 `sbo` >> 4 (the bytes between
+// groups of 8 rows: 1024 in the 128-byte swizzle's atoms), 62-63 the swizzle (0 none, 1 the 128-byte one).
+// The emulator's hold the address relative to `origin`, the kernel's shared tiles (1024-byte aligned).
+__device__ __forceinline__ stdx::uint64_t wgmma_desc([[maybe_unused]] const void* origin, const void* tile,
+                                                     unsigned lbo, unsigned sbo, unsigned swizzle) {
+#if defined(__CUDACC__)
+  const stdx::uint64_t address = shared_address(tile);
+#else
+  const stdx::uint64_t address = static_cast<stdx::uint64_t>(static_cast<const char*>(tile) -
+                                                            static_cast<const char*>(origin));
+#endif
+  return ((address >> 4) & 0x3FFF) | (stdx::uint64_t{(lbo >> 4) & 0x3FFF} << 16) |
+         (stdx::uint64_t{(sbo >> 4) & 0x3FFF} << 32) | (stdx::uint64_t{swizzle & 3} << 62);
+}
+
+// wgmma.fence.sync.aligned: before a warpgroup's first wgmma, and between the thread's own accesses of its
+// accumulator and the wgmma that follow.
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDACC__)
+  SB_SM90A(asm volatile("wgmma.fence.sync.aligned;" ::: "memory"););
+#else
+  ::emu::wgmma_fence();
+#endif
+}
+
+// wgmma.commit_group.sync.aligned: the thread's wgmma since the last commit form one wgmma group.
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDACC__)
+  SB_SM90A(asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"););
+#else
+  ::emu::wgmma_commit();
+#endif
+}
+
+// wgmma.wait_group.sync.aligned N: every wgmma group but the newest N is complete (their accumulators written,
+// their tiles read).
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDACC__)
+  SB_SM90A(asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"););
+#else
+  ::emu::wgmma_wait(N);
+#endif
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32: D (64 x N) = A (64 x 8) B^T + (accumulate ? D : 0), A and
+// B K-major in shared memory (desc_a, desc_b from wgmma_desc). The thread's N / 2 accumulators are, in warp
+// w of the warpgroup with g = lane / 4 and t = lane % 4: d[4 i + e] = D[16 w + g + 8 (e / 2)][8 i + 2 t + e % 2].
+// The tensor cores read only the upper 19 bits of each input (tf32). `origin` is the emulator's (wgmma_desc).
+template <int N>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], stdx::uint64_t desc_a, stdx::uint64_t desc_b,
+                                           bool accumulate, [[maybe_unused]] const void* origin) {
+  static_assert(N == 8 || N == 64, "m64n8k8 and m64n64k8 (others: add their operand lists)");
+#if defined(__CUDACC__)
+  if constexpr (N == 8) {
+    SB_SM90A(asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));)
+  }
+  if constexpr (N == 64) {
+    SB_SM90A(asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));)
+  }
+#else
+  ::emu::wgmma_issue(d, N, desc_a, desc_b, accumulate, origin);
 #endif
 }
 

@@ -7,10 +7,6 @@
 
 #include "platform.cuh"
 
-#if !defined(__CUDACC__)
-#include <cmath>  // the emulator's mma: std::fabs, std::nextafter
-#endif
-
 namespace sb {
 
 // cvt.rna.tf32.f32 (PTX ISA, "cvt"): x rounded to TF32 (the 8-bit exponent and 10 explicit mantissa bits of
@@ -80,40 +76,25 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const float (&a)
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])), "f"(c[0]), "f"(c[1]),
         "f"(c[2]), "f"(c[3]));
 #else
-  // The emulator's arithmetic: inputs cut to their TF32 bits, C and the eight products (exact: 11 x 11
-  // significand bits) summed in k order in double, the sum rounded toward zero to FP32. The PTX ISA leaves the
-  // sum's order and rounding unspecified; truncation is what an H200 measurably does (a chain of mma loses a
-  // bias growing with k: data/nvidia-h200/3xtf32_bias.txt), and strassenbench.tensorcore is the same in NumPy.
+  // The emulator's arithmetic (emu::tf32_dot8, which wgmma shares): inputs cut to their TF32 bits, C and the
+  // eight products summed in k order in double, the sum rounded toward zero to FP32.
   struct Operands {
     float a[4], b[2], c[4];
   };
   const auto all = emu::warp_gather(Operands{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}});
-  auto cut = [](float x) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    bits &= 0xFFFFE000u;
-    std::memcpy(&x, &bits, sizeof bits);
-    return x;
-  };
-  float A[16][8], B[8][8];
+  float A[16][8], Bt[8][8];  // Bt[n][k] = B[k][n]
   for (int l = 0; l < 32; ++l) {
     const int g = l / 4, t = l % 4;
-    A[g][t] = cut(all[l].a[0]);
-    A[g + 8][t] = cut(all[l].a[1]);
-    A[g][t + 4] = cut(all[l].a[2]);
-    A[g + 8][t + 4] = cut(all[l].a[3]);
-    B[t][g] = cut(all[l].b[0]);
-    B[t + 4][g] = cut(all[l].b[1]);
+    A[g][t] = all[l].a[0];
+    A[g + 8][t] = all[l].a[1];
+    A[g][t + 4] = all[l].a[2];
+    A[g + 8][t + 4] = all[l].a[3];
+    Bt[g][t] = all[l].b[0];
+    Bt[g][t + 4] = all[l].b[1];
   }
   const int g = static_cast<int>(emu::lane) / 4, t = static_cast<int>(emu::lane) % 4;
   const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-  for (int e = 0; e < 4; ++e) {
-    double sum = c[e];
-    for (int k = 0; k < 8; ++k) sum += static_cast<double>(A[rows[e]][k]) * static_cast<double>(B[k][cols[e]]);
-    float rounded = static_cast<float>(sum);
-    if (std::fabs(static_cast<double>(rounded)) > std::fabs(sum)) rounded = std::nextafter(rounded, 0.0f);
-    d[e] = rounded;
-  }
+  for (int e = 0; e < 4; ++e) d[e] = emu::tf32_dot8(c[e], A[rows[e]], Bt[cols[e]]);
 #endif
 }
 

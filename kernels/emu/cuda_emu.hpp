@@ -37,6 +37,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -453,6 +454,104 @@ inline void bulk_wait(unsigned newest) {
   });
 }
 
+// The TF32 tensor cores' arithmetic, shared by mma.sync (sb::mma_m16n8k8_tf32) and wgmma: each input cut to
+// its TF32 bits (the upper 19), c and the eight products (exact: 11 x 11 significand bits) summed in k order in
+// double, the sum rounded toward zero to FP32. The PTX ISA leaves the sum's order and rounding unspecified;
+// truncation is what an H200 measurably does (data/nvidia-h200/3xtf32_bias.txt), and strassenbench.tensorcore
+// is the same in NumPy.
+inline float tf32_cut(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits &= 0xFFFFE000u;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+inline float tf32_dot8(float c, const float* a, const float* b) {
+  double sum = c;
+  for (int k = 0; k < 8; ++k) sum += static_cast<double>(tf32_cut(a[k])) * static_cast<double>(tf32_cut(b[k]));
+  float rounded = static_cast<float>(sum);
+  if (std::fabs(static_cast<double>(rounded)) > std::fabs(sum)) rounded = std::nextafter(rounded, 0.0f);
+  return rounded;
+}
+
+// wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate", sm_90a): a warpgroup's
+// D (64 x N, f32) = A (64 x 8) B^T (N x 8, both tf32 from shared memory, K-major, by matrix descriptors)
+// + D if scale_d. Each thread's operations are queued in wgmma groups (wgmma.commit_group) and done at the
+// wgmma.wait_group that completes theirs: the latest the ISA allows, so a kernel that reads its accumulator
+// or rewrites the tiles before the wait is wrong here. Each thread computes its own fragment: warp w of the
+// warpgroup holds rows 16 w + g and 16 w + g + 8, and for each 8 columns i the columns 8 i + 2 t and
+// 8 i + 2 t + 1 (g = lane / 4, t = lane % 4), d[4 i .. 4 i + 3] as mma.m16n8's accumulator.
+struct Wgmma {
+  float* d;
+  int n;
+  std::uint64_t desc_a, desc_b;
+  bool scale_d;
+  const unsigned char* origin;
+};
+inline thread_local Groups<Wgmma> wgmma_ops;
+inline thread_local bool wgmma_fenced = false;
+
+// The shared byte of element (r, k) (row r of the 64 or N rows, k of the 8) of a K-major tf32 operand:
+// descriptor bits 0-13 the start address >> 4, 16-29 the leading byte offset >> 4 (between core matrices along
+// k), 32-45 the stride byte offset >> 4 (between groups of 8 rows), 49-51 the base offset, 62-63 the swizzle
+// (0 none: 8 x 16-byte core matrices; 1: 128 bytes, rows 128 bytes apart in 1024-byte atoms; 2 and 3, the 64-
+// and 32-byte swizzles, are not emulated). The emulator's descriptors hold addresses relative to the kernel's
+// shared tiles (sb::wgmma_desc's `origin`, which must be 1024-byte aligned so that the swizzle, computed from
+// the address, is the GPU's), as the GPU's hold them relative to the block's shared window.
+inline const unsigned char* wgmma_element(std::uint64_t desc, const unsigned char* origin, int r, int k) {
+  const std::uint64_t start = (desc & 0x3FFF) << 4, lbo = ((desc >> 16) & 0x3FFF) << 4,
+                      sbo = ((desc >> 32) & 0x3FFF) << 4;
+  const unsigned mode = static_cast<unsigned>(desc >> 62);
+  std::uint64_t at = start + static_cast<std::uint64_t>(r / 8) * sbo;
+  if (mode == 1) {
+    at += static_cast<std::uint64_t>(r % 8) * 128 + 4ull * k;
+    at ^= ((at >> 7) & 7u) << 4;
+  } else {
+    at += static_cast<std::uint64_t>(k / 4) * lbo + static_cast<std::uint64_t>(r % 8) * 16 + 4ull * (k % 4);
+  }
+  return origin + at;
+}
+
+inline void wgmma_issue(float* d, int n, std::uint64_t desc_a, std::uint64_t desc_b, bool scale_d,
+                        const void* origin) {
+  if (!wgmma_fenced) record_fault("wgmma.mma_async without a wgmma.fence before it");
+  check_aligned(origin, 1024, "wgmma descriptors' shared origin");
+  for (std::uint64_t desc : {desc_a, desc_b}) {
+    const unsigned mode = static_cast<unsigned>(desc >> 62);
+    if (mode == 2 || mode == 3) record_fault("a wgmma descriptor with the 64- or 32-byte swizzle (not emulated)");
+    if (((desc >> 49) & 7) != 0) record_fault("a wgmma descriptor with a base offset (not emulated)");
+  }
+  const auto* base = static_cast<const unsigned char*>(origin);
+  // the async proxy reads the operands: their stores must have been fenced (fence.proxy.async)
+  for (auto [desc, rows] : {std::pair{desc_a, 64}, std::pair{desc_b, n}})
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < 8; k += 4) async_proxy_read(wgmma_element(desc, base, r, k), 16, "wgmma.mma_async");
+  wgmma_ops.open.push_back({d, n, desc_a, desc_b, scale_d, base});
+}
+
+// wgmma.fence: the thread's accumulator registers are ready for the wgmma operations that follow.
+inline void wgmma_fence() { wgmma_fenced = true; }
+
+inline void wgmma_commit() { wgmma_ops.commit(); }
+
+inline void wgmma_wait(unsigned newest) {
+  const int w = static_cast<int>(threadIdx.x % 128 / 32), g = static_cast<int>(lane / 4),
+            t = static_cast<int>(lane % 4);
+  wgmma_ops.wait(newest, [&](const Wgmma& op) {
+    auto row = [&](std::uint64_t desc, int r, float (&x)[8]) {
+      for (int k = 0; k < 8; ++k) std::memcpy(&x[k], wgmma_element(desc, op.origin, r, k), 4);
+    };
+    for (int i = 0; i < op.n / 8; ++i)
+      for (int e = 0; e < 4; ++e) {
+        float a[8], b[8];
+        row(op.desc_a, 16 * w + g + 8 * (e / 2), a);
+        row(op.desc_b, 8 * i + 2 * t + e % 2, b);
+        op.d[4 * i + e] = tf32_dot8(op.scale_d ? op.d[4 * i + e] : 0.0f, a, b);
+      }
+  });
+  wgmma_fenced = false;
+}
+
 // mbarrier.try_wait.parity: whether the phase of parity `parity` is complete. The current phase completes here
 // once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly.
 inline bool mbarrier_try_wait(void* bar, unsigned parity) {
@@ -508,6 +607,8 @@ inline void check_mbarriers_done() {
 // freed shared memory on a GPU). Recorded as a fault, and dropped.
 inline void check_async_done() {
   const bool pending = async_copies.drop();
+  wgmma_fenced = false;
+  if (wgmma_ops.drop()) record_fault("wgmma operations not waited for at the end of a block");
   if (bulk_stores.drop()) record_fault("bulk tensor stores still reading shared memory at the end of a block");
   if (!pending) return;
   std::lock_guard<std::mutex> lock(fault_mutex);

@@ -1,0 +1,61 @@
+// Test probe of wgmma (kernels/platform.cuh: wgmma_desc, wgmma_fence, wgmma_tf32, wgmma_commit, wgmma_wait;
+// kernels/emu/cuda_emu.hpp), for tests/fused/test_wgmma.py; nvcc builds it for sm_90a there too.
+#include "instances.cuh"  // the emulator's fault and trace entry points
+
+// A (64 x 32) and B (N x 32, N = 8 or 64) K-major in shared memory, in the 128-byte swizzle's layout: 128-byte
+// rows, 1024-byte atoms of 8 rows.
+struct alignas(1024) WgmmaTiles {
+  float a[64 * 32];
+  float b[64 * 32];
+};
+
+// One warpgroup (128 threads) writes a and b (row-major 64 x 32 and N x 32) into the tiles, fences them for the
+// async proxy and passes a barrier; then four m64nNk8 wgmma (k = 0, 8, 16, 24; the first not accumulating) in
+// one wgmma group, a wait, and each thread's fragment to out (64 x N, row-major). `plant` puts one mistake in:
+// 1 the descriptors without the swizzle, 2 a stride byte offset of 512, 3 no fence.proxy.async, 4 the
+// accumulators read before the wait, 5 no wgmma.fence.
+template <int N>
+__device__ void wgmma_probe(const float* a, const float* b, float* out, int plant) {
+  __shared__ WgmmaTiles tiles;
+  const int t = static_cast<int>(threadIdx.x);
+  auto put = [&](float* tile, int i, float v) {  // element (i / 32, i % 32) of a K-major tile
+    sb::sts(reinterpret_cast<float*>(reinterpret_cast<char*>(tile) + sb::swizzle_128b(4u * static_cast<unsigned>(i))), v);
+  };
+  for (int i = t; i < 64 * 32; i += 128) put(tiles.a, i, a[i]);
+  for (int i = t; i < N * 32; i += 128) put(tiles.b, i, b[i]);
+  if (plant != 3) sb::fence_proxy_async();
+  __syncthreads();
+  float d[N / 2];
+  for (float& x : d) x = 0.f;
+  const unsigned swizzle = plant == 1 ? 0 : 1, sbo = plant == 2 ? 512 : 1024;
+  if (plant != 5) sb::wgmma_fence();
+  for (int k = 0; k < 32; k += 8) {
+    const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + k, 16, sbo, swizzle);
+    const auto desc_b = sb::wgmma_desc(&tiles, tiles.b + k, 16, sbo, swizzle);
+    sb::wgmma_tf32<N>(d, desc_a, desc_b, k > 0, &tiles);
+  }
+  sb::wgmma_commit();
+  float seen[N / 2];
+  for (int i = 0; i < N / 2; ++i) seen[i] = d[i];  // plant 4 keeps these, read before the wait
+  sb::wgmma_wait<0>();
+  const int w = t / 32, g = t % 32 / 4, q = t % 4;
+  for (int i = 0; i < N / 8; ++i)
+    for (int e = 0; e < 4; ++e)
+      out[(16 * w + g + 8 * (e / 2)) * N + 8 * i + 2 * q + e % 2] = plant == 4 ? seen[4 * i + e] : d[4 * i + e];
+}
+
+extern "C" __global__ void wgmma_probe_n8(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8>(a, b, out, plant);
+}
+extern "C" __global__ void wgmma_probe_n64(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<64>(a, b, out, plant);
+}
+
+#if !defined(__CUDACC__)
+extern "C" void run_wgmma(const float* a, const float* b, float* out, int n, int plant) {
+  if (n == 8)
+    emu::launch("wgmma_probe_n8", &wgmma_probe_n8, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else
+    emu::launch("wgmma_probe_n64", &wgmma_probe_n64, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+}
+#endif
