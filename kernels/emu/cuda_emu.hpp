@@ -369,6 +369,18 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
   if (b != nullptr) b->copies.push_back({dst, src, bytes});
 }
 
+// A tensor copy's map, read from its 128 bytes, and its shared tile checked (`what` names the tile): false
+// (a fault) when the map was never encoded.
+inline bool tensor_map_of(const void* map, const void* tile, const char* what, TensorMap& m) {
+  std::memcpy(&m, map, sizeof m);
+  if (m.magic != TensorMap::kMagic) {
+    record_fault("cp.async.bulk.tensor with a tensor map that was not encoded");
+    return false;
+  }
+  check_aligned(tile, m.swizzle == 128 ? 1024 : 128, what);
+  return true;
+}
+
 // cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes: the box of `map` whose
 // first element is at (c0, c1) into shared `dst`, completing the box's bytes on `bar` when it lands. The PTX ISA
 // asks 128-byte alignment; with the 128-byte swizzle this emulator asks 1024 (its convention: the pattern then
@@ -376,12 +388,7 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
 // may be better aligned than its declaration promises the GPU's: a kernel declares its tiles alignas(1024).
 inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar) {
   TensorMap m;
-  std::memcpy(&m, map, sizeof m);
-  if (m.magic != TensorMap::kMagic) {
-    record_fault("cp.async.bulk.tensor with a tensor map that was not encoded");
-    return;
-  }
-  check_aligned(dst, m.swizzle == 128 ? 1024 : 128, "cp.async.bulk.tensor shared destination");
+  if (!tensor_map_of(map, dst, "cp.async.bulk.tensor shared destination", m)) return;
   std::lock_guard<std::mutex> lock(mbarrier_mutex);
   Mbarrier* b = find_mbarrier(bar, "cp.async.bulk.tensor completing on a barrier that was not initialised");
   if (b != nullptr) b->copies.push_back({dst, nullptr, m.box[0] * m.box[1] * m.elem_bytes, true, m, c0, c1});
@@ -421,12 +428,7 @@ inline thread_local Groups<BulkStore> bulk_stores;
 // dropped; a reduction adds each element to global memory (f32 or f64, by the map's element size).
 inline void tensor_store_2d(const void* map, int c0, int c1, const void* src, bool add) {
   TensorMap m;
-  std::memcpy(&m, map, sizeof m);
-  if (m.magic != TensorMap::kMagic) {
-    record_fault("cp.async.bulk.tensor with a tensor map that was not encoded");
-    return;
-  }
-  check_aligned(src, m.swizzle == 128 ? 1024 : 128, "cp.async.bulk.tensor shared source");
+  if (!tensor_map_of(map, src, "cp.async.bulk.tensor shared source", m)) return;
   if (add && m.elem_bytes != 4 && m.elem_bytes != 8) record_fault("a tensor reduction of an element size not f32/f64");
   async_proxy_read(src, 1ull * m.box[0] * m.box[1] * m.elem_bytes,
                    add ? "cp.reduce.async.bulk.tensor" : "cp.async.bulk.tensor");
