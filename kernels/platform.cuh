@@ -455,4 +455,22 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], stdx::uint64_t des
 #endif
 }
 
+// setmaxnreg.{inc,dec}.sync.aligned.u32 N: the warpgroup's threads each take (inc) or give back (dec)
+// registers to hold N (24 to 256, a multiple of 8), as a warp-specialized kernel's producer gives its registers
+// to the consumers. Checked when compiled, on both targets; the emulator has no registers to move.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+#if defined(__CUDACC__)
+  SB_SM90A(asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)););
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+#if defined(__CUDACC__)
+  SB_SM90A(asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)););
+#endif
+}
+
 }  // namespace sb

@@ -95,3 +95,19 @@ def test_the_probe_compiles_to_hgmma_for_sm90a(tmp_path: Path) -> None:
         opcodes = {i.opcode for i in code[kernel]}
         assert any(op.startswith("HGMMA.64x") and "TF32" in op for op in opcodes), (kernel, sorted(opcodes))
         assert any(op.startswith("WARPGROUP") for op in opcodes), (kernel, sorted(opcodes))
+
+
+def test_setmaxnreg_compiles_to_the_register_reallocation_and_checks_its_count(tmp_path: Path) -> None:
+    """The producer warpgroup gives registers back (to 40), the consumer takes them (to 232): USETMAXREG's
+    dealloc and alloc on sm_90a. A count the ISA refuses (not a multiple of 8) stops the compile."""
+    cubin = tmp_path / "wgmma.cubin"
+    subprocess.run([find_tool("nvcc"), "-std=c++17", "-arch=sm_90a", "-cubin", "-I", str(kernels_dir()), str(PROBE),
+                    "-o", str(cubin)], check=True, capture_output=True, text=True)
+    sass = [f"{i.opcode} {i.operands}" for i in parse_sass(disassemble(cubin, "sm_90"))["setmaxnreg_probe"]]
+    assert any(line.startswith("USETMAXREG.DEALLOC") and "0x28" in line for line in sass), sass
+    assert any(line.startswith("USETMAXREG.TRY_ALLOC") and "0xe8" in line for line in sass), sass
+    bad = tmp_path / "bad.cu"
+    bad.write_text('#include "platform.cuh"\n__global__ void k() { sb::setmaxnreg_dec<36>(); }\n')
+    run = subprocess.run([find_tool("nvcc"), "-std=c++17", "-arch=sm_90a", "-cubin", "-I", str(kernels_dir()),
+                          str(bad), "-o", str(tmp_path / "bad.cubin")], capture_output=True, text=True)
+    assert run.returncode != 0 and "a multiple of 8" in run.stdout + run.stderr

@@ -51,6 +51,17 @@ extern "C" __global__ void wgmma_probe_n64(const float* a, const float* b, float
   wgmma_probe<64>(a, b, out, plant);
 }
 
+// Two warpgroups: the first gives registers back (to 40), the second takes them (to 232), as a producer and
+// a consumer warpgroup of a warp-specialized kernel; each thread then writes its index.
+extern "C" __global__ void __launch_bounds__(256, 1) setmaxnreg_probe(int* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < 128)
+    sb::setmaxnreg_dec<40>();
+  else
+    sb::setmaxnreg_inc<232>();
+  out[t] = t;
+}
+
 #if !defined(__CUDACC__)
 extern "C" void run_wgmma(const float* a, const float* b, float* out, int n, int plant) {
   if (n == 8)
