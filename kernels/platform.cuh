@@ -394,6 +394,17 @@ __device__ __forceinline__ stdx::uint64_t wgmma_desc([[maybe_unused]] const void
          (stdx::uint64_t{(sbo >> 4) & 0x3FFF} << 32) | (stdx::uint64_t{swizzle & 3} << 62);
 }
 
+// The accumulator's registers pinned for the compiler (CUTLASS's warpgroup_fence_operand): no read or write of
+// d moves across this point, so none lands between a wgmma_fence or wgmma_wait and the wgmma it guards. Call
+// it before wgmma_fence and after wgmma_wait.
+template <int K>
+__device__ __forceinline__ void wgmma_fence_operand([[maybe_unused]] float (&d)[K]) {
+#if defined(__CUDACC__)
+#pragma unroll
+  for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#endif
+}
+
 // wgmma.fence.sync.aligned: before a warpgroup's first wgmma, and between the thread's own accesses of its
 // accumulator and the wgmma that follow.
 __device__ __forceinline__ void wgmma_fence() {

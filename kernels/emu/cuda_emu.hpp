@@ -33,6 +33,7 @@
 // GPU, is kept for emu_fault_take.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <barrier>
@@ -489,6 +490,8 @@ struct Wgmma {
   std::uint64_t desc_a, desc_b;
   bool scale_d;
   const unsigned char* origin;
+  std::vector<float> operands;     // A's 64 x 8 and B's N x 8 as they were at the issue
+  std::vector<float> accumulator;  // d at the issue, for the first operation in flight on d (else empty)
 };
 inline thread_local Groups<Wgmma> wgmma_ops;
 inline thread_local bool wgmma_fenced = false;
@@ -514,6 +517,16 @@ inline const unsigned char* wgmma_element(std::uint64_t desc, const unsigned cha
   return origin + at;
 }
 
+// The operands one wgmma reads: A's 64 rows, then B's n, 8 floats each.
+inline std::vector<float> wgmma_operands(std::uint64_t desc_a, std::uint64_t desc_b, int n,
+                                         const unsigned char* origin) {
+  std::vector<float> x(static_cast<std::size_t>(64 + n) * 8);
+  for (int r = 0; r < 64 + n; ++r)
+    for (int k = 0; k < 8; ++k)
+      std::memcpy(&x[8 * r + k], wgmma_element(r < 64 ? desc_a : desc_b, origin, r < 64 ? r : r - 64, k), 4);
+  return x;
+}
+
 inline void wgmma_issue(float* d, int n, std::uint64_t desc_a, std::uint64_t desc_b, bool scale_d,
                         const void* origin) {
   if (!wgmma_fenced) record_fault("wgmma.mma_async without a wgmma.fence before it");
@@ -528,7 +541,13 @@ inline void wgmma_issue(float* d, int n, std::uint64_t desc_a, std::uint64_t des
   for (auto [desc, rows] : {std::pair{desc_a, 64}, std::pair{desc_b, n}})
     for (int r = 0; r < rows; ++r)
       for (int k = 0; k < 8; k += 4) async_proxy_read(wgmma_element(desc, base, r, k), 16, "wgmma.mma_async");
-  wgmma_ops.open.push_back({d, n, desc_a, desc_b, scale_d, base});
+  Wgmma op{d, n, desc_a, desc_b, scale_d, base, wgmma_operands(desc_a, desc_b, n, base), {}};
+  bool chained = false;  // another operation on d is in flight: its result is this one's input
+  for (const Wgmma& other : wgmma_ops.open) chained = chained || other.d == d;
+  for (const auto& group : wgmma_ops.committed)
+    for (const Wgmma& other : group) chained = chained || other.d == d;
+  if (!chained) op.accumulator.assign(d, d + n / 2);
+  wgmma_ops.open.push_back(std::move(op));
 }
 
 // wgmma.fence: the thread's accumulator registers are ready for the wgmma operations that follow.
@@ -540,14 +559,18 @@ inline void wgmma_wait(unsigned newest) {
   const int w = static_cast<int>(threadIdx.x % 128 / 32), g = static_cast<int>(lane / 4),
             t = static_cast<int>(lane % 4);
   wgmma_ops.wait(newest, [&](const Wgmma& op) {
-    auto row = [&](std::uint64_t desc, int r, float (&x)[8]) {
-      for (int k = 0; k < 8; ++k) std::memcpy(&x[k], wgmma_element(desc, op.origin, r, k), 4);
-    };
+    // The GPU may read the operands and the accumulator any time from the issue to the wait: both must be
+    // what they were at the issue (a tile that landed or was rewritten after it, an accumulator touched in
+    // flight, is undefined there).
+    if (wgmma_operands(op.desc_a, op.desc_b, op.n, op.origin) != op.operands)
+      record_fault("a wgmma's shared operands changed between its issue and its wait");
+    if (!op.accumulator.empty() && !std::equal(op.accumulator.begin(), op.accumulator.end(), op.d))
+      record_fault("a wgmma's accumulator was written between its issue and its wait");
+    const float* operands = op.operands.data();
     for (int i = 0; i < op.n / 8; ++i)
       for (int e = 0; e < 4; ++e) {
-        float a[8], b[8];
-        row(op.desc_a, 16 * w + g + 8 * (e / 2), a);
-        row(op.desc_b, 8 * i + 2 * t + e % 2, b);
+        const float* a = operands + 8 * (16 * w + g + 8 * (e / 2));
+        const float* b = operands + 8 * (64 + 8 * i + 2 * t + e % 2);
         op.d[4 * i + e] = tf32_dot8(op.scale_d ? op.d[4 * i + e] : 0.0f, a, b);
       }
   });

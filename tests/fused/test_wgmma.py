@@ -74,7 +74,9 @@ def test_planted_mistakes_give_a_wrong_product(probe: ctypes.CDLL, plant: int, w
 
 
 @pytest.mark.parametrize(("plant", "fault_says"), [(3, "without a fence.proxy.async"),
-                                                   (5, "without a wgmma.fence")])
+                                                   (5, "without a wgmma.fence"),
+                                                   (6, "shared operands changed between its issue and its wait"),
+                                                   (7, "accumulator was written between its issue and its wait")])
 def test_planted_mistakes_are_faults(probe: ctypes.CDLL, plant: int, fault_says: str) -> None:
     a, b = _integers(8, 3)
     _, fault = _run(probe, a, b, plant)
@@ -83,15 +85,20 @@ def test_planted_mistakes_are_faults(probe: ctypes.CDLL, plant: int, fault_says:
 
 def test_the_probe_compiles_to_hgmma_for_sm90a(tmp_path: Path) -> None:
     """The PTX is the real assembler's to check: HGMMA (m64n8k8 and m64n64k8, tf32) and the warpgroup's
-    arrive and wait, with no spill."""
+    arrive and wait, with no spill; and the accumulator's fencing is whole: ptxas neither injects a warpgroup
+    arrive (C7519) nor serializes the wgmma (C7515) in them, as it does in the kernel planted without a
+    wgmma.fence."""
     cubin = tmp_path / "wgmma.cubin"
     run = subprocess.run([find_tool("nvcc"), "-std=c++17", "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-I",
                           str(kernels_dir()), str(PROBE), "-o", str(cubin)], check=True, capture_output=True,
                          text=True)
-    props = parse_ptxas(run.stdout + run.stderr)
+    report = run.stdout + run.stderr
+    props = parse_ptxas(report)
     code = parse_sass(disassemble(cubin, "sm_90"))
     for kernel in ("wgmma_probe_n8", "wgmma_probe_n64"):
         assert props[kernel].spill_stores == 0, kernel
+        assert not [line for line in report.splitlines() if f"'{kernel}'" in line and "(C75" in line], report
+    assert any("'wgmma_probe_unfenced'" in line and "(C7519)" in line for line in report.splitlines()), report
         opcodes = {i.opcode for i in code[kernel]}
         assert any(op.startswith("HGMMA.64x") and "TF32" in op for op in opcodes), (kernel, sorted(opcodes))
         assert any(op.startswith("WARPGROUP") for op in opcodes), (kernel, sorted(opcodes))

@@ -11,10 +11,13 @@ struct alignas(1024) WgmmaTiles {
 
 // One warpgroup (128 threads) writes a and b (row-major 64 x 32 and N x 32) into the tiles, fences them for the
 // async proxy and passes a barrier; then four m64nNk8 wgmma (k = 0, 8, 16, 24; the first not accumulating) in
-// one wgmma group, a wait, and each thread's fragment to out (64 x N, row-major). `plant` puts one mistake in:
-// 1 the descriptors without the swizzle, 2 a stride byte offset of 512, 3 no fence.proxy.async, 4 the
-// accumulators read before the wait, 5 no wgmma.fence.
-template <int N>
+// one wgmma group, a wait, and each thread's fragment to out (64 x N, row-major); the accumulator pinned
+// (wgmma_fence_operand) before the fence and after the wait. `plant` puts one mistake in: 1 the descriptors
+// without the swizzle, 2 a stride byte offset of 512, 3 no fence.proxy.async, 4 the accumulators read before
+// the wait, 5 no wgmma.fence, 6 the A tile rewritten before the wait, 7 the accumulator written in flight.
+// Plants 4, 5 and 7 break the accumulator's fencing, which the compiler repairs with extra warpgroup arrives:
+// they are kernels of their own (BAD), so that the others compile clean.
+template <int N, int BAD = 0>
 __device__ void wgmma_probe(const float* a, const float* b, float* out, int plant) {
   __shared__ WgmmaTiles tiles;
   const int t = static_cast<int>(threadIdx.x);
@@ -28,7 +31,8 @@ __device__ void wgmma_probe(const float* a, const float* b, float* out, int plan
   float d[N / 2];
   for (float& x : d) x = 0.f;
   const unsigned swizzle = plant == 1 ? 0 : 1, sbo = plant == 2 ? 512 : 1024;
-  if (plant != 5) sb::wgmma_fence();
+  sb::wgmma_fence_operand(d);
+  if constexpr (BAD != 5) sb::wgmma_fence();
   for (int k = 0; k < 32; k += 8) {
     const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + k, 16, sbo, swizzle);
     const auto desc_b = sb::wgmma_desc(&tiles, tiles.b + k, 16, sbo, swizzle);
@@ -36,12 +40,21 @@ __device__ void wgmma_probe(const float* a, const float* b, float* out, int plan
   }
   sb::wgmma_commit();
   float seen[N / 2];
-  for (int i = 0; i < N / 2; ++i) seen[i] = d[i];  // plant 4 keeps these, read before the wait
+  if constexpr (BAD == 4)
+    for (int i = 0; i < N / 2; ++i) seen[i] = d[i];  // read before the wait
+  if (plant == 6) {
+    __syncthreads();
+    for (int i = t; i < 64 * 32; i += 128) put(tiles.a, i, 0.f);
+    sb::fence_proxy_async();
+    __syncthreads();
+  }
+  if constexpr (BAD == 7) d[0] = 1.f;
   sb::wgmma_wait<0>();
+  sb::wgmma_fence_operand(d);
   const int w = t / 32, g = t % 32 / 4, q = t % 4;
   for (int i = 0; i < N / 8; ++i)
     for (int e = 0; e < 4; ++e)
-      out[(16 * w + g + 8 * (e / 2)) * N + 8 * i + 2 * q + e % 2] = plant == 4 ? seen[4 * i + e] : d[4 * i + e];
+      out[(16 * w + g + 8 * (e / 2)) * N + 8 * i + 2 * q + e % 2] = BAD == 4 ? seen[4 * i + e] : d[4 * i + e];
 }
 
 extern "C" __global__ void wgmma_probe_n8(const float* a, const float* b, float* out, int plant) {
@@ -49,6 +62,15 @@ extern "C" __global__ void wgmma_probe_n8(const float* a, const float* b, float*
 }
 extern "C" __global__ void wgmma_probe_n64(const float* a, const float* b, float* out, int plant) {
   wgmma_probe<64>(a, b, out, plant);
+}
+extern "C" __global__ void wgmma_probe_early(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8, 4>(a, b, out, plant);
+}
+extern "C" __global__ void wgmma_probe_unfenced(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8, 5>(a, b, out, plant);
+}
+extern "C" __global__ void wgmma_probe_touch(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8, 7>(a, b, out, plant);
 }
 
 // Two warpgroups: the first gives registers back (to 40), the second takes them (to 232), as a producer and
@@ -64,7 +86,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) setmaxnreg_probe(int* out) 
 
 #if !defined(__CUDACC__)
 extern "C" void run_wgmma(const float* a, const float* b, float* out, int n, int plant) {
-  if (n == 8)
+  if (plant == 4)
+    emu::launch("wgmma_probe_early", &wgmma_probe_early, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else if (plant == 5)
+    emu::launch("wgmma_probe_unfenced", &wgmma_probe_unfenced, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else if (plant == 7)
+    emu::launch("wgmma_probe_touch", &wgmma_probe_touch, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else if (n == 8)
     emu::launch("wgmma_probe_n8", &wgmma_probe_n8, emu::dim3(1), emu::dim3(128), a, b, out, plant);
   else
     emu::launch("wgmma_probe_n64", &wgmma_probe_n64, emu::dim3(1), emu::dim3(128), a, b, out, plant);
