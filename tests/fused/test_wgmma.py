@@ -64,8 +64,17 @@ def test_the_tensor_cores_read_only_the_tf32_bits(probe: ctypes.CDLL) -> None:
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.T.astype(np.float64))
 
 
+def test_the_layout_without_swizzle_is_exact_too(probe: ctypes.CDLL) -> None:
+    """K-major 8 x 16-byte core matrices, LBO 128 bytes along k and SBO 1024 between groups of 8 rows."""
+    a, b = _integers(64, 4)
+    out, fault = _run(probe, a, b, 8)
+    assert fault is None
+    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.T.astype(np.float64))
+
+
 @pytest.mark.parametrize(("plant", "what"), [(1, "the descriptors without the swizzle"),
                                              (2, "a stride byte offset of 512"),
+                                             (9, "a leading byte offset of 256 without the swizzle"),
                                              (4, "the accumulators read before the wait")])
 def test_planted_mistakes_give_a_wrong_product(probe: ctypes.CDLL, plant: int, what: str) -> None:
     a, b = _integers(64, 2)

@@ -14,15 +14,22 @@ struct alignas(1024) WgmmaTiles {
 // one wgmma group, a wait, and each thread's fragment to out (64 x N, row-major); the accumulator pinned
 // (wgmma_fence_operand) before the fence and after the wait. `plant` puts one mistake in: 1 the descriptors
 // without the swizzle, 2 a stride byte offset of 512, 3 no fence.proxy.async, 4 the accumulators read before
-// the wait, 5 no wgmma.fence, 6 the A tile rewritten before the wait, 7 the accumulator written in flight.
+// the wait, 5 no wgmma.fence, 6 the A tile rewritten before the wait, 7 the accumulator written in flight; 8
+// is no mistake but the layout without swizzle, and 9 that layout with a leading byte offset of 256.
 // Plants 4, 5 and 7 break the accumulator's fencing, which the compiler repairs with extra warpgroup arrives:
 // they are kernels of their own (BAD), so that the others compile clean.
 template <int N, int BAD = 0>
 __device__ void wgmma_probe(const float* a, const float* b, float* out, int plant) {
   __shared__ WgmmaTiles tiles;
   const int t = static_cast<int>(threadIdx.x);
-  auto put = [&](float* tile, int i, float v) {  // element (i / 32, i % 32) of a K-major tile
-    sb::sts(reinterpret_cast<float*>(reinterpret_cast<char*>(tile) + sb::swizzle_128b(4u * static_cast<unsigned>(i))), v);
+  // Plants 8 and 9 take the layout without swizzle: 8 x 16-byte core matrices, 128 bytes apart along k (LBO)
+  // and 1024 between groups of 8 rows (SBO); a k-step is two core matrices on. Plant 9's LBO is 256.
+  const bool plain = plant == 8 || plant == 9;
+  auto put = [&](float* tile, int i, float v) {  // element (r, k) = (i / 32, i % 32) of a K-major tile
+    const unsigned r = static_cast<unsigned>(i) / 32, k = static_cast<unsigned>(i) % 32;
+    const unsigned offset =
+        plain ? r / 8 * 1024 + k / 4 * 128 + r % 8 * 16 + k % 4 * 4 : sb::swizzle_128b(4 * (32 * r + k));
+    sb::sts(reinterpret_cast<float*>(reinterpret_cast<char*>(tile) + offset), v);
   };
   for (int i = t; i < 64 * 32; i += 128) put(tiles.a, i, a[i]);
   for (int i = t; i < N * 32; i += 128) put(tiles.b, i, b[i]);
@@ -30,12 +37,13 @@ __device__ void wgmma_probe(const float* a, const float* b, float* out, int plan
   __syncthreads();
   float d[N / 2];
   for (float& x : d) x = 0.f;
-  const unsigned swizzle = plant == 1 ? 0 : 1, sbo = plant == 2 ? 512 : 1024;
+  const unsigned swizzle = plant == 1 || plain ? 0 : 1, sbo = plant == 2 ? 512 : 1024, lbo = plant == 9 ? 256 : 128;
   sb::wgmma_fence_operand(d);
   if constexpr (BAD != 5) sb::wgmma_fence();
   for (int k = 0; k < 32; k += 8) {
-    const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + k, 16, sbo, swizzle);
-    const auto desc_b = sb::wgmma_desc(&tiles, tiles.b + k, 16, sbo, swizzle);
+    const int step = plain ? 2 * 128 / 4 * (k / 8) : k;  // floats from the tile's start to the k-step's
+    const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + step, lbo, sbo, swizzle);
+    const auto desc_b = sb::wgmma_desc(&tiles, tiles.b + step, lbo, sbo, swizzle);
     sb::wgmma_tf32<N>(d, desc_a, desc_b, k > 0, &tiles);
   }
   sb::wgmma_commit();
