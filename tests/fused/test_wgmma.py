@@ -45,12 +45,13 @@ def _integers(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return (rng.integers(-8, 9, (64, 32)).astype(np.float32), rng.integers(-8, 9, (n, 32)).astype(np.float32))
 
 
-@pytest.mark.parametrize("n", [8, 64])
-def test_a_warpgroups_product_is_exact_on_integers(probe: ctypes.CDLL, n: int) -> None:
-    """64 x 32 times (n x 32)^T in four k-steps from the swizzled tiles: every accumulator element of every
-    thread's fragment where the fragment layout puts it."""
+@pytest.mark.parametrize(("n", "plant"), [(8, 0), (64, 0), (64, 8)], ids=["n8", "n64", "n64-no-swizzle"])
+def test_a_warpgroups_product_is_exact_on_integers(probe: ctypes.CDLL, n: int, plant: int) -> None:
+    """64 x 32 times (n x 32)^T in four k-steps from the swizzled tiles, or (plant 8) from the layout without
+    swizzle (K-major 8 x 16-byte core matrices, LBO 128 bytes along k, SBO 1024 between groups of 8 rows): every
+    accumulator element of every thread's fragment where the fragment layout puts it."""
     a, b = _integers(n)
-    out, fault = _run(probe, a, b)
+    out, fault = _run(probe, a, b, plant)
     assert fault is None
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.T.astype(np.float64))
 
@@ -61,14 +62,6 @@ def test_the_tensor_cores_read_only_the_tf32_bits(probe: ctypes.CDLL) -> None:
     noise = np.float32(1 + 2.0**-20)  # 1 + a bit below tf32's 10 explicit mantissa bits
     out, fault = _run(probe, a * noise, b * noise)
     assert fault is None and not np.array_equal(round_tf32(a * noise), a * noise)
-    np.testing.assert_array_equal(out, a.astype(np.float64) @ b.T.astype(np.float64))
-
-
-def test_the_layout_without_swizzle_is_exact_too(probe: ctypes.CDLL) -> None:
-    """K-major 8 x 16-byte core matrices, LBO 128 bytes along k and SBO 1024 between groups of 8 rows."""
-    a, b = _integers(64, 4)
-    out, fault = _run(probe, a, b, 8)
-    assert fault is None
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b.T.astype(np.float64))
 
 
