@@ -496,6 +496,47 @@ struct Wgmma {
 inline thread_local Groups<Wgmma> wgmma_ops;
 inline thread_local bool wgmma_fenced = false;
 
+// wgmma.mma_async is .sync.aligned: the 128 threads of a warpgroup (4 consecutive warps of the block's linear
+// thread order) issue the same operations with the same descriptors, shape and scale-d. The first thread to
+// make its k-th issue records it, the others must match it; at the end of the block every thread of a
+// warpgroup must have issued as many.
+struct WgmmaIssue {
+  std::uint64_t desc_a, desc_b;
+  int n;
+  bool scale_d;
+  const void* origin;
+  bool operator==(const WgmmaIssue&) const = default;
+};
+inline std::mutex wgmma_mutex;
+inline std::map<std::pair<unsigned, unsigned>, WgmmaIssue> wgmma_issues;  // (warpgroup, k): the running block's
+inline std::map<unsigned, std::vector<unsigned>> wgmma_counts;           // warpgroup: each thread's issues
+inline std::atomic<bool> wgmma_used{false};
+inline thread_local unsigned wgmma_seq = 0;
+
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+// At the end of the thread's block: how many it issued, for check_wgmma_done (a thread that issued none is
+// counted only if another issued before it got here; check_wgmma_done counts the others).
+inline void count_wgmma_issues() {
+  if (wgmma_seq == 0 && !wgmma_used) return;
+  std::lock_guard<std::mutex> lock(wgmma_mutex);
+  wgmma_counts[linear_thread() / 128].push_back(wgmma_seq);
+  wgmma_seq = 0;
+}
+
+// After a block (one thread, the others held at the launch's barrier): in a warpgroup that issued any wgmma,
+// all 128 threads issued as many.
+inline void check_wgmma_done() {
+  std::lock_guard<std::mutex> lock(wgmma_mutex);
+  for (auto& [group, counts] : wgmma_counts) {
+    const unsigned most = *std::max_element(counts.begin(), counts.end());
+    if (most > 0 && std::count(counts.begin(), counts.end(), most) != 128)
+      record_fault("the threads of a warpgroup issued different numbers of wgmma");
+  }
+  wgmma_counts.clear();
+  wgmma_issues.clear();
+}
+
 // The shared byte of element (r, k) (row r of the 64 or N rows, k of the 8) of a K-major tf32 operand:
 // descriptor bits 0-13 the start address >> 4, 16-29 the leading byte offset >> 4 (between core matrices along
 // k), 32-45 the stride byte offset >> 4 (between groups of 8 rows), 49-51 the base offset, 62-63 the swizzle
@@ -531,6 +572,17 @@ inline void wgmma_issue(float* d, int n, std::uint64_t desc_a, std::uint64_t des
                         const void* origin) {
   if (!wgmma_fenced) record_fault("wgmma.mma_async without a wgmma.fence before it");
   check_aligned(origin, 1024, "wgmma descriptors' shared origin");
+  const unsigned group = linear_thread() / 128;
+  if ((group + 1) * 128 > blockDim.x * blockDim.y * blockDim.z)
+    record_fault("wgmma.mma_async by a warpgroup the block does not fill (128 threads)");
+  {
+    std::lock_guard<std::mutex> lock(wgmma_mutex);
+    wgmma_used = true;
+    const WgmmaIssue mine{desc_a, desc_b, n, scale_d, origin};
+    const auto [it, first] = wgmma_issues.try_emplace({group, wgmma_seq++}, mine);
+    if (!first && !(it->second == mine))
+      record_fault("the threads of a warpgroup issued a wgmma with different descriptors, shape or scale-d");
+  }
   for (std::uint64_t desc : {desc_a, desc_b}) {
     const unsigned mode = static_cast<unsigned>(desc >> 62);
     if (mode == 2 || mode == 3) record_fault("a wgmma descriptor with the 64- or 32-byte swizzle (not emulated)");
@@ -650,6 +702,7 @@ template <class... Params, class... Args>
 void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, Args... args) {
   kernel_name = name;
   mbarrier_used = false;
+  wgmma_used = false;
   const unsigned threads = block.x * block.y * block.z;
   std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
   std::deque<Warp> warps;  // Warp holds a barrier: not movable
@@ -674,10 +727,14 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             trace_seq = 0;
             kernel(args...);
             check_async_done();
+            count_wgmma_issues();
             barrier.arrive_and_wait();
             unfenced = Unfenced{};  // after the barrier: no thread of the block reads the spans any more
-            if (mbarrier_used) {  // the block's barriers checked and dropped before the next block's inits
-              if (t == 0) check_mbarriers_done();
+            if (mbarrier_used || wgmma_used) {  // the block's barriers and warpgroups checked, then dropped
+              if (t == 0) {
+                check_mbarriers_done();
+                check_wgmma_done();
+              }
               barrier.arrive_and_wait();
             }
           }

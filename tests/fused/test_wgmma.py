@@ -78,7 +78,9 @@ def test_planted_mistakes_give_a_wrong_product(probe: ctypes.CDLL, plant: int, w
 @pytest.mark.parametrize(("plant", "fault_says"), [(3, "without a fence.proxy.async"),
                                                    (5, "without a wgmma.fence"),
                                                    (6, "shared operands changed between its issue and its wait"),
-                                                   (7, "accumulator was written between its issue and its wait")])
+                                                   (7, "accumulator was written between its issue and its wait"),
+                                                   (10, "issued different numbers of wgmma"),
+                                                   (11, "different descriptors, shape or scale-d")])
 def test_planted_mistakes_are_faults(probe: ctypes.CDLL, plant: int, fault_says: str) -> None:
     a, b = _integers(8, 3)
     _, fault = _run(probe, a, b, plant)

@@ -15,9 +15,11 @@ struct alignas(1024) WgmmaTiles {
 // (wgmma_fence_operand) before the fence and after the wait. `plant` puts one mistake in: 1 the descriptors
 // without the swizzle, 2 a stride byte offset of 512, 3 no fence.proxy.async, 4 the accumulators read before
 // the wait, 5 no wgmma.fence, 6 the A tile rewritten before the wait, 7 the accumulator written in flight; 8
-// is no mistake but the layout without swizzle, and 9 that layout with a leading byte offset of 256.
-// Plants 4, 5 and 7 break the accumulator's fencing, which the compiler repairs with extra warpgroup arrives:
-// they are kernels of their own (BAD), so that the others compile clean.
+// is no mistake but the layout without swizzle, and 9 that layout with a leading byte offset of 256; 10 warp 2
+// skips a wgmma, 11 warp 1's A descriptors differ from the others'.
+// Plants 4, 5, 7, 10 and 11 break the accumulator's fencing or the warpgroup's uniformity, which the compiler
+// repairs with extra warpgroup arrives or serialized wgmma: they are kernels of their own (BAD), so that the
+// others compile clean.
 template <int N, int BAD = 0>
 __device__ void wgmma_probe(const float* a, const float* b, float* out, int plant) {
   __shared__ WgmmaTiles tiles;
@@ -42,8 +44,10 @@ __device__ void wgmma_probe(const float* a, const float* b, float* out, int plan
   if constexpr (BAD != 5) sb::wgmma_fence();
   for (int k = 0; k < 32; k += 8) {
     const int step = plain ? 2 * 128 / 4 * (k / 8) : k;  // floats from the tile's start to the k-step's
-    const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + step, lbo, sbo, swizzle);
+    const int own = BAD == 11 && t / 32 == 1 ? 4 : 0;  // plant 11: warp 1 reads A half a k-step on
+    const auto desc_a = sb::wgmma_desc(&tiles, tiles.a + step + own, lbo, sbo, swizzle);
     const auto desc_b = sb::wgmma_desc(&tiles, tiles.b + step, lbo, sbo, swizzle);
+    if (BAD == 10 && t / 32 == 2 && k == 24) continue;  // plant 10: warp 2 skips the last k-step
     sb::wgmma_tf32<N>(d, desc_a, desc_b, k > 0, &tiles);
   }
   sb::wgmma_commit();
@@ -77,6 +81,12 @@ extern "C" __global__ void wgmma_probe_early(const float* a, const float* b, flo
 extern "C" __global__ void wgmma_probe_unfenced(const float* a, const float* b, float* out, int plant) {
   wgmma_probe<8, 5>(a, b, out, plant);
 }
+extern "C" __global__ void wgmma_probe_skip(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8, 10>(a, b, out, plant);
+}
+extern "C" __global__ void wgmma_probe_mixed(const float* a, const float* b, float* out, int plant) {
+  wgmma_probe<8, 11>(a, b, out, plant);
+}
 extern "C" __global__ void wgmma_probe_touch(const float* a, const float* b, float* out, int plant) {
   wgmma_probe<8, 7>(a, b, out, plant);
 }
@@ -98,6 +108,10 @@ extern "C" void run_wgmma(const float* a, const float* b, float* out, int n, int
     emu::launch("wgmma_probe_early", &wgmma_probe_early, emu::dim3(1), emu::dim3(128), a, b, out, plant);
   else if (plant == 5)
     emu::launch("wgmma_probe_unfenced", &wgmma_probe_unfenced, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else if (plant == 10)
+    emu::launch("wgmma_probe_skip", &wgmma_probe_skip, emu::dim3(1), emu::dim3(128), a, b, out, plant);
+  else if (plant == 11)
+    emu::launch("wgmma_probe_mixed", &wgmma_probe_mixed, emu::dim3(1), emu::dim3(128), a, b, out, plant);
   else if (plant == 7)
     emu::launch("wgmma_probe_touch", &wgmma_probe_touch, emu::dim3(1), emu::dim3(128), a, b, out, plant);
   else if (n == 8)
