@@ -223,14 +223,13 @@ __device__ __forceinline__ void cp_async_wait() {
 #define SB_SM90(...) __VA_ARGS__
 #endif
 
-// The shared-memory address of `p` (a 32-bit shared window offset, as the PTX shared state space takes it).
-__device__ __forceinline__ unsigned shared_address([[maybe_unused]] const void* p) {
 #if defined(__CUDACC__)
+// The shared-memory address of `p` (a 32-bit shared window offset, as the PTX shared state space takes it): the
+// GPU's operand; the emulator's calls take host pointers.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
-#else
-  return 0;
-#endif
 }
+#endif
 
 // mbarrier.init: a barrier whose phases each take `count` arrivals. One thread initialises it, then
 // mbarrier_init_fence and a block barrier make it visible to the others (and to the async proxy).

@@ -401,15 +401,19 @@ inline void fence_proxy_async() { unfenced = Unfenced{}; }
 // The async proxy reads shared [p, p + bytes): a thread (of the block, the reader too) whose generic stores
 // there were not fenced is a fault. The block's threads have passed a barrier since their stores, as any
 // producer of the tile must before the copy is issued.
-inline void async_proxy_read(const void* p, std::size_t bytes, const char* what) {
-  const auto lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + bytes;
+// Whether some thread's unfenced stores meet the bytes [lo, hi).
+inline bool any_unfenced(std::uintptr_t lo, std::uintptr_t hi) {
   for (const Unfenced* u : block_unfenced)
-    if (u != nullptr && u->lo < hi && lo < u->hi) {
-      char message[256];
-      std::snprintf(message, sizeof message, "%s reads shared memory stored without a fence.proxy.async", what);
-      record_fault(message);
-      return;
-    }
+    if (u != nullptr && u->lo < hi && lo < u->hi) return true;
+  return false;
+}
+
+inline void async_proxy_read(const void* p, std::size_t bytes, const char* what) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(p);
+  if (!any_unfenced(lo, lo + bytes)) return;
+  char message[256];
+  std::snprintf(message, sizeof message, "%s reads shared memory stored without a fence.proxy.async", what);
+  record_fault(message);
 }
 
 // The thread's bulk stores and reductions (cp.async.bulk.tensor global <- shared, cp.reduce.async.bulk.tensor):
@@ -589,10 +593,20 @@ inline void wgmma_issue(float* d, int n, std::uint64_t desc_a, std::uint64_t des
     if (((desc >> 49) & 7) != 0) record_fault("a wgmma descriptor with a base offset (not emulated)");
   }
   const auto* base = static_cast<const unsigned char*>(origin);
-  // the async proxy reads the operands: their stores must have been fenced (fence.proxy.async)
-  for (auto [desc, rows] : {std::pair{desc_a, 64}, std::pair{desc_b, n}})
+  // The async proxy reads the operands: their stores must have been fenced (fence.proxy.async). Each 16-byte
+  // piece is checked only when some thread's unfenced span meets the operand's span at all.
+  for (auto [desc, rows] : {std::pair{desc_a, 64}, std::pair{desc_b, n}}) {
+    std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < 8; k += 4) {
+        const auto at = reinterpret_cast<std::uintptr_t>(wgmma_element(desc, base, r, k));
+        lo = at < lo ? at : lo;
+        hi = at + 16 > hi ? at + 16 : hi;
+      }
+    if (!any_unfenced(lo, hi)) continue;
     for (int r = 0; r < rows; ++r)
       for (int k = 0; k < 8; k += 4) async_proxy_read(wgmma_element(desc, base, r, k), 16, "wgmma.mma_async");
+  }
   Wgmma op{d, n, desc_a, desc_b, scale_d, base, wgmma_operands(desc_a, desc_b, n, base), {}};
   bool chained = false;  // another operation on d is in flight: its result is this one's input
   for (const Wgmma& other : wgmma_ops.open) chained = chained || other.d == d;
@@ -608,7 +622,7 @@ inline void wgmma_fence() { wgmma_fenced = true; }
 inline void wgmma_commit() { wgmma_ops.commit(); }
 
 inline void wgmma_wait(unsigned newest) {
-  const int w = static_cast<int>(threadIdx.x % 128 / 32), g = static_cast<int>(lane / 4),
+  const int w = static_cast<int>(linear_thread() % 128 / 32), g = static_cast<int>(lane / 4),
             t = static_cast<int>(lane % 4);
   wgmma_ops.wait(newest, [&](const Wgmma& op) {
     // The GPU may read the operands and the accumulator any time from the issue to the wait: both must be

@@ -100,12 +100,17 @@ def test_the_probe_compiles_to_hoppers_barrier_and_bulk_copy_instructions(arch: 
 TMA_PROBE = Path(__file__).resolve().parents[1] / "probes" / "tma_probe.cu"
 
 
-@pytest.fixture(scope="module")
-def tma(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    lib = _emulator_library(TMA_PROBE, tmp_path_factory.mktemp("tma"))
-    lib.run_tma.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5
+def _with_encoder(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """A probe library with its emu_tensor_map_encode's argument types (kernels/instances.cuh)."""
     lib.emu_tensor_map_encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [
         ctypes.c_ulonglong] + [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
+    return lib
+
+
+@pytest.fixture(scope="module")
+def tma(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    lib = _with_encoder(_emulator_library(TMA_PROBE, tmp_path_factory.mktemp("tma")))
+    lib.run_tma.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5
     assert emu._take(lib) is None
     return lib
 
@@ -220,10 +225,8 @@ TMA_STORE_PROBE = Path(__file__).resolve().parents[1] / "probes" / "tma_store_pr
 
 @pytest.fixture(scope="module")
 def tma_store(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    lib = _emulator_library(TMA_STORE_PROBE, tmp_path_factory.mktemp("tma_store"))
+    lib = _with_encoder(_emulator_library(TMA_STORE_PROBE, tmp_path_factory.mktemp("tma_store")))
     lib.run_tma_store.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 9
-    lib.emu_tensor_map_encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [
-        ctypes.c_ulonglong] + [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
     assert emu._take(lib) is None
     return lib
 
