@@ -231,6 +231,17 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 #endif
 
+// `name`, a kernel's shared memory of type S (alignas(1024) for the 128-byte swizzle's atoms) beyond the 48 KiB a
+// static __shared__ declaration holds: the block's dynamic shared memory on the GPU (the launch asks for sizeof(S)
+// bytes, which the kernel's attribute allows), a static object of the kernel on the emulator.
+#if defined(__CUDACC__)
+#define SB_DYNAMIC_SHARED(S, name)                                         \
+  extern __shared__ __align__(1024) unsigned char sb_dynamic_shared_[]; \
+  S& name = *reinterpret_cast<S*>(sb_dynamic_shared_)
+#else
+#define SB_DYNAMIC_SHARED(S, name) static S name
+#endif
+
 // mbarrier.init: a barrier whose phases each take `count` arrivals. One thread initialises it, then
 // mbarrier_init_fence and a block barrier make it visible to the others (and to the async proxy).
 __device__ __forceinline__ void mbarrier_init(stdx::uint64_t* bar, unsigned count) {
@@ -434,14 +445,14 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32: D (64 x N) = A (64 x 8) B^T + (accumulate ? D : 0), A and
+// wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32 (N = 8, 64 or 128): D (64 x N) = A (64 x 8) B^T + (accumulate ? D : 0), A and
 // B K-major in shared memory (desc_a, desc_b from wgmma_desc). The thread's N / 2 accumulators are, in warp
 // w of the warpgroup with g = lane / 4 and t = lane % 4: d[4 i + e] = D[16 w + g + 8 (e / 2)][8 i + 2 t + e % 2].
 // The tensor cores read only the upper 19 bits of each input (tf32). `origin` is the emulator's (wgmma_desc).
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], stdx::uint64_t desc_a, stdx::uint64_t desc_b,
                                            bool accumulate, [[maybe_unused]] const void* origin) {
-  static_assert(N == 8 || N == 64, "m64n8k8 and m64n64k8 (others: add their operand lists)");
+  static_assert(N == 8 || N == 64 || N == 128, "m64n8k8, m64n64k8 and m64n128k8 (others: add their operand lists)");
 #if defined(__CUDACC__)
   if constexpr (N == 8) {
     SB_SM90A(asm volatile(
@@ -458,6 +469,20 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], stdx::uint64_t des
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));)
+  }
+  if constexpr (N == 128) {
+    SB_SM90A(asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));)
   }
 #else

@@ -39,6 +39,7 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -324,6 +325,7 @@ struct Mbarrier {
 inline std::mutex mbarrier_mutex;
 inline std::map<const void*, Mbarrier> mbarriers;  // the running block's (blocks run one at a time)
 inline std::atomic<bool> mbarrier_used{false};
+inline std::condition_variable mbarrier_changed;  // notified when a phase's last arrival is in or a copy is queued
 
 // mbarrier.init: `count` arrivals a phase (1 to 2^20 - 1), phase 0.
 inline void mbarrier_init(void* bar, unsigned count) {
@@ -356,7 +358,7 @@ inline void mbarrier_arrive(void* bar, unsigned tx) {
     record_fault("mbarrier.arrive on a phase whose arrivals are all in");
     return;
   }
-  --b->pending;
+  if (--b->pending == 0) mbarrier_changed.notify_all();
 }
 
 // cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: `bytes` (a multiple of 16) from global
@@ -368,6 +370,7 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
   std::lock_guard<std::mutex> lock(mbarrier_mutex);
   Mbarrier* b = find_mbarrier(bar, "cp.async.bulk completing on a barrier that was not initialised");
   if (b != nullptr) b->copies.push_back({dst, src, bytes});
+  mbarrier_changed.notify_all();
 }
 
 // A tensor copy's map, read from its 128 bytes, and its shared tile checked (`what` names the tile): false
@@ -393,6 +396,7 @@ inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar
   std::lock_guard<std::mutex> lock(mbarrier_mutex);
   Mbarrier* b = find_mbarrier(bar, "cp.async.bulk.tensor completing on a barrier that was not initialised");
   if (b != nullptr) b->copies.push_back({dst, nullptr, m.box[0] * m.box[1] * m.elem_bytes, true, m, c0, c1});
+  mbarrier_changed.notify_all();
 }
 
 // fence.proxy.async.shared::cta: the thread's generic shared stores so far are visible to the async proxy.
@@ -628,9 +632,12 @@ inline void wgmma_wait(unsigned newest) {
     // The GPU may read the operands and the accumulator any time from the issue to the wait: both must be
     // what they were at the issue (a tile that landed or was rewritten after it, an accumulator touched in
     // flight, is undefined there).
-    if (wgmma_operands(op.desc_a, op.desc_b, op.n, op.origin) != op.operands)
+    // Compared bit by bit: a NaN operand, or an accumulator a wgmma without scale-d leaves unset, is unchanged.
+    const std::vector<float> now = wgmma_operands(op.desc_a, op.desc_b, op.n, op.origin);
+    if (std::memcmp(now.data(), op.operands.data(), now.size() * sizeof(float)) != 0)
       record_fault("a wgmma's shared operands changed between its issue and its wait");
-    if (!op.accumulator.empty() && !std::equal(op.accumulator.begin(), op.accumulator.end(), op.d))
+    if (!op.accumulator.empty() &&
+        std::memcmp(op.accumulator.data(), op.d, op.accumulator.size() * sizeof(float)) != 0)
       record_fault("a wgmma's accumulator was written between its issue and its wait");
     const float* operands = op.operands.data();
     for (int i = 0; i < op.n / 8; ++i)
@@ -644,9 +651,9 @@ inline void wgmma_wait(unsigned newest) {
 }
 
 // mbarrier.try_wait.parity: whether the phase of parity `parity` is complete. The current phase completes here
-// once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly.
-inline bool mbarrier_try_wait(void* bar, unsigned parity) {
-  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+// once its arrivals are in: its copies land, and their bytes must settle its transaction count exactly. Under
+// mbarrier_mutex.
+inline bool mbarrier_try_wait_locked(void* bar, unsigned parity) {
   Mbarrier* b = find_mbarrier(bar, "mbarrier.try_wait on a barrier that was not initialised");
   if (b == nullptr) return true;
   if ((parity & 1u) != b->parity) return true;  // the phase before the current one: complete
@@ -668,17 +675,26 @@ inline bool mbarrier_try_wait(void* bar, unsigned parity) {
   return b->parity != (parity & 1u);
 }
 
+inline bool mbarrier_try_wait(void* bar, unsigned parity) {
+  std::lock_guard<std::mutex> lock(mbarrier_mutex);
+  return mbarrier_try_wait_locked(bar, parity);
+}
+
 // A wait (try_wait in a loop) that gives up after mbarrier_wait_limit_s: a phase that never completes is a
-// fault, and the thread goes on (stopping it would leave its block waiting at a barrier).
+// fault, and the thread goes on (stopping it would leave its block waiting at a barrier). The thread sleeps
+// until a phase may have completed (mbarrier_changed) rather than spinning: a warp-specialized block has
+// hundreds of threads waiting on a few cores.
 inline double mbarrier_wait_limit_s = 20.0;
 inline void mbarrier_wait(void* bar, unsigned parity) {
   const auto start = std::chrono::steady_clock::now();
-  while (!mbarrier_try_wait(bar, parity)) {
+  std::unique_lock<std::mutex> lock(mbarrier_mutex);
+  while (!mbarrier_try_wait_locked(bar, parity)) {
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > mbarrier_wait_limit_s) {
+      lock.unlock();
       record_fault("an mbarrier wait whose phase never completes");
       return;
     }
-    std::this_thread::yield();
+    mbarrier_changed.wait_for(lock, std::chrono::milliseconds(50));
   }
 }
 
