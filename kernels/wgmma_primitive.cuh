@@ -165,89 +165,90 @@ struct WgKernel {
     }
   };
 
-  // The loader's share of the operand sums of one slice: A chunks (row lt / 8 + 16 i, columns 4 (lt % 8) ..
-  // + 3) and the B column lt (k = 0 .. K_S - 1).
-  struct Sums {
-    float a[kAChunks][4];
-    float b[K_S];
-  };
+  // Term j of an operand (W terms) into the thread's 16-byte chunk c of row r of its operand tile, x already
+  // weighted (weight 1 for the first term, whose coefficient joins the epilogue's scale; the normalised ones
+  // after it: strassenbench.fused.launch.normalised). The sum is kept in FP32 in the tile's first part until the
+  // last term, then rounded to TF32 (1xTF32) or split into big and small parts (3xTF32) at its K-major place in
+  // the 128-byte swizzle (chunk c of row r at swizzle_128b(128 r + 16 c)). Each thread reads back only what it
+  // wrote: no barrier between terms, and the thread's registers hold one chunk of one term at a time.
+  template <int W, int ROWS>
+  __device__ __forceinline__ static void combine(float (&tile)[PARTS][ROWS * K_S], int r, int c, int j,
+                                                 Vec<float, 4> x) {
+    const unsigned place = swizzle_128b(128u * r + 16u * c) / 4;
+    auto* at = reinterpret_cast<Vec<float, 4>*>(tile[0] + place);
+    if (j > 0) {
+      const Vec<float, 4> sum = lds(at);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x.v[e] += sum.v[e];
+    }
+    if (j < W - 1) {
+      sts(at, x);
+      return;
+    }
+    Vec<float, 4> big, small;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (PARTS == 1) {
+        big.v[e] = round_tf32(x.v[e]);
+      } else {
+        const Tf32Pair pair = split_3xtf32_fast(x.v[e]);
+        big.v[e] = pair.big;
+        small.v[e] = pair.small;
+      }
+    }
+    sts(at, big);
+    if constexpr (PARTS == 2) sts(reinterpret_cast<Vec<float, 4>*>(tile[PARTS - 1] + place), small);
+  }
 
-  // Adds term j of this slice (weight 1 for the first term, whose coefficient joins the epilogue's scale;
-  // normalised coefficients after it: strassenbench.fused.launch.normalised) into the sums, zeros outside the
-  // term's extent: from the raw stage (TMA) or from global memory.
-  __device__ __forceinline__ static void accumulate(Sums& sums, int j, const typename Shared::Raw* raw,
-                                                    const Operands& ops, const WgTileIndex& at, int k0, int lt) {
+  // Term j of this slice into the operand stage, zeros outside the term's extent (Sec. s:fringe): from the raw
+  // stage (TMA) or from global memory. The thread's share: A's chunk lt % 8 of rows lt / 8 + 16 i as they are;
+  // B's column lt as row lt of its K-major tile (transposed). Eight threads in a row write the eight chunks of
+  // eight rows: every bank once.
+  __device__ __forceinline__ static void accumulate(int j, const typename Shared::Raw* raw,
+                                                    typename Shared::Operands& op, const Operands& ops,
+                                                    const WgTileIndex& at, int k0, int lt) {
     if (j < W_A) {
       const TermsA terms = ops.terms_a(at.z);
       const float w = j == 0 ? 1.f : terms.coeff(j);
-      const int rows = terms.rows(j), cols = terms.cols(j);
-      const float* src = terms.ptr(j);
+      const int rows = terms.rows(j) - at.row0, cols = terms.cols(j) - k0;  // the term's extent from the tile on
+      const float* src = terms.ptr(j) + static_cast<long long>(at.row0) * ops.lda + k0;
 #pragma unroll
       for (int i = 0; i < kAChunks; ++i) {
         const int r = lt / 8 + 16 * i, k = 4 * (lt % 8);
-        Vec<float, 4> v;
-        if constexpr (TMA) {
-          v = lds(reinterpret_cast<const Vec<float, 4>*>(raw->a + r * K_S + k));
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            v.v[e] = at.row0 + r < rows && k0 + k + e < cols
-                         ? src[static_cast<long long>(at.row0 + r) * ops.lda + k0 + k + e] : 0.f;
-        }
+        Vec<float, 4> x;
+        if constexpr (TMA) x = lds(reinterpret_cast<const Vec<float, 4>*>(raw->a + r * K_S + k));
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float x = at.row0 + r < rows && k0 + k + e < cols ? w * v.v[e] : 0.f;
-          sums.a[i][e] = j == 0 ? x : sums.a[i][e] + x;
+          const bool in = r < rows && k + e < cols;
+          if constexpr (!TMA) x.v[e] = in ? src[static_cast<long long>(r) * ops.lda + k + e] : 0.f;
+          x.v[e] = in ? w * x.v[e] : 0.f;
         }
+        combine<W_A, M_S>(op.a, r, lt % 8, j, x);
       }
     }
     if (j < W_B) {
       const TermsB terms = ops.terms_b(at.z);
       const float w = j == 0 ? 1.f : terms.coeff(j);
-      const int rows = terms.rows(j), cols = terms.cols(j);
-      const float* src = terms.ptr(j);
-      const bool col_in = at.col0 + lt < cols;
+      const int rows = terms.rows(j) - k0;
+      const bool col_in = at.col0 + lt < terms.cols(j);
+      const float* src = terms.ptr(j) + static_cast<long long>(k0) * ops.ldb + at.col0 + lt;
 #pragma unroll
-      for (int k = 0; k < K_S; ++k) {
-        const bool in = col_in && k0 + k < rows;
-        float v;
-        if constexpr (TMA)
-          v = lds(raw->b + k * N_S + lt);
-        else
-          v = in ? src[static_cast<long long>(k0 + k) * ops.ldb + at.col0 + lt] : 0.f;
-        const float x = in ? w * v : 0.f;
-        sums.b[k] = j == 0 ? x : sums.b[k] + x;
+      for (int c = 0; c < K_S / 4; ++c) {
+        Vec<float, 4> x;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int k = 4 * c + e;
+          const bool in = col_in && k < rows;
+          float v;
+          if constexpr (TMA)
+            v = lds(raw->b + k * N_S + lt);
+          else
+            v = in ? src[static_cast<long long>(k) * ops.ldb] : 0.f;
+          x.v[e] = in ? w * v : 0.f;
+        }
+        combine<W_B, N_S>(op.b, lt, c, j, x);
       }
     }
-  }
-
-  // The sums as wgmma operands: rounded to TF32 (1xTF32) or split into big and small parts (3xTF32), at their
-  // K-major places in the 128-byte swizzle (row r's 16-byte chunk c at swizzle_128b(128 r + 16 c)).
-  template <int ROWS>
-  __device__ __forceinline__ static void put(float (&tile)[PARTS][ROWS * K_S], int r, int c, const float* x) {
-    Vec<float, 4> big, small;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if constexpr (PARTS == 1) {
-        big.v[e] = round_tf32(x[e]);
-      } else {
-        const Tf32Pair p = split_3xtf32_fast(x[e]);
-        big.v[e] = p.big;
-        small.v[e] = p.small;
-      }
-    }
-    const unsigned at = swizzle_128b(128u * r + 16u * c) / 4;
-    sts(reinterpret_cast<Vec<float, 4>*>(tile[0] + at), big);
-    if constexpr (PARTS == 2) sts(reinterpret_cast<Vec<float, 4>*>(tile[1] + at), small);
-  }
-
-  // The loader's share: A chunk lt % 8 of rows lt / 8 + 16 i as it is; B's column lt as row lt of the K-major
-  // tile (transposed). Eight threads in a row write the eight chunks of eight rows: every bank once.
-  __device__ __forceinline__ static void store(const Sums& sums, typename Shared::Operands& op, int lt) {
-#pragma unroll
-    for (int i = 0; i < kAChunks; ++i) put<M_S>(op.a, lt / 8 + 16 * i, lt % 8, sums.a[i]);
-#pragma unroll
-    for (int c = 0; c < K_S / 4; ++c) put<N_S>(op.b, lt, c, sums.b + 4 * c);
   }
 
   __device__ __forceinline__ static void loader(Shared& s, const Operands& ops, const WgGrid& grid, int bk,
@@ -258,21 +259,20 @@ struct WgKernel {
     for (int tile = blockIdx.x; tile < grid.count(); tile += gridDim.x) {
       const WgTileIndex at = grid.at<M_S, N_S>(tile);
       for (int slice = 0; slice < slices(bk); ++slice, ++op) {
-        Sums sums;
+        const int op_slot = op % OP_STAGES;
+        mbarrier_wait(&s.op_empty[op_slot], ((op / OP_STAGES) & 1) ^ 1);  // the first pass finds it free
+#pragma unroll
         for (int j = 0; j < kW; ++j, ++raw) {
           const int slot = raw % RAW_STAGES;
           if constexpr (TMA) {
             if (lt == 0) issuer.run_ahead(raw + RAW_STAGES, s, ops, grid, bk, map_a, map_b);
             mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);
           }
-          accumulate(sums, j, &s.raw[slot], ops, at, slice * K_S, lt);
+          accumulate(j, &s.raw[slot], s.op[op_slot], ops, at, slice * K_S, lt);
           if constexpr (TMA) mbarrier_arrive(&s.raw_empty[slot]);
         }
-        const int slot = op % OP_STAGES;
-        mbarrier_wait(&s.op_empty[slot], ((op / OP_STAGES) & 1) ^ 1);  // the first pass finds it free
-        store(sums, s.op[slot], lt);
         fence_proxy_async();  // the operands, visible to the consumers' wgmma (the async proxy)
-        mbarrier_arrive(&s.op_full[slot]);
+        mbarrier_arrive(&s.op_full[op_slot]);
       }
     }
   }
