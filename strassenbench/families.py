@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-from .strategies import DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, DmmaStrategy, Strategy, TensorStrategy
+from .strategies import (DMMA_STRATEGIES, STRATEGIES, TENSOR_STRATEGIES, WG_STRATEGIES, DmmaStrategy, Strategy,
+                         TensorStrategy, WgStrategy)
 
-__all__ = ["Family", "Mode", "FAMILIES", "MODES", "SIMT", "TF32", "DMMA", "family_of", "mode_of", "mode_by_suffix",
-           "tensor_modes", "by_accuracy", "strategy_family", "get_strategy", "counterpart", "ALL_STRATEGIES"]
+__all__ = ["Family", "Mode", "FAMILIES", "MODES", "SIMT", "TF32", "DMMA", "WGMMA", "family_of", "mode_of",
+           "mode_by_suffix", "tensor_modes", "by_accuracy", "strategy_family", "get_strategy", "counterpart",
+           "ALL_STRATEGIES"]
 
 SIMT = "simt"  # the paper's mode and family: CUDA cores in the user's dtype
 TF32, DMMA = "tf32", "dmma"  # the tensor-core families: TF32 on mma.sync (beyond the paper), FP64 (DMMA)
+WGMMA = "wgmma"  # TF32 on Hopper's warpgroup tensor cores (wgmma, sm_90a; beyond the paper)
 
 # The fields of each family's instance macro (kernels/*.cuh SB_*_INSTANCE), in order, as Instance.field reads
 # them: a strategy's attribute, or one of the instance's own (name, ctype, min_blocks, counts, atomic, batch,
@@ -48,11 +51,23 @@ class Family:
     fields: tuple[str, ...]  # the macro's arguments (Instance.field)
     peak: str  # the GPUSpec attribute of its products' rate (strassenbench.model.gpus)
     itemsize: int | None  # bytes of the kernels' elements (None: the user's dtype's)
+    max_arch: int | None = None  # the newest architecture its kernels build for (None: any from min_arch on)
+    arch_suffix: str = ""  # what its units' target adds to the build's architecture: "a" (sm_90a) for wgmma
+    head_bytes: int | None = None  # kernel parameters before sb::Products (None: 16 + two scalars of its dtype)
 
     @property
     def tensor(self) -> bool:
-        """On tensor cores (TF32 or DMMA)."""
+        """On tensor cores (TF32, DMMA or wgmma)."""
         return self.name != SIMT
+
+    def builds_for(self, arch: str) -> bool:
+        """Whether its kernels build for ``arch`` (sm_XY): from min_arch to max_arch."""
+        number = int(arch.removeprefix("sm_").rstrip("a"))
+        return number >= self.min_arch and (self.max_arch is None or number <= self.max_arch)
+
+    def target(self, arch: str) -> str:
+        """The architecture its units compile for in a build for ``arch``: sm_90a for wgmma in sm_90's."""
+        return arch + self.arch_suffix
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -88,8 +103,8 @@ class Mode:
 
     @property
     def tf32(self) -> bool:
-        """On the TF32 tensor cores (float32 operands rounded or split to TF32)."""
-        return self.family == TF32
+        """On the TF32 tensor cores (float32 operands rounded or split to TF32): mma.sync's or wgmma's."""
+        return self.family in (TF32, WGMMA)
 
     @property
     def staged(self) -> bool:
@@ -118,9 +133,15 @@ _FAMILIES = (
     Family(DMMA, "FP64 tensor cores (DMMA)", "FP64 tensor-core ", DMMA_STRATEGIES,
            {"emu": "DmmaSmall", "cuda": "DmmaLarge"}, "DmmaHuge", "float64", 80, "dmma_primitive.cuh",
            "SB_DMMA_INSTANCE", _WARP_GRID_FIELDS, "fp64_tensor_flops", 8),
+    # wgmma exists on sm_90a only (PTX ISA, "wgmma.mma_async": requires sm_90a); Blackwell has its own MMA.
+    Family(WGMMA, "TF32 tensor cores (wgmma)", "wgmma ", WG_STRATEGIES, {"emu": "WgLarge", "cuda": "WgLarge"},
+           "WgLarge", "float32", 90, "wgmma_primitive.cuh", "SB_WG_INSTANCE",
+           ("name", "threads", "m_S", "n_S", "k_S", "counts", "atomic", "batch", "vector", "parts", "raw_stages",
+            "op_stages", "smem"), "tf32_flops", 4, max_arch=90, arch_suffix="a", head_bytes=320),
 )
 
-# Ordered as the kernels, implementations and tables list them: SIMT, 1xTF32, 3xTF32, DMMA.
+# Ordered as the kernels, implementations and tables list them: SIMT, 1xTF32, 3xTF32, DMMA, then wgmma's 1xTF32
+# and 3xTF32 (the same arithmetic as mma.sync's modes, on sm_90a's warpgroup tensor cores).
 # The unit roundoff of the TF32 modes (strassenbench.accuracy): 1xTF32 rounds every operand (and every operand
 # sum) to TF32's 10 explicit mantissa bits, u = 2^-11. 3xTF32 drops a_small b_small and the part of each operand
 # below its small TF32 part, each at most 2^-22 of the product, before FP32 accumulation: u = 2^-21 covers both
@@ -132,11 +153,15 @@ MODES: Mapping[str, Mode] = MappingProxyType({mode.name: mode for mode in (
     Mode("3xtf32", TF32, "3xtf32", "3xTF32", "3xTF32", ("float32",), parts=2, products=3,
          unit_roundoff=2.0**-21, line="--"),
     Mode(DMMA, DMMA, "dmma", "DMMA", "FP64", ("float64",)),
+    Mode("wg1xtf32", WGMMA, "tf32-wgmma", "TF32 wgmma", "1xTF32", ("float32",), unit_roundoff=2.0**-11,
+         blas="tf32", line=":"),
+    Mode("wg3xtf32", WGMMA, "3xtf32-wgmma", "3xTF32 wgmma", "3xTF32", ("float32",), parts=2, products=3,
+         unit_roundoff=2.0**-21, line="--"),
 )})
 
 FAMILIES: Mapping[str, Family] = MappingProxyType({family.name: family for family in _FAMILIES})
 
-ALL_STRATEGIES: Mapping[str, Strategy | TensorStrategy | DmmaStrategy] = MappingProxyType(
+ALL_STRATEGIES: Mapping[str, Strategy | TensorStrategy | DmmaStrategy | WgStrategy] = MappingProxyType(
     {name: s for family in FAMILIES.values() for name, s in family.strategies.items()})
 
 

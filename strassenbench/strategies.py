@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Strategy", "STRATEGIES", "WarpGrid", "TensorStrategy", "TENSOR_STRATEGIES", "DmmaStrategy",
-           "DMMA_STRATEGIES"]
+           "DMMA_STRATEGIES", "WgStrategy", "WG_STRATEGIES", "WG_SHARED_BYTES"]
 
 
 @dataclass(frozen=True)
@@ -170,4 +170,74 @@ DmmaHuge  128 128  8 4 2
 DMMA_STRATEGIES: dict[str, DmmaStrategy] = {
     fields[0]: DmmaStrategy(fields[0], *map(int, fields[1:]))
     for fields in (line.split() for line in _DMMA_TABLE.strip().splitlines())
+}
+
+
+# The most shared memory a block of sm_90 may take (CUDA C++ Programming Guide, "Compute Capabilities": 227 KiB
+# of dynamic shared memory per block, opted in through the kernel's attribute).
+WG_SHARED_BYTES = 227 * 1024
+
+
+def _align(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+@dataclass(frozen=True)
+class WgStrategy:
+    """A tile shape of the Wg kernels (kernels/wgmma_primitive.cuh, sm_90a): an m_S x n_S tile per loader
+    warpgroup and m_S / 64 consumer warpgroups (128 threads each; a consumer's 64 rows are one m64n{n_S}k8
+    wgmma per k-step), k_S = 32 (one 128-byte row of the 128-byte swizzle), ``op_stages`` operand stages and as
+    many raw stages (TMA's term tiles) as the rest of the 227 KiB holds, at most ``raw_max`` (raw_stages)."""
+
+    name: str
+    m_S: int
+    n_S: int
+    k_S: int
+    op_stages: int = 2
+    raw_max: int = 4
+
+    def __post_init__(self) -> None:
+        if self.m_S % 64 or self.n_S != 128 or self.k_S != 32:
+            raise ValueError(f"strategy {self.name}: m_S a multiple of 64, n_S = 128 and k_S = 32 (wgmma_primitive.cuh)")
+        if self.raw_stages(2) < 2:
+            raise ValueError(f"strategy {self.name}: fewer than 2 raw stages fit in {WG_SHARED_BYTES} bytes")
+
+    @property
+    def consumers(self) -> int:
+        return self.m_S // 64
+
+    @property
+    def threads(self) -> int:
+        """A loader warpgroup and the consumers."""
+        return 128 * (1 + self.consumers)
+
+    def _operand_bytes(self, parts: int) -> int:
+        return _align(4 * parts * (self.m_S + self.n_S) * self.k_S, 1024)
+
+    def _raw_bytes(self) -> int:
+        return _align(4 * (self.m_S + self.n_S) * self.k_S, 1024)
+
+    def raw_stages(self, parts: int) -> int:
+        """Raw stages (one term tile of A and one of B each) beside the operand stages of ``parts`` TF32 parts
+        (2 for 3xTF32), within the block's shared memory with 1 KiB for the barriers, at most raw_max."""
+        room = WG_SHARED_BYTES - 1024 - self.op_stages * self._operand_bytes(parts)
+        return min(self.raw_max, room // self._raw_bytes())
+
+    def smem_bytes(self, itemsize: int = 4, parts: int = 1) -> int:
+        """sizeof(sb::WgShared): the operand and raw stages, then the barriers (8 bytes each), padded to the
+        structure's 1,024-byte alignment (the instance macro checks it against the kernel's)."""
+        raw = self.raw_stages(parts)
+        barriers = 8 * 2 * (raw + self.op_stages)
+        return _align(self.op_stages * self._operand_bytes(parts) + raw * self._raw_bytes() + barriers, 1024)
+
+
+# The Wg family's strategies (beyond the paper, sm_90a): CUTLASS's sm_90 warp-specialized tile, 128 x 128 x 32 on
+# two consumer warpgroups.
+_WG_TABLE = """
+WgLarge 128 128 32
+"""  # Strategy, m_S, n_S, k_S
+
+WG_STRATEGIES: dict[str, WgStrategy] = {
+    fields[0]: WgStrategy(fields[0], *map(int, fields[1:]))
+    for fields in (line.split() for line in _WG_TABLE.strip().splitlines())
 }

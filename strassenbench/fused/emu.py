@@ -33,7 +33,7 @@ from .. import env
 from ..families import MODES, SIMT
 from .instances import (BLOCK_KERNEL, Instance, default_level, instances, kernels_dir, operand_counts, parse_instance,
                         render, sources_digest)
-from .launch import Program
+from .launch import Program, TensorMapArg
 from .toolchain import ToolchainError, first_error, run_tool
 
 __all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run",
@@ -208,7 +208,35 @@ def _struct(nbytes: int) -> type[ctypes.Structure]:
     return type(f"Products{nbytes}", (ctypes.Structure,), {"_fields_": [("raw", ctypes.c_ulonglong * (nbytes // 8))]})
 
 
-def _ctype(arg):  # noqa: ANN001, ANN202
+# The blocks a persistent launch (the Wg kernels') runs on the emulator: two, so that a block runs several tiles
+# and every ring's phases wrap across tiles, as on a GPU of many SMs with many more tiles.
+PERSISTENT_BLOCKS = 2
+
+
+def encode_tensor_map(lib: ctypes.CDLL, arg: TensorMapArg) -> np.ndarray:
+    """The 128 bytes (64-byte aligned) of ``arg`` in the emulator's encoding (kernels/instances.cuh
+    emu_tensor_map_encode; zeros for an unused map); EmuError with the encoder's reason for a map the driver would
+    refuse."""
+    raw = np.zeros(128 + 64, np.uint8)
+    out = raw[-raw.ctypes.data % 64:][:128]
+    if arg.array is None:
+        return out
+    x = arg.array
+    encode = lib.emu_tensor_map_encode
+    encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [ctypes.c_ulonglong] + \
+        [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
+    encode.restype = ctypes.c_int
+    why = ctypes.create_string_buffer(256)
+    if encode(out.ctypes.data, x.ctypes.data, x.dtype.itemsize, x.shape[1], x.shape[0], x.strides[0], *arg.box, 0,
+              why, len(why)):
+        raise EmuError(f"a TMA tensor map of a {x.shape[0]} x {x.shape[1]} operand: {why.value.decode()}")
+    return out
+
+
+def _ctype(arg, lib: ctypes.CDLL | None = None):  # noqa: ANN001, ANN202
+    if isinstance(arg, TensorMapArg):  # by address: the emulator's entries take tensor maps so (instances.cuh)
+        encoded = encode_tensor_map(lib, arg)
+        return ctypes.c_void_p, ctypes.c_void_p(encoded.ctypes.data), encoded
     if isinstance(arg, np.ndarray) and arg.dtype.names:  # sb::Products, by value
         struct = _struct(arg.dtype.itemsize)
         return struct, struct.from_buffer_copy(arg.tobytes())
@@ -242,10 +270,12 @@ def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
         lib = libraries[launch.kernel]
         lib.emu_trace_enable(int(_TRACING))
         fn = getattr(lib, f"emu_{launch.kernel}")
-        types, values = zip(*(_ctype(a) for a in launch.args))
+        converted = [_ctype(a, lib) for a in launch.args]  # a tensor map's third item: its bytes, kept alive
+        types, values = [c[0] for c in converted], [c[1] for c in converted]
         fn.argtypes = [ctypes.c_uint] * 6 + list(types)
         fn.restype = None
-        fn(*launch.grid, *launch.block, *values)
+        grid = launch.grid if not launch.persistent else (min(launch.grid[0], PERSISTENT_BLOCKS), *launch.grid[1:])
+        fn(*grid, *launch.block, *values)
         fault = _take(lib)
         if fault:
             raise EmuFault(fault)

@@ -27,7 +27,7 @@ from .. import env
 from ..algebra.levels import check_levels
 from ..algebra.primitives import variant_counts
 from ..families import ALL_STRATEGIES, FAMILIES, MODES, SIMT, Family, strategy_family
-from ..strategies import STRATEGIES, DmmaStrategy, Strategy, TensorStrategy, WarpGrid
+from ..strategies import STRATEGIES, DmmaStrategy, Strategy, TensorStrategy, WarpGrid, WgStrategy
 
 __all__ = [
     "PARAM_BYTES",
@@ -83,10 +83,11 @@ def products_dtype(dtype: str, terms: int, batch: int) -> np.dtype:
 
 
 @lru_cache(maxsize=None)
-def max_batch(dtype: str, terms: int) -> int:
+def max_batch(dtype: str, terms: int, head: int | None = None) -> int:
     """Z: the most products one launch carries in its parameters (a larger batch takes several launches);
-    0 when not even one product's terms fit."""
-    fixed = 16 + 2 * np.dtype(dtype).itemsize
+    0 when not even one product's terms fit. ``head``: the parameters' bytes before sb::Products (a family's
+    head_bytes; default lda, ldb, ldc, bk, alpha and beta)."""
+    fixed = 16 + 2 * np.dtype(dtype).itemsize if head is None else head
     z = 0
     while fixed + products_dtype(dtype, terms, z + 1).itemsize <= PARAM_BYTES:
         z += 1
@@ -143,7 +144,7 @@ def default_level(counts: tuple[int, int, int]) -> int:
 
 @dataclass(frozen=True)
 class Instance:
-    strategy: Strategy | TensorStrategy | DmmaStrategy
+    strategy: Strategy | TensorStrategy | DmmaStrategy | WgStrategy
     dtype: str
     counts: tuple[int, int, int]
     write_mode: str
@@ -189,15 +190,26 @@ class Instance:
 
     @property
     def batch(self) -> int:
-        """Z, the products one launch of this kernel can carry (blockIdx.z < Z)."""
-        return max_batch(self.dtype, sum(self.counts))
+        """Z, the products one launch of this kernel can carry (blockIdx.z < Z; the Wg kernels' launch batch)."""
+        return max_batch(self.dtype, sum(self.counts), self.family.head_bytes)
+
+    @property
+    def shared_bytes(self) -> int:
+        """The dynamic shared memory its launches ask for: the Wg kernels' (WgStrategy.smem_bytes), else 0 (the
+        other families' tiles are static)."""
+        if not isinstance(self.strategy, WgStrategy):
+            return 0
+        return self.strategy.smem_bytes(parts=MODES[self.mode].parts)
 
     def field(self, name: str) -> tuple[str, ...]:
         """The argument(s) ``name`` of the family's instance macro (strassenbench.families.Family.fields): the
         instance's own, else the strategy's attribute."""
         own = {"name": (self.name,), "ctype": (_CTYPE[self.dtype],), "min_blocks": (self.min_blocks,),
                "counts": self.counts, "atomic": (self.write_mode == "atomic",), "batch": (self.batch,),
-               "vector": (self.loads == "vector",), "reread": (self.reread,), "parts": (MODES[self.mode].parts,)}
+               "vector": (self.loads == "vector",), "reread": (self.reread,), "parts": (MODES[self.mode].parts,),
+               "smem": (self.shared_bytes,)}
+        if name == "raw_stages":
+            return (str(self.strategy.raw_stages(MODES[self.mode].parts)),)
         values = own[name] if name in own else (getattr(self.strategy, name),)
         return tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
 
