@@ -69,13 +69,14 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
     """One translation unit into ``out/<name>.fatbin``; its resources rows. ``ptx_of``: a module of this build
     whose PTX has every kernel of ``selected`` (built from the same source lines): ptxas assembles only those
     kernels of it (``--entry``), and the front end is not run again."""
+    target = selected[0].family.target(arch)  # sm_90a for the wgmma family's units in sm_90's build
     if ptx_of is None:
         source = out / f"{name}.cu"
         write_atomic(source, render(selected))
-        report, sass = compile_module(toolchain, arch, source, [kernels_dir()], out, name, ptxas_options)
+        report, sass = compile_module(toolchain, target, source, [kernels_dir()], out, name, ptxas_options)
     else:
         entries = f"--entry={','.join(i.name for i in selected)}"
-        report, sass = compile_module(toolchain, arch, out / f"{ptx_of}.cu", [kernels_dir()], out, name,
+        report, sass = compile_module(toolchain, target, out / f"{ptx_of}.cu", [kernels_dir()], out, name,
                                       (*ptxas_options, entries), ptx=out / f"{ptx_of}.ptx")
     return _rows(selected, arch, parse_ptxas(report), sass)
 
@@ -225,21 +226,24 @@ def plan_fits(spec: str, levels: int) -> bool:
 
 def _jobs(archs: list[str], selected: list[Instance], progress) -> list[tuple[str, str, tuple[Instance, ...]]]:  # noqa: ANN001
     """(arch, unit, its instances) per module to build: one per (arch, precision, strategy, counts). A family's
-    kernels build for its architectures only (strassenbench.families.Family.min_arch): an older architecture
-    builds the others."""
+    kernels build for its architectures only (strassenbench.families.Family.builds_for: from min_arch, to max_arch
+    for wgmma's sm_90a): another architecture builds the others."""
     groups: dict[tuple, list[Instance]] = {}
     for inst in selected:
         groups.setdefault((inst.precision, inst.strategy.name, inst.counts), []).append(inst)
 
     def builds(arch: str, inst: Instance) -> bool:
-        return int(arch.removeprefix("sm_")) >= inst.family.min_arch
+        return inst.family.builds_for(arch)
+
+    def needs(family) -> str:  # noqa: ANN001
+        return f"sm_{family.min_arch}" + (f" to sm_{family.max_arch}" if family.max_arch else " or later")
 
     for arch in archs:
         left = sorted({inst.family.hardware for inst in selected if not builds(arch, inst)})
         if left and not any(builds(arch, inst) for inst in selected):
-            raise BuildError(f"the kernels on {left[0]} need sm_{selected[0].family.min_arch} or later, not {arch}")
+            raise BuildError(f"the kernels on {left[0]} need {needs(selected[0].family)}, not {arch}")
         if left and progress:
-            progress(f"{arch}: the kernels on {', '.join(left)} need a later architecture, not built for it", None)
+            progress(f"{arch}: the kernels on {', '.join(left)} need another architecture, not built for it", None)
     return [(arch, _unit_name(arch, g[0]), tuple(g)) for arch in archs for g in groups.values() if builds(arch, g[0])]
 
 

@@ -130,7 +130,7 @@ def disassemble(cubin: Path, arch: str) -> str | None:
     """``cuobjdump --dump-sass``; None for an architecture CUDA 13's disassembler no longer reads (sm_70)."""
     sass = run_tool([find_tool("cuobjdump"), "--dump-sass", str(cubin)])
     if sass.returncode != 0:
-        if int(arch.removeprefix("sm_")) < 75:
+        if int(arch.removeprefix("sm_").rstrip("a")) < 75:
             return None
         detail = (sass.stderr.strip().splitlines() or ["no output"])[-1]
         raise BuildError(f"cuobjdump --dump-sass failed: {detail} (pip install nvidia-cuda-nvdisasm)")
