@@ -12,12 +12,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from .arch import BUILD_FOR_MAJOR, CudaError, build_arch
-from .launch import Program
+from .launch import Program, TensorMapArg
 from .modules import built_by, toolchain_for, unit_fresh
 from .toolchain import ToolchainError
 
 __all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "driver_mismatch", "runtime_mismatch",
-           "function", "module", "on_device", "Prepared", "program_ops", "run", "clear_caches"]
+           "function", "module", "on_device", "Prepared", "program_ops", "run", "clear_caches", "driver_library",
+           "encode_tensor_map"]
 
 
 def _cupy():  # noqa: ANN202
@@ -124,6 +125,54 @@ def program_ops(program: Program) -> int:
     return launches + ops + previous  # the origin stream waits for the last stage
 
 
+# cuTensorMapEncodeTiled's enumerations (cuda.h: CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
+# CUtensorMapL2promotion, CUtensorMapFloatOOBfill) for the Wg kernels' maps: float32, no interleave, no swizzle
+# (the loader reads the term tiles as they land), 128-byte L2 promotion, zeros outside the tensor.
+TENSOR_MAP_FLOAT32, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_SWIZZLE_NONE = 7, 0, 0
+TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE = 2, 0
+
+
+@lru_cache(maxsize=None)
+def driver_library():  # noqa: ANN201 - a ctypes library
+    """The CUDA driver's C API (libcuda.so.1), for what CuPy does not wrap: cuTensorMapEncodeTiled."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as err:
+        raise CudaError(f"the CUDA driver library libcuda.so.1 does not load: {err}") from None
+    c64, c32 = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, c64, c64,
+                                           c32, c32, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    return lib
+
+
+def encode_tensor_map(arg: TensorMapArg):  # noqa: ANN201 - a NumPy array
+    """``arg`` encoded by the driver (cuTensorMapEncodeTiled: a 2-D float32 tiled map of the whole operand, rows
+    its second dimension): the 128 bytes of a CUtensorMap, 64-byte aligned as the driver asks, in a NumPy array
+    the launch keeps alive; zeros for an unused map. CudaError names what the driver refused."""
+    import ctypes
+
+    import numpy as np
+
+    raw = np.zeros(128 + 64, np.uint8)
+    out = raw[-raw.ctypes.data % 64:][:128]
+    if arg.array is None:
+        return out
+    x = arg.array
+    rows, cols = x.shape
+    dims, strides = (ctypes.c_uint64 * 2)(cols, rows), (ctypes.c_uint64 * 1)(x.strides[0])
+    box, steps = (ctypes.c_uint32 * 2)(*arg.box), (ctypes.c_uint32 * 2)(1, 1)
+    status = driver_library().cuTensorMapEncodeTiled(
+        out.ctypes.data, TENSOR_MAP_FLOAT32, 2, int(x.data.ptr), dims, strides, box, steps, TENSOR_MAP_INTERLEAVE_NONE,
+        TENSOR_MAP_SWIZZLE_NONE, TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE)
+    if status != 0:
+        raise CudaError(f"cuTensorMapEncodeTiled refused a map of a {rows} x {cols} operand (row stride "
+                        f"{x.strides[0]} bytes, box {arg.box[0]} x {arg.box[1]}): CUresult {status}")
+    return out
+
+
 class Prepared:
     """``program`` ready to enqueue again and again: its kernels resolved and checked against the device's
     launch limits, their arguments marshalled and the events that order its stages made once (timing
@@ -140,9 +189,11 @@ class Prepared:
         arch = device_arch()
         self.program, self.operands, self.ops = program, operands, program_ops(program)
         limits = _device_limits()
+        self._maps: list = []  # the encoded tensor maps the arguments point to, alive as long as this
         self._stages = [
-            [[(_checked(function(build_dir, arch, launch.kernel), launch, limits), launch.grid, launch.block,
-               _kernel_args(launch.args)) for launch in lane] for lane in stage]
+            [[(_checked(function(build_dir, arch, launch.kernel), launch, limits), _grid(launch, limits),
+               launch.block, _kernel_args(launch.args, self._maps), launch.shared) for launch in lane]
+             for lane in stage]
             for stage in program.stages]
         self._single = program.num_streams == 1
         self._pool = [] if self._single else _streams(program.num_streams)
@@ -154,8 +205,8 @@ class Prepared:
         origin = _cupy().cuda.get_current_stream()
         if self._single:
             for stage in self._stages:
-                for kernel, grid, block, args in stage[0]:
-                    kernel(grid, block, args, stream=origin)
+                for kernel, grid, block, args, shared in stage[0]:
+                    kernel(grid, block, args, shared_mem=shared, stream=origin)
             return
         self._start.record(origin)
         previous = [self._start]
@@ -164,8 +215,8 @@ class Prepared:
             for lane, stream, event in zip(stage, lanes, done):
                 for before in previous:
                     stream.wait_event(before)
-                for kernel, grid, block, args in lane:
-                    kernel(grid, block, args, stream=stream)
+                for kernel, grid, block, args, shared in lane:
+                    kernel(grid, block, args, shared_mem=shared, stream=stream)
                 event.record(stream)
             previous = done
         for event in previous:
@@ -174,9 +225,20 @@ class Prepared:
 
 @lru_cache(maxsize=None)
 def _device_limits() -> dict[str, int]:
-    """The current device's per-block limits (cudaGetDeviceProperties)."""
+    """The current device's per-block limits and SMs (cudaGetDeviceProperties): threads, static shared memory,
+    shared memory a kernel may opt in to (sharedMemPerBlockOptin), multiprocessors."""
     props = _cupy().cuda.runtime.getDeviceProperties(_cupy().cuda.Device().id)
-    return {"threads": int(props["maxThreadsPerBlock"]), "smem": int(props["sharedMemPerBlock"])}
+    return {"threads": int(props["maxThreadsPerBlock"]), "smem": int(props["sharedMemPerBlock"]),
+            "smem_optin": int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"])),
+            "sms": int(props["multiProcessorCount"])}
+
+
+def _grid(launch, limits: dict[str, int]) -> tuple[int, int, int]:  # noqa: ANN001
+    """The launch's grid; a persistent launch's (the Wg kernels': grid[0] is its tiles) on at most one block per
+    SM, each block running every gridDim.x-th tile."""
+    if not launch.persistent:
+        return launch.grid
+    return (min(launch.grid[0], limits["sms"]), *launch.grid[1:])
 
 
 def _checked(kernel, launch, limits: dict[str, int]):  # noqa: ANN001, ANN202
@@ -192,6 +254,11 @@ def _checked(kernel, launch, limits: dict[str, int]):  # noqa: ANN001, ANN202
     if smem > limits["smem"]:
         raise CudaError(f"{launch.kernel}: {smem} bytes of shared memory per block, above the device's "
                         f"{limits['smem']}")
+    if launch.shared:  # dynamic shared memory past 48 KiB: allowed by the kernel's attribute, up to the opt-in
+        if smem + launch.shared > limits["smem_optin"]:
+            raise CudaError(f"{launch.kernel}: {smem + launch.shared} bytes of shared memory per block, above the "
+                            f"{limits['smem_optin']} a block of this device may take")
+        kernel.max_dynamic_shared_size_bytes = launch.shared
     return kernel
 
 
@@ -200,15 +267,23 @@ def run(program: Program, build_dir: str = "build") -> None:
     Prepared(program, build_dir)()
 
 
-def _kernel_args(args: tuple) -> tuple:
+def _kernel_args(args: tuple, keep: list) -> tuple:
     """CuPy's launcher takes arrays and NumPy scalars (never Python numbers: an int would go as 8 bytes, a float
     as a double); sb::Products (a NumPy structured array) goes as a CPointer to its bytes, which the driver
-    copies into the kernel's parameter space at the launch (the array lives as long as the Launch)."""
+    copies into the kernel's parameter space at the launch (the array lives as long as the Launch); a tensor map
+    (TensorMapArg) is encoded by the driver and goes the same way, its bytes kept in ``keep``."""
     import numpy as np
 
     from cupy.cuda.function import CPointer
 
-    return tuple(CPointer(a.ctypes.data) if isinstance(a, np.ndarray) and a.dtype.names else a for a in args)
+    out = []
+    for a in args:
+        if isinstance(a, TensorMapArg):
+            keep.append(encode_tensor_map(a))
+            out.append(CPointer(keep[-1].ctypes.data))
+        else:
+            out.append(CPointer(a.ctypes.data) if isinstance(a, np.ndarray) and a.dtype.names else a)
+    return tuple(out)
 
 
 @lru_cache(maxsize=None)

@@ -17,6 +17,7 @@ BYTE_RATE = 2e12  # modelled bytes/s of a memory-bound kernel
 QUEUE_CAPACITY = 32  # operations pending behind an unreleased blocking kernel (nvbench: about 32 launches)
 MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA Programming Guide, "Compute Capabilities"
 MAX_BLOCK, MAX_BLOCK_THREADS, MAX_SHARED = (1024, 1024, 64), 1024, 48 << 10
+MAX_SHARED_OPTIN = 227 << 10  # what a block of sm_90 may take with the kernel's attribute (the same Guide's table)
 
 # CUDA runtime errors the device raises (cudaError_t)
 ERR_ALLOCATION, ERR_INVALID_VALUE, ERR_INVALID_HANDLE, ERR_NOT_READY = 2, 1, 400, 600
@@ -97,6 +98,7 @@ class CpuDevice:
         self.pending: list[_Op] = []
         self.capture: _Capture | None = None
         self.buffers: dict[int, np.ndarray] = {}  # runtime.malloc / hostAlloc: address -> host bytes
+        self.pooled: dict[int, np.ndarray] = {}  # the memory pool's live allocations: address -> host bytes
         self.host_mapped: set[int] = set()
         self.allocator = None  # cupy.cuda.using_allocator
         self.launches: list[tuple[str, tuple, tuple]] = []  # every kernel launched (name, grid, block)
@@ -114,6 +116,12 @@ class CpuDevice:
 
         self.null = Stream(null=True, _device=self)
         self.current: list[Stream] = [self.null]
+
+    def allocated(self, address: int, nbytes: int) -> bool:
+        """Whether [address, address + nbytes) lies in one live allocation: the runtime's (cudaMalloc, mapped
+        host memory) or the memory pool's (CuPy's arrays)."""
+        return any(base <= address and address + nbytes <= base + host.nbytes
+                   for buffers in (self.buffers, self.pooled) for base, host in buffers.items())
 
     def mapped(self, address: int, nbytes: int) -> bool:
         """Whether [address, address + nbytes) lies in mapped host memory (hostAlloc with hostAllocMapped)."""
@@ -214,10 +222,12 @@ class CpuDevice:
             raise cupy.cuda.memory.OutOfMemoryError(nbytes, self.used)
         self.used += nbytes
         ptr, host = self.new_address(nbytes)
-        return _Memory(ptr, nbytes, lambda: self._release(nbytes), host), host
+        self.pooled[ptr] = host
+        return _Memory(ptr, nbytes, lambda: self._release(ptr, nbytes), host), host
 
-    def _release(self, nbytes: int) -> None:
+    def _release(self, ptr: int, nbytes: int) -> None:
         self.used -= nbytes
+        self.pooled.pop(ptr, None)
 
 
 _DEVICE: CpuDevice | None = None

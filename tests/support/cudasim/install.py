@@ -11,6 +11,7 @@ from .arrays import (
 )
 from .core import CpuDevice, QUEUE_CAPACITY, device
 from .cublas import CublasLibrary, CublasWrapper
+from .driver import DriverLibrary
 from .runtime import CudaDevice, RawModule, _Runtime
 from .streams import Event, Stream, get_elapsed_time
 
@@ -50,6 +51,9 @@ def install(monkeypatch, **options: object) -> CpuDevice:  # noqa: ANN001 - pyte
     monkeypatch.setitem(vars(cupy_backends.cuda.libs), "cublas", CublasWrapper)  # its __getattr__ would load it
     library = CublasLibrary()
     monkeypatch.setattr(array_ops, "cublas_library", lambda: library)
+    driver = DriverLibrary()
+    monkeypatch.setattr(fused_cuda, "driver_library", lambda: driver)
+    dev.driver = driver
     fused_cuda.clear_caches()  # modules and streams of an earlier device (the fixture clears them after, too)
     array_ops.clear_caches()
     return dev

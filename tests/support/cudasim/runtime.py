@@ -13,7 +13,7 @@ import numpy as np
 from .arrays import DeviceArray
 from .core import (
     CudaFault, ERR_ALLOCATION, ERR_ILLEGAL_ADDRESS, ERR_INVALID_VALUE, ERR_MISALIGNED_ADDRESS, LAUNCH_S, LaunchError,
-    MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID, MAX_SHARED, _Op, _driver_error, _runtime_error, device,
+    MAX_BLOCK, MAX_BLOCK_THREADS, MAX_GRID, MAX_SHARED, MAX_SHARED_OPTIN, _Op, _driver_error, _runtime_error, device,
 )
 from .streams import Stream
 
@@ -38,7 +38,8 @@ class _Runtime:
         cc = dev.compute_capability
         return {"name": b"CPU device (strassenbench tests)", "l2CacheSize": dev.l2_bytes, "major": int(cc[:-1]),
                 "minor": int(cc[-1]), "multiProcessorCount": 2, "memoryBusWidth": 64, "totalGlobalMem": dev.capacity,
-                "clockRate": 1_000_000, "maxThreadsPerBlock": MAX_BLOCK_THREADS, "sharedMemPerBlock": MAX_SHARED}
+                "clockRate": 1_000_000, "maxThreadsPerBlock": MAX_BLOCK_THREADS, "sharedMemPerBlock": MAX_SHARED,
+                "sharedMemPerBlockOptin": MAX_SHARED_OPTIN}
 
     @staticmethod
     def deviceGetPCIBusId(index: int) -> str:
@@ -127,7 +128,7 @@ class CudaDevice:
 
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^)]*)\)\s*(?:\.maxntid\s+(\d+),\s*(\d+),\s*(\d+))?", re.S)
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(u64|s64|u32|s32|f32|f64|b8)\b(?:[^\[,]*\[(\d+)\])?")
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(u64|s64|u32|s32|f32|f64|b8)\b(?:[^\[,]*\[(\d+)\])?")
 _SHARED = re.compile(r"Function (\w+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:(\d+)")
 _WIDTH = {"u64": 8, "s64": 8, "u32": 4, "s32": 4, "f32": 4, "f64": 8}
 _CTYPES = {"u64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32, "s32": ctypes.c_int32,
@@ -137,11 +138,13 @@ _CTYPES = {"u64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32
 @dataclass(frozen=True)
 class KernelInfo:
     """What the driver knows of a kernel: its parameters (PTX type, bytes), its ``.maxntid`` (threads per block
-    it was built for, 1,024 when unset) and its static shared memory per block (bytes)."""
+    it was built for, 1,024 when unset), its static shared memory per block (bytes) and which parameters are
+    64-byte aligned aggregates (tensor maps: the emulator's entries take them by address, kernels/instances.cuh)."""
 
     params: tuple[tuple[str, int], ...]
     max_threads: int
     shared_bytes: int
+    by_address: tuple[bool, ...] = ()
 
 
 @lru_cache(maxsize=None)
@@ -156,10 +159,11 @@ def ptx_signatures(path: str) -> dict[str, KernelInfo]:
     shared = {name: int(size) for name, size in _SHARED.findall(dump("-res-usage"))}
     out = {}
     for name, params, *maxntid in _ENTRY.findall(dump("-ptx")):
-        out[name] = KernelInfo(tuple((kind, int(count) if kind == "b8" else _WIDTH[kind])
-                                     for kind, count in _PARAM.findall(params)),
+        found = _PARAM.findall(params)
+        out[name] = KernelInfo(tuple((kind, int(count) if kind == "b8" else _WIDTH[kind]) for _, kind, count in found),
                                int(np.prod([int(x) for x in maxntid])) if maxntid[0] else MAX_BLOCK_THREADS,
-                               shared.get(name, 0))
+                               shared.get(name, 0), tuple(kind == "b8" and int(align or 1) >= 64
+                                                          for align, kind, _ in found))
     if not out:
         raise RuntimeError(f"no PTX entry in {path}")
     return out
@@ -203,6 +207,19 @@ class RawKernel:
         self.name, self.params, self.info = name, info.params, info
         self.max_threads_per_block = info.max_threads
         self.shared_size_bytes = info.shared_bytes
+        self._dynamic = MAX_SHARED - info.shared_bytes  # cudaFuncAttributeMaxDynamicSharedMemorySize's default
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self._dynamic
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        """cuFuncSetAttribute: CUDA_ERROR_INVALID_VALUE past what a block may opt in to, less the static."""
+        device().alive()
+        if value < 0 or value + self.info.shared_bytes > MAX_SHARED_OPTIN:
+            raise _driver_error(1)
+        self._dynamic = value
 
     def _parameters(self, args: tuple) -> list[bytes]:
         from cupy._core._scalar import CScalar
@@ -227,7 +244,7 @@ class RawKernel:
         if (any(g < 1 or g > most for g, most in zip(grid, MAX_GRID)) or any(b < 1 or b > most for b, most in
                                                                                zip(block, MAX_BLOCK))
                 or threads > min(MAX_BLOCK_THREADS, self.info.max_threads)
-                or self.info.shared_bytes + shared_mem > MAX_SHARED):
+                or shared_mem > self._dynamic):  # the kernel's attribute bounds its dynamic shared memory
             raise _driver_error(1)
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, stream: Stream | None = None):
@@ -252,8 +269,13 @@ class RawKernel:
                 if not device().mapped(address, 4):
                     raise CudaFault(ERR_ILLEGAL_ADDRESS, f"{self.name} read address {address:#x}: not mapped")
         fn = emu.entry(self.name)
-        types, converted = [], []
-        for (kind, width), raw in zip(self.params, values):
+        types, converted, kept = [], [], []
+        for (kind, width), raw, by_address in zip(self.params, values, self.info.by_address or [False] * len(values)):
+            if by_address:  # a tensor map: the parameter's copy, passed by its address
+                kept.append(ctypes.create_string_buffer(raw, width))
+                types.append(ctypes.c_void_p)
+                converted.append(ctypes.cast(kept[-1], ctypes.c_void_p))
+                continue
             ctype = emu._struct(width) if kind == "b8" else _CTYPES[kind]
             types.append(ctype)
             converted.append(ctype.from_buffer_copy(raw))
