@@ -350,13 +350,15 @@ IMPLS: dict[str, Impl] = {
         # Beyond the paper, per tensor-core family (strassenbench.families): cuBLAS in the modes it has a compute
         # type for (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32), CUTLASS's kernel of the family
         # (strassenbench.fused.cutlass: its example 27's 3xTF32 SGEMM, its DMMA DGEMM; GPU only), and the fused
-        # GEMM, 1-level and 2-level in each mode.
+        # GEMM, 1-level and 2-level in each mode. The wgmma family's baselines are the TF32 family's (the same
+        # arithmetic): cuBLAS TF32 and CUTLASS's 3xTF32.
         *(impl for family in FAMILIES.values() if family.tensor for impl in (
             *(Impl(f"cublas-{mode.suffix}", f"cuBLAS {mode.label}", ("cuda", "numpy"), 0, "blas",
                    dtypes=mode.dtypes, mode=mode.name)
-              for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas),
-            Impl(f"cutlass-{MODES[_cutlass_mode(family)].suffix}", f"CUTLASS {MODES[_cutlass_mode(family)].label}",
-                 ("cuda",), 0, "cutlass", dtypes=MODES[_cutlass_mode(family)].dtypes, mode=_cutlass_mode(family)),
+              for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas and family.baselines),
+            *(Impl(f"cutlass-{MODES[_cutlass_mode(family)].suffix}", f"CUTLASS {MODES[_cutlass_mode(family)].label}",
+                   ("cuda",), 0, "cutlass", dtypes=MODES[_cutlass_mode(family)].dtypes, mode=_cutlass_mode(family))
+              for _ in range(family.baselines)),
             *(_tensor_impl(name, label, levels, MODES[mode]) for mode in family.modes
               for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1),
                                           ("strassen2", "2-level", 2))))),

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .families import MODES as TF32_MODES, TF32, tensor_modes
+from .families import MODES as TF32_MODES
 
 __all__ = ["round_tf32", "split_3xtf32", "round_toward_zero", "mma_m16n8k8", "fragments", "matmul"]
 
-MODES = tensor_modes(TF32)  # the TF32 family's modes (strassenbench.families)
+# The modes on TF32 tensor cores (strassenbench.families): mma.sync's and wgmma's, the same arithmetic (the wgmma
+# kernels' k-steps are mma's: 8 products summed exactly, then truncated; kernels/emu/cuda_emu.hpp tf32_dot8).
+MODES = tuple(mode.name for mode in TF32_MODES.values() if mode.tf32)
 
 _EXPONENT = np.uint32(0x7F800000)
 _HALF = np.uint32(0x1000)      # half a unit in TF32's last place (bit 12)

@@ -81,15 +81,18 @@ def float32_sm90_build(tmp_path_factory: pytest.TempPathFactory, sim_build: str)
 @pytest.fixture(scope="session")
 def sim_build(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The kernels the CPU device loads (tests/support/cudasim/): a real sm_90 build, Small strategy, every default
-    kernel in both dtypes and the presum scheme's (`build --presum`), the tensor-core TcSmall in both modes and the
-    FP64 tensor-core DmmaSmall (seconds: the small tiles compile fast)."""
+    kernel in both dtypes and the presum scheme's (`build --presum`), the tensor-core TcSmall in both modes, the
+    FP64 tensor-core DmmaSmall (seconds: the small tiles compile fast) and wgmma's WgLarge (sm_90a) for the GEMM
+    and 1-level Strassen."""
     from strassenbench.fused.build import build
 
-    from strassenbench.fused.instances import presum_counts
+    from strassenbench.fused.instances import plan_counts, presum_counts
 
     with shared_folder(tmp_path_factory, "sim-build") as out:
-        # the presum kernels first: resources.csv is the last build's, the kernel index every unit's
+        # the presum and wgmma kernels first: resources.csv is the last build's, the kernel index every unit's
         build(["sm_90"], out, strategies=("Small",), counts=presum_counts("strassen", 2), cutlass=False)
+        build(["sm_90"], out, strategies=("WgLarge",), counts=plan_counts("strassen", 0) + plan_counts("strassen", 1),
+              cutlass=False)
         build(["sm_90"], out, strategies=("Small", "TcSmall", "DmmaSmall"), cutlass=False)
     return str(out)
 

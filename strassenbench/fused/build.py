@@ -236,6 +236,8 @@ def _jobs(archs: list[str], selected: list[Instance], progress) -> list[tuple[st
         return inst.family.builds_for(arch)
 
     def needs(family) -> str:  # noqa: ANN001
+        if family.max_arch == family.min_arch:
+            return f"sm_{family.min_arch} only"
         return f"sm_{family.min_arch}" + (f" to sm_{family.max_arch}" if family.max_arch else " or later")
 
     for arch in archs:

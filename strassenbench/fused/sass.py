@@ -40,10 +40,11 @@ MAINLOOP_COLUMNS = [
 ]
 # The math instructions a main loop is found by: the SIMT kernels' FFMA and DFMA, the tensor-core kernels' HMMA
 # (mma.sync with TF32 inputs is HMMA.1684.F32.TF32 or HMMA.1688.F32.TF32) and DMMA (mma.sync.m8n8k4 with f64 is
-# DMMA.884; sm_90's m16n8k16 is DMMA.16x8x16). loop_hmma counts both kinds of tensor-core mma, and
-# loop_mma_macs their multiply-adds (m n k of each instruction's shape), which instructions of different shapes
-# compare by.
-MMA = ("HMMA", "DMMA")
+# DMMA.884; sm_90's m16n8k16 is DMMA.16x8x16) and the Wg kernels' wgmma (HGMMA.64x128x8.F32.TF32, which each
+# warp of the warpgroup issues). loop_hmma counts every kind of tensor-core mma, and loop_mma_macs their
+# multiply-adds (m n k of each instruction's shape; a warp's quarter of a wgmma's), which instructions of
+# different shapes compare by.
+MMA = ("HMMA", "DMMA", "HGMMA")
 _MMA_SHAPES = {"884": (8, 8, 4), "1684": (16, 8, 4), "1688": (16, 8, 8), "16816": (16, 8, 16)}
 MATH = ("FFMA", "DFMA", *MMA)
 # Instructions that use the floating-point pipe of their dtype (the products' FFMA, the operand sums'); the
@@ -163,10 +164,13 @@ def _load_use_distance(body: list[Instruction]) -> int | None:
 
 def mma_macs(opcode: str) -> int | None:
     """The multiply-adds of one warp's tensor-core mma of this opcode: m n k of its shape (HMMA.1688.F32.TF32:
-    16 x 8 x 8; DMMA.884; DMMA.16x8x16); None for a shape this module does not know."""
+    16 x 8 x 8; DMMA.884; DMMA.16x8x16), a quarter of a wgmma's (HGMMA.64x128x8.F32.TF32, one instruction in
+    each warp of the warpgroup); None for a shape this module does not know."""
     shape = opcode.split(".")[1] if "." in opcode else ""
     parts = shape.split("x") if "x" in shape else [str(d) for d in _MMA_SHAPES.get(shape, ())]
-    return math.prod(map(int, parts)) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return math.prod(map(int, parts)) // (4 if opcode.startswith("HGMMA") else 1)  # wgmma: 4 warps issue it
 
 
 def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int | None]:

@@ -61,9 +61,11 @@ class GPUSpec:
 
     def tau_tensor(self, mode: str) -> float:
         """The tensor cores' rate of the mode's useful flops: the TF32 rate of mma.sync (tf32_mma_sync_flops), a
-        third of it for 3xTF32 (three products per product), the FP64 tensor peak for dmma; 0 without such tensor
-        cores."""
+        third of it for 3xTF32 (three products per product), the FP64 tensor peak for dmma, wgmma's the dense TF32
+        peak; 0 without such tensor cores (or wgmma off sm_90)."""
         run = MODES[mode]  # the family's peak (Family.peak), per product of the mode (Mode.products)
+        if not run.kernel_family.builds_for(self.arch):  # wgmma: sm_90a's only
+            return 0.0
         return getattr(self, run.kernel_family.peak, 0.0) / run.products
 
     @property

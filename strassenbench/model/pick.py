@@ -103,7 +103,7 @@ def candidates(dtype: str, arch: str) -> list[str]:
         names += [f"{alg}x{levels}" for levels in (1, 2) if plan_fits(alg, levels)]
         names += [f"{alg}+strassen"] if alg != "winograd" and plan_fits(f"{alg}+strassen", 2) else []
     for family in FAMILIES.values():  # the tensor-core families in the dtype they compute, where the GPU has them
-        if family.tensor and dtype == family.computes and int(arch.removeprefix("sm_")) >= family.min_arch:
+        if family.tensor and dtype == family.computes and family.builds_for(arch):
             names += family_impls(family.name)
             names += [f"{alg}x1-{MODES[mode].suffix}" for mode in family.modes for alg in catalogue
                       if plan_fits(alg, 1)]

@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..occupancy import blocks_per_sm
 from ..families import MODES, family_of
-from ..strategies import DmmaStrategy, TensorStrategy
+from ..strategies import DmmaStrategy, TensorStrategy, WgStrategy
 from .gpus import GPUSpec
 from .issue import BLOCK_SLICES, SUB_PARTITIONS, table_cache, per_table
 from .latency import load_latency_clocks, slice_chain_clocks
@@ -156,6 +156,10 @@ def tensor_active_blocks(spec: GPUSpec, s: TensorStrategy, w: tuple[int, int, in
     """(active blocks per SM, where from): the compiled kernel's (resources.csv), else registers counted from its
     accumulator and fragments (and for 3xTF32 the staged accumulation's 4-register sum per mma tile: about 210
     for the 256 threads of the TF32 family's largest tile, one block per SM) and the tiles' shared memory."""
+    if isinstance(s, WgStrategy):
+        from .wgmma import wg_active_blocks
+
+        return wg_active_blocks(spec, s, mode)
     rows = _rows(resources, spec.arch, s, w, mode)
     if len(rows):
         return int(rows["blocks_per_sm"].iloc[0]), "resources.csv"
@@ -179,14 +183,23 @@ def tensor_kernel_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple
 def tensor_figures(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], mode: str,
                    resources: pd.DataFrame | None = None) -> tuple[int, float, float]:
     """What tensor_load reads of the kernel: (active blocks per SM, instructions per warp and slice, the loads'
-    load-use distance)."""
+    load-use distance); a Wg kernel's from strassenbench.model.wgmma."""
+    if isinstance(s, WgStrategy):
+        from .wgmma import wg_figures
+
+        return wg_figures(spec, s, w, mode, resources)
     active, _ = tensor_active_blocks(spec, s, w, mode, resources)
     return (active, *_slice_loop(spec.arch, s, w, mode, resources))
 
 
 def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
                 mode: str, active: int, per_slice: float, load_use: float) -> Load | None:
-    """tensor_kernel_load with the kernel's figures given (tensor_figures)."""
+    """tensor_kernel_load with the kernel's figures given (tensor_figures); a Wg kernel's by
+    strassenbench.model.wgmma."""
+    if isinstance(s, WgStrategy):
+        from .wgmma import wg_load
+
+        return wg_load(spec, s, w, m, k, n, mode, active, per_slice, load_use)
     if active < 1 or spec.tau_tensor(mode) <= 0:
         return None
     parts, kk, itemsize = MODES[mode].parts, math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.cudasim
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_IMPLS = ["gemm", "strassen1", "strassen2-direct", "strassen2-hybrid", "cublas", "strassen1-ref", "strassen2-ref",
-              "cublas-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen2-3xtf32", "strassen1-dmma"]
+              "cublas-tf32", "gemm-3xtf32", "strassen1-tf32", "strassen2-3xtf32", "strassen1-dmma", "gemm-tf32-wgmma",
+              "strassen1-3xtf32-wgmma"]
 SHAPE = (37, 29, 41)  # m, k, n: odd, every level pads
 
 

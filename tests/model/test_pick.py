@@ -174,7 +174,8 @@ def test_winners_figure_and_table_leave_out_what_a_gpu_cannot_run(tmp_path: Path
                  "--out", str(out)]) == 0
     winners = read_model(out, WINNERS)
     assert set(winners[winners["key"] == "V100"]["precision"]) == {"simt"}
-    assert set(winners[winners["key"] == "H100"]["precision"]) == {"simt", "3xtf32", "1xtf32"}
+    # the H100 has every mode, wgmma's too (sm_90a); the V100 no tensor-core mode of float32
+    assert set(winners[winners["key"] == "H100"]["precision"]) == {"simt", "3xtf32", "1xtf32", "wg3xtf32", "wg1xtf32"}
     simt = winners["precision"] == "simt"
     assert (winners[simt]["speedup_vs_cublas"] >= 1 - 1e-9).all()  # cuBLAS is a candidate of the float32 rank
     # TcTallAsync's GEMM (two blocks per SM, its copies two slices ahead: strassenbench.model.latency) is bound by
@@ -258,7 +259,8 @@ def test_the_winners_are_ranks_firsts_without_ranking_everything(gpu: str, sweep
     want = {mode: first for mode in WINNER_MODES
             if (first := next((c for c in ranked if get_impl(c.impl).mode == mode), None)) is not None}
     found, cublas = firsts(SPECS[gpu], m, k, n, "float32", resources, scheme)
-    assert found == want and set(found) == {"simt", "1xtf32", "3xtf32"}
+    wgmma = {"wg1xtf32", "wg3xtf32"} if SPECS[gpu].arch == "sm_90" else set()  # wgmma: sm_90a's only
+    assert found == want and set(found) == {"simt", "1xtf32", "3xtf32", *wgmma}
     assert cublas == next(c.seconds for c in ranked if c.impl == "cublas")
     bounds = {c.impl: lower_bound(SPECS[gpu], c.impl, m, k, n, "float32") for c in ranked}
     assert all(bounds[c.impl] <= c.seconds for c in ranked)

@@ -1,0 +1,199 @@
+"""The wgmma family (kernels/wgmma_primitive.cuh, sm_90a; the WgLarge strategy): its record and strategy, its
+kernels exact on integers through the emulator at 0, 1 and 2 levels (TMA and scalar loads, persistent blocks
+running several tiles, plain and atomic write-back), its launches' tensor maps and dynamic shared memory, planted
+mistakes in its pipeline that the emulator catches, and the machine code nvcc makes of it (HGMMA, TMA, setmaxnreg,
+no spills)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strassenbench.engines import ENGINES
+from strassenbench.families import FAMILIES, MODES, WGMMA
+from strassenbench.fused.emu import PERSISTENT_BLOCKS
+from strassenbench.fused.instances import instances, kernels_dir
+from strassenbench.fused.launch import TensorMapArg, plan_launches, tma_able
+from strassenbench.fused.sass import mainloop_metrics, parse_sass
+from strassenbench.plan import make_plan
+from strassenbench.strategies import WG_SHARED_BYTES, WG_STRATEGIES
+
+WG = "WgLarge"
+WG_MODES = ("wg1xtf32", "wg3xtf32")
+
+
+def test_the_family_record_and_its_strategy() -> None:
+    """WgLarge: a loader and two consumer warpgroups on a 128 x 128 x 32 tile; the raw stages that fit beside the
+    operand stages in 227 KiB (4 for 1xTF32, 3 for 3xTF32's two parts); the family builds for sm_90 only, its
+    units for sm_90a."""
+    s = WG_STRATEGIES[WG]
+    assert (s.m_S, s.n_S, s.k_S, s.consumers, s.threads, s.op_stages) == (128, 128, 32, 2, 384, 2)
+    assert (s.raw_stages(1), s.raw_stages(2)) == (4, 3)
+    assert s.smem_bytes(parts=1) == 2 * 32768 + 4 * 32768 + 1024 <= WG_SHARED_BYTES
+    assert s.smem_bytes(parts=2) == 2 * 65536 + 3 * 32768 + 1024 <= WG_SHARED_BYTES
+    family = FAMILIES[WGMMA]
+    assert family.modes == WG_MODES and all(MODES[m].tf32 for m in WG_MODES)
+    assert [family.builds_for(a) for a in ("sm_80", "sm_90", "sm_100")] == [False, True, False]
+    assert family.target("sm_90") == "sm_90a"
+    with pytest.raises(ValueError, match="k_S = 32"):
+        type(s)("Bad", 128, 128, 16)
+
+
+def _operands(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Integers in [-100, 100]: exact in TF32 and in the 2-level operand sums; every product and sum of the shapes
+    below stays below 2^24, exact in float32."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(-100, 101, s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+
+
+# (m, k, n) per level: leading dimensions a multiple of 4 (TMA: the vector kernels) with several tiles a product
+# (more than the emulator's persistent blocks), and odd ones (the scalar kernels, every fringe).
+SHAPES = {0: [(260, 96, 264), (131, 67, 129)], 1: [(516, 72, 264), (129, 33, 131)], 2: [(516, 136, 520), (45, 40, 97)]}
+WG_CASES = [pytest.param(mode, scheme, levels, marks=[pytest.mark.slow] if (levels == 2 and (mode, scheme) != (
+    "wg3xtf32", "atomic")) or (levels == 1 and scheme == "sequential" and mode == "wg1xtf32") else [])
+    for levels in (0, 1, 2) for scheme in ("sequential", "atomic") for mode in WG_MODES
+    if levels or scheme == "sequential"]
+
+
+@pytest.mark.parametrize(("mode", "scheme", "levels"), WG_CASES)
+def test_wg_kernels_exact(mode: str, scheme: str, levels: int) -> None:
+    """Every variant of 0, 1 and 2 levels on WgLarge, with alpha and beta: exact, through TMA (the vector kernels)
+    and plain loads (the scalar ones), every launch persistent over more tiles than the emulator's blocks."""
+    loads = set()
+    for m, k, n in SHAPES[levels]:
+        A, B, C = _operands(m, k, n, seed=m + n)
+        plan = make_plan("strassen", levels, m, k, n)
+        program = plan_launches(plan, A, B, C, 2.0, -1.0, strategy=WG_STRATEGIES[WG], scheme=scheme, mode=mode)
+        wg = [launch for launch in program.launches if launch.instance]
+        loads |= {launch.instance.loads for launch in wg}
+        assert all(launch.persistent and launch.shared == launch.instance.shared_bytes for launch in wg)
+        if m > 256:
+            assert any(launch.grid[0] > PERSISTENT_BLOCKS for launch in wg)  # a block runs several tiles
+        got = C.copy()
+        ENGINES["emu"](plan, A, B, got, 2.0, -1.0, strategy=WG, scheme=scheme, mode=mode)
+        np.testing.assert_array_equal(got, 2.0 * (A.astype(np.float64) @ B) - C,
+                                      err_msg=f"{mode} {scheme} {levels} {(m, k, n)}")
+    assert loads == {"vector", "scalar"}
+
+
+def test_the_launch_maps_whole_operands_and_places_terms_in_them() -> None:
+    """A Wg launch of the TMA kernel carries tensor maps of the whole of A and B with the tile's boxes (k_S x m_S
+    of A, n_S x k_S of B); its terms are their blocks' places, row << 32 | column; an operand TMA cannot map (a
+    row not a multiple of 16 bytes, an address not 16-byte aligned) makes it the scalar kernel, with unused maps."""
+    A, B, C = _operands(256, 64, 256, seed=1)
+    plan = make_plan("strassen", 1, 256, 64, 256)
+    program = plan_launches(plan, A, B, C, 1.0, 0.0, strategy=WG_STRATEGIES[WG], scheme="atomic", mode="wg3xtf32")
+    launch = next(launch for launch in program.launches if launch.instance)  # after the scale kernel (beta = 0)
+    maps = [a for a in launch.args if isinstance(a, TensorMapArg)]
+    assert [m.array is x for m, x in zip(maps, (A, B))] == [True, True]
+    assert [m.box for m in maps] == [(32, 128), (128, 32)]
+    products = launch.args[-1]
+    step = next(s for s in plan.steps if s.primitive.name == launch.products[0])
+    view = step.a[-1][0]
+    assert products["address"][0, len(step.a) - 1] == (view.row << 32) | view.col
+    assert tma_able(A, 64) and not tma_able(A[:, 1:], 64) and not tma_able(A[:, :63], 63)
+    odd = plan_launches(make_plan("strassen", 1, 256, 63, 256), A[:, :63].copy(), B[:63].copy(), C, 1.0, 0.0,
+                        strategy=WG_STRATEGIES[WG], scheme="atomic", mode="wg1xtf32").launches[-1]
+    assert odd.instance.loads == "scalar"
+    assert [a.array for a in odd.args if isinstance(a, TensorMapArg)] == [None, None]
+
+
+# ------------------------------------------------------------------ planted mistakes
+_PRIMITIVE = "wgmma_primitive.cuh"
+PLANTS = {  # the mistake (the text, what replaces it) and the levels of the product it spoils
+    "the loader does not fence its operands for wgmma": (
+        "        fence_proxy_async();  // the operands", "        // (no fence)", 0),
+    "the loader reads a raw stage before it lands": (
+        "            mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);\n", "", 0),
+    "the operands are stored without the swizzle": (
+        "swizzle_128b(128u * r + 16u * c) / 4", "(128u * r + 16u * c) / 4", 0),
+    "the k-steps do not advance along the tile": (
+        "wgmma_desc(&s, a0 + 8 * ks, 16, 1024, 1)", "wgmma_desc(&s, a0, 16, 1024, 1)", 0),
+    "the consumers free a stage whose wgmma are in flight": (
+        "          wgmma_wait<1>();\n", "          wgmma_wait<2>();\n", 0),
+    "a term's sum forgets the terms before it": ("    if (j > 0) {\n      const Vec<float, 4> sum", "    if (j > 1) {\n"
+                                                 "      const Vec<float, 4> sum", 1),
+}
+
+_PLANT_RUN = """
+import sys
+import numpy as np
+from strassenbench.engines import ENGINES
+from strassenbench.fused.emu import EmuFault
+from strassenbench.plan import make_plan
+levels = int(sys.argv[1])
+rng = np.random.default_rng(0)
+m, k, n = (260, 96, 264) if levels == 0 else (516, 136, 264)  # several tiles a block, several slices a tile
+A, B = (rng.integers(-100, 101, s).astype(np.float32) for s in ((m, k), (k, n)))
+got = np.zeros((m, n), np.float32)
+try:
+    ENGINES["emu"](make_plan("strassen", levels, m, k, n), A, B, got, 1.0, 0.0, strategy="WgLarge", mode="wg1xtf32",
+                   scheme="atomic" if levels else "sequential")
+except EmuFault as fault:
+    print("fault:", fault)
+print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
+"""
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Path) -> None:
+    """The kernel sources with one mistake in the Wg pipeline ($STRASSENBENCH_KERNELS): a missing proxy fence or
+    raw-stage wait, the operands' swizzle or k-step dropped, a stage freed while its wgmma read it, a sum that
+    drops its first term: the result is wrong or the emulator faults. The unplanted sources, run alike, are
+    exact."""
+    old, new, levels = PLANTS[plant]
+    for planted in (False, True):
+        kernels = tmp_path / ("planted" if planted else "clean") / "kernels"
+        shutil.copytree(kernels_dir(), kernels)
+        source = kernels / _PRIMITIVE
+        text = source.read_text()
+        assert text.count(old) == 1, plant
+        if planted:
+            source.write_text(text.replace(old, new))
+        env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels), "STRASSENBENCH_CACHE": str(kernels.parent / "c")}
+        done = subprocess.run([sys.executable, "-c", _PLANT_RUN, str(levels)], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        if planted:
+            assert lines[-1] == "wrong" or any(line.startswith("fault:") for line in lines), (plant, lines)
+        else:
+            assert lines == ["exact"], lines
+
+
+# ------------------------------------------------------------------ machine code
+def test_the_wg_units_build_for_sm_90a_to_hgmma_and_tma_without_spills(tmp_path: Path) -> None:
+    """The GEMM's and a 1-level product's units of both modes, built for sm_90 (their units for sm_90a): no spill
+    and no stack; every kernel's main loop issues m64n128k8 HGMMA (4 a slice in 1xTF32, 12 in 3xTF32) and gives
+    registers to the consumers (setmaxnreg: the loader down to 104, the consumers up to 200); the TMA kernels load
+    with UTMALDG, the scalar ones do not. An sm_80 build leaves the family out."""
+    from strassenbench.fused.build import build
+    from strassenbench.fused.modules import BuildError
+    from strassenbench.fused.toolchain import find_tool
+
+    out = tmp_path / "build"
+    frame = build(["sm_90"], out, dtypes=("float32",), strategies=(WG,), counts=((1, 1, 1), (2, 2, 2)), cutlass=False)
+    assert len(frame) == len(instances(dtypes=("float32",), strategies=(WG,), counts=((1, 1, 1), (2, 2, 2))))
+    assert (frame[["spill_stores", "spill_loads", "stack_bytes"]] == 0).all().all()
+    for unit in sorted(out.glob("strassen_sm_90_wg*.cubin")):
+        sass = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(unit)], capture_output=True, text=True,
+                              check=True).stdout
+        for kernel, code in parse_sass(sass).items():
+            if not kernel.startswith("strassen_"):  # the helper kernels every module carries
+                continue
+            opcodes = [ins.opcode for ins in code]
+            parts = 2 if "wg3xtf32" in kernel else 1
+            assert mainloop_metrics(code)["loop_hmma"] == 4 * (1 if parts == 1 else 3), kernel
+            assert "HGMMA.64x128x8.F32.TF32" in opcodes, kernel
+            assert any(ins.opcode.startswith("USETMAXREG.DEALLOC") and "0x68" in ins.operands for ins in code)
+            assert any(ins.opcode.startswith("USETMAXREG.TRY_ALLOC") and "0xc8" in ins.operands for ins in code)
+            assert any(op.startswith("UTMALDG") for op in opcodes) == (not kernel.endswith("_scalar")), kernel
+    assert (frame["smem_bytes"] == 0).all()  # their tiles are the launch's dynamic shared memory
+    with pytest.raises(BuildError, match="need sm_90 only, not sm_80"):
+        build(["sm_80"], tmp_path / "b80", dtypes=("float32",), strategies=(WG,), counts=((1, 1, 1),), cutlass=False)
