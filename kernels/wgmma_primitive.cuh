@@ -269,7 +269,10 @@ struct WgKernel {
             mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);
           }
           accumulate(j, &s.raw[slot], s.op[op_slot], ops, at, slice * K_S, lt);
-          if constexpr (TMA) mbarrier_arrive(&s.raw_empty[slot]);
+          if constexpr (TMA) {  // the stage's plain reads ordered before TMA's next write into it (another proxy)
+            fence_proxy_async();
+            mbarrier_arrive(&s.raw_empty[slot]);
+          }
         }
         fence_proxy_async();  // the operands, visible to the consumers' wgmma (the async proxy)
         mbarrier_arrive(&s.op_full[op_slot]);
@@ -354,6 +357,11 @@ struct WgKernel {
                                              const WgGrid& grid, const float* a, const float* b, float* c,
                                              const TensorMap& map_a, const TensorMap& map_b, const Prods& products) {
     SB_DYNAMIC_SHARED(Shared, s);
+#if defined(__CUDACC__)
+    // The 128-byte swizzle's atoms and the descriptors' addresses assume the tiles 1024-byte aligned in the block's
+    // shared window (the emulator checks its own at every wgmma).
+    if (threadIdx.x == 0 && shared_address(&s) % 1024 != 0) fail("Wg tiles not 1024-byte aligned in shared memory");
+#endif
     const Operands ops{&products, a, b, c, lda, ldb, ldc};
     if (threadIdx.x == 0) {
       for (int i = 0; i < RAW_STAGES; ++i) {

@@ -356,9 +356,8 @@ IMPLS: dict[str, Impl] = {
             *(Impl(f"cublas-{mode.suffix}", f"cuBLAS {mode.label}", ("cuda", "numpy"), 0, "blas",
                    dtypes=mode.dtypes, mode=mode.name)
               for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas and family.baselines),
-            *(Impl(f"cutlass-{MODES[_cutlass_mode(family)].suffix}", f"CUTLASS {MODES[_cutlass_mode(family)].label}",
-                   ("cuda",), 0, "cutlass", dtypes=MODES[_cutlass_mode(family)].dtypes, mode=_cutlass_mode(family))
-              for _ in range(family.baselines)),
+            *(Impl(f"cutlass-{MODES[cut].suffix}", f"CUTLASS {MODES[cut].label}", ("cuda",), 0, "cutlass",
+                   dtypes=MODES[cut].dtypes, mode=cut) for cut in [_cutlass_mode(family)] * family.baselines),
             *(_tensor_impl(name, label, levels, MODES[mode]) for mode in family.modes
               for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1),
                                           ("strassen2", "2-level", 2))))),

@@ -31,7 +31,7 @@ from ..families import MODES
 from ..io import write_atomic
 from ..limits import LimitError
 from .instances import (PARAM_BYTES, Instance, helper_kernels, instances, kernel_counts, kernels_dir, max_batch,
-                        operand_counts, plan_counts, render)
+                        operand_counts, parse_instance, plan_counts, render)
 from .modules import (FLAGS, RESOURCE_COLUMNS, SASS_COLUMNS, SUPPORTED_ARCHS, BuildError, Props, blocks_row,
                       built_by, compile_module, parse_ptxas, sass_counts, toolchain_for, unit_digest, unit_fresh)
 from .sass import mainloop_metrics, opcode_counts, parse_sass
@@ -194,11 +194,22 @@ def _reread_spilling(arch: str, unit: str, rows: list[dict], by_name: dict[str, 
 def _arch_index(out: Path, arch: str, driver: tuple[int, int] | None) -> dict[str, str]:
     """Every kernel of the fresh units in ``out`` for arch (this build's and earlier ones), to its module."""
     index: dict[str, str] = {}
-    for unit_index in sorted(out.glob(f"strassen_{arch}_*.json")):
+    for unit_index in sorted(out.glob(f"strassen_{arch}_*.json"), key=lambda p: (not _retargeted(p), p.name)):
         unit = unit_index.stem
         if unit_fresh(out, unit, arch, driver):
             index.update(json.loads(unit_index.read_text()))
     return index
+
+
+def _retargeted(unit_index: Path) -> bool:
+    """Whether a unit was compiled for another target than its build's (sm_90a: the wgmma family). Such units go
+    first into the index, so that the helper kernels every module carries come from a plain unit where the build
+    has one: in an sm_90a module every kernel's static shared memory is padded to the Wg tiles' 1 KiB alignment."""
+    for kernel in json.loads(unit_index.read_text()):
+        inst = parse_instance(kernel)
+        if inst is not None:
+            return bool(inst.family.arch_suffix)
+    return False
 
 
 def check_counts(counts: tuple[tuple[int, int, int], ...] | None,

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .arch import BUILD_FOR_MAJOR, CudaError, build_arch
-from .launch import Program, TensorMapArg
+from .program import Program, TensorMapArg
 from .modules import built_by, toolchain_for, unit_fresh
 from .toolchain import ToolchainError
 

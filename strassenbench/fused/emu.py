@@ -33,7 +33,7 @@ from .. import env
 from ..families import MODES, SIMT
 from .instances import (BLOCK_KERNEL, Instance, default_level, instances, kernels_dir, operand_counts, parse_instance,
                         render, sources_digest)
-from .launch import Program, TensorMapArg
+from .program import Program, TensorMapArg
 from .toolchain import ToolchainError, first_error, run_tool
 
 __all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run",

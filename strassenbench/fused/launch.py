@@ -26,6 +26,9 @@ sb::Products (``products_dtype``): no device memory is allocated for parameters,
 the kernel's Z takes several launches, as do more block rows than a grid's y holds (MAX_GRID).
 
 beta is applied once: folded into the GEMM's epilogue, otherwise by a scale launch in a first stage.
+
+The wgmma family's launches (persistent, with tensor maps and dynamic shared memory) are strassenbench.fused.wg_launch's;
+what a launch and a program are, strassenbench.fused.program's.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from importlib import import_module
-from typing import Any
 
 import numpy as np
 
@@ -45,9 +47,12 @@ from ..algebra.levels import grid_dims
 from ..algebra.schedule import schedule
 from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, load_widths, max_batch, presum_kernel,
                         products_dtype, scale_kernel, write_width)
+from .program import Launch, Program, TensorMapArg, normalised
+from .wg_launch import tma_able, wg_launches
 
-__all__ = ["FusedError", "Launch", "Program", "TensorMapArg", "tma_able", "SCHEMES", "SCALE_BLOCK", "MAX_GRID", "plan_launches", "launch_program",
-           "param_bytes", "presum_bytes", "presum_formula", "presum_layout", "presum_sums", "PresumLayout"]
+__all__ = ["FusedError", "Launch", "Program", "TensorMapArg", "normalised", "tma_able", "SCHEMES", "SCALE_BLOCK",
+           "MAX_GRID", "plan_launches", "launch_program", "param_bytes", "presum_bytes", "presum_formula", "presum_layout",
+           "presum_sums", "PresumLayout"]
 
 # The largest grid, blocks in x, y and z (CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 # Specifications per Compute Capability": maximum x-, y- and z-dimension of a grid of thread blocks; the same
@@ -60,44 +65,6 @@ SCALE_MAX_GRID = 1024  # far below MAX_GRID's x: the scale kernel's grid-stride 
 
 class FusedError(ValueError):
     """A plan or option the fused kernels cannot run."""
-
-
-@dataclass(frozen=True)
-class TensorMapArg:
-    """A TMA tensor map kernel parameter (CUtensorMap, 128 bytes) of a whole row-major operand: boxes of
-    ``box`` = (columns, rows) elements, no swizzle, zeros outside the operand. Each engine encodes it for its
-    device: the cuda engine through the driver (cuTensorMapEncodeTiled), the emulator in its own encoding. None
-    for a scalar Wg kernel's, which it never reads (128 zero bytes)."""
-
-    array: Any  # NumPy (emulator) or CuPy (cuda) array; None: unused
-    box: tuple[int, int] = (0, 0)
-
-
-@dataclass(frozen=True)
-class Launch:
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    args: tuple[Any, ...]
-    products: tuple[str, ...] = ()  # the plan's product names this launch computes
-    instance: Instance | None = None  # the kernel instantiation (None for the scale kernel)
-    shared: int = 0  # dynamic shared memory per block, bytes (the Wg kernels')
-    persistent: bool = False  # grid[0] is the launch's tiles; an engine may launch fewer blocks (its SMs' worth)
-
-
-@dataclass(frozen=True)
-class Program:
-    stages: tuple[tuple[tuple[Launch, ...], ...], ...]  # stages -> streams -> launches
-    workspace: tuple[Any, ...] = ()  # arrays the launches address (the presum scheme's), held while it lives
-
-    @property
-    def launches(self) -> list[Launch]:
-        """Every launch in an order that respects the stages (how the single-stream emulator runs them)."""
-        return [launch for stage in self.stages for lane in stage for launch in lane]
-
-    @property
-    def num_streams(self) -> int:
-        return max((len(stage) for stage in self.stages), default=1)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -160,13 +127,6 @@ def _products(group: list[Step], bases: tuple[int, int, int], lds: tuple[int, in
     return buf
 
 
-def normalised(coeffs: list) -> list:
-    """An operand sum's coefficients as the kernel takes them: the first u_0 (the factor the kernel moves to the
-    write-back, tile_loader.cuh fold_scale), the others u_t / u_0 (the first term then enters the sum
-    unscaled). Exact: the catalogue's coefficients are powers of two up to sign."""
-    return [coeffs[0], *(Fraction(c) / Fraction(coeffs[0]) for c in coeffs[1:])]
-
-
 def _scheme_groups(plan: Plan, steps: tuple[Step, ...], scheme: str, streams: int) -> list[list[list[list[Step]]]]:
     """stages -> streams -> launches -> the steps each launch computes."""
     if scheme == "sequential":
@@ -211,7 +171,7 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     the grid's z) or its block rows exceed the grid's y (each launch then covers at most max_grid[1] block
     rows, _products). ``bk``: the k each product runs over (the plan's, or a splitk part's)."""
     if isinstance(strategy, WgStrategy):
-        return _wg_launches(group, A, B, C, lds, alpha, beta, strategy, write_mode, plan, mode, bk)
+        return wg_launches(group, A, B, C, lds, strategy, write_mode, plan, mode, alpha, beta, bk)
     dtype = np.dtype(C.dtype)
     bases = (_address(A), _address(B), _address(C))
     loads = "vector" if _vector_kernel(group, bases, lds, strategy, dtype, write_mode) else "scalar"
@@ -232,55 +192,6 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
                     dtype.type(beta), _products(part, bases, lds, dtype, inst, r0 * strategy.m_S))
             launches.append(Launch(inst.name, grid, (strategy.threads, 1, 1), args,
                                    tuple(s.primitive.name for s in part), inst))
-    return launches
-
-
-def tma_able(x, ld: int) -> bool:  # noqa: ANN001 - NumPy or CuPy array
-    """Whether a TMA tensor map can cover the operand ``x`` (leading dimension ``ld``): its address 16-byte
-    aligned, its rows a multiple of 16 bytes apart (cuTensorMapEncodeTiled's globalAddress and globalStrides)
-    and its extents nonzero."""
-    itemsize = x.dtype.itemsize
-    return _address(x) % 16 == 0 and (ld * itemsize) % 16 == 0 and ld * itemsize < 2**40 and min(x.shape) > 0
-
-
-def _wg_products(group: list[Step], inst: Instance) -> np.ndarray:
-    """sb::Products for a Wg launch: as _products, but each term's address field holds its block's place in
-    its operand, row << 32 | column (kernels/wgmma_primitive.cuh WgTerms), where TMA's boxes go."""
-    buf = np.zeros((), dtype=products_dtype("float32", sum(inst.counts), inst.batch))
-    for z, step in enumerate(group):
-        first = 0
-        for i, (side, width) in enumerate(zip((step.a, step.b, step.c), inst.counts)):
-            coeffs = normalised([c for _, c in side]) if i < 2 else [c for _, c in side]
-            for t, ((view, _), coeff) in enumerate(zip(side, coeffs), start=first):
-                buf["address"][z, t] = 0 if view.empty else (view.row << 32) | view.col
-                buf["rows"][z, t], buf["cols"][z, t] = view.rows, view.cols
-                buf["coeff"][z, t] = float(coeff)
-            first += width
-    return buf
-
-
-def _wg_launches(group: list[Step], A, B, C, lds, alpha, beta, strategy: WgStrategy, write_mode: str,  # noqa: ANN001
-                 plan: Plan, mode: str, bk: int) -> list[Launch]:
-    """The Wg kernels' launches of one group of products: a persistent grid over the tiles of at most a batch of
-    products (grid[0] the tiles; an engine launches at most its SMs' worth, Launch.persistent), TMA tensor maps
-    of A and B (the TMA kernel when both allow one, tma_able; else the scalar kernel) and the kernel's dynamic
-    shared memory."""
-    tma = tma_able(A, lds[0]) and tma_able(B, lds[1])
-    first = group[0]
-    inst = Instance(strategy, "float32", kernel_counts((len(first.a), len(first.b), len(first.c))), write_mode,
-                    "vector" if tma else "scalar", mode=mode)
-    bm, _, bn = plan.block
-    tiles_n, tiles_m = _ceil_div(bn, strategy.n_S), _ceil_div(bm, strategy.m_S)
-    maps = (TensorMapArg(A, (strategy.k_S, strategy.m_S)), TensorMapArg(B, (strategy.n_S, strategy.k_S))) if tma \
-        else (TensorMapArg(None), TensorMapArg(None))
-    launches = []
-    for start in range(0, len(group), inst.batch):
-        part = group[start: start + inst.batch]
-        args = (np.int32(lds[0]), np.int32(lds[1]), np.int32(lds[2]), np.int32(bk), np.float32(alpha),
-                np.float32(beta), np.int32(tiles_n), np.int32(tiles_m), np.int32(len(part)), A, B, C, *maps,
-                _wg_products(part, inst))
-        launches.append(Launch(inst.name, (tiles_n * tiles_m * len(part), 1, 1), (strategy.threads, 1, 1), args,
-                               tuple(s.primitive.name for s in part), inst, inst.shared_bytes, persistent=True))
     return launches
 
 
