@@ -54,7 +54,7 @@ class Family:
     max_arch: int | None = None  # the newest architecture its kernels build for (None: any from min_arch on)
     arch_suffix: str = ""  # what its units' target adds to the build's architecture: "a" (sm_90a) for wgmma
     head_bytes: int | None = None  # kernel parameters before sb::Products (None: 16 + two scalars of its dtype)
-    baselines: bool = True  # cuBLAS and CUTLASS in its modes (strassenbench.impls); wgmma's are mma.sync's modes'
+    own_cublas: bool = True  # cuBLAS in its modes (strassenbench.impls); wgmma's is the TF32 family's, the same
 
     @property
     def tensor(self) -> bool:
@@ -138,7 +138,7 @@ _FAMILIES = (
     Family(WGMMA, "TF32 tensor cores (wgmma)", "wgmma ", WG_STRATEGIES, {"emu": "WgLarge", "cuda": "WgLarge"},
            "WgLarge", "float32", 90, "wgmma_primitive.cuh", "SB_WG_INSTANCE",
            ("name", "threads", "m_S", "n_S", "k_S", "counts", "atomic", "batch", "vector", "parts", "raw_stages",
-            "op_stages", "smem"), "tf32_flops", 4, max_arch=90, arch_suffix="a", head_bytes=320, baselines=False),
+            "op_stages", "smem"), "tf32_flops", 4, max_arch=90, arch_suffix="a", head_bytes=320, own_cublas=False),
 )
 
 # Ordered as the kernels, implementations and tables list them: SIMT, 1xTF32, 3xTF32, DMMA, then wgmma's 1xTF32

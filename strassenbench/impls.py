@@ -26,6 +26,7 @@ import numpy as np
 from .algebra.algorithm import AlgorithmError
 from .algebra.levels import check_levels, spec_levels
 from .engines import ENGINES, FUSED_ENGINES
+from .fused.cutlass import BASELINES, baseline_impl
 from .fused.launch import param_bytes, presum_bytes, presum_formula
 from .gemm import check_operands
 from .inject import planted
@@ -320,11 +321,6 @@ def _tensor_impl(name: str, label: str, levels: int, mode: Mode) -> Impl:
                 options, partial(_fused_bytes, levels), "0", dtypes=mode.dtypes, mode=mode.name)
 
 
-def _cutlass_mode(family: Family) -> str:
-    """The mode of a family's CUTLASS baseline: its most accurate (3xTF32 for the TF32 family)."""
-    return min(family.modes, key=lambda m: MODES[m].unit_roundoff or 0.0)
-
-
 IMPLS: dict[str, Impl] = {
     impl.name: impl
     for impl in (
@@ -349,15 +345,15 @@ IMPLS: dict[str, Impl] = {
              _hybrid_bytes, "(mk + kn + mn)/4"),
         # Beyond the paper, per tensor-core family (strassenbench.families): cuBLAS in the modes it has a compute
         # type for (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: 1xTF32), CUTLASS's kernel of the family
-        # (strassenbench.fused.cutlass: its example 27's 3xTF32 SGEMM, its DMMA DGEMM; GPU only), and the fused
-        # GEMM, 1-level and 2-level in each mode. The wgmma family's baselines are the TF32 family's (the same
-        # arithmetic): cuBLAS TF32 and CUTLASS's 3xTF32.
+        # (strassenbench.fused.cutlass: its example 27's 3xTF32 SGEMM, its DMMA DGEMM, wgmma's sm_90 TF32 GEMM
+        # cutlass-tf32-sm90; GPU only), and the fused GEMM, 1-level and 2-level in each mode. wgmma's cuBLAS is the
+        # TF32 family's (the same arithmetic: Family.own_cublas).
         *(impl for family in FAMILIES.values() if family.tensor for impl in (
             *(Impl(f"cublas-{mode.suffix}", f"cuBLAS {mode.label}", ("cuda", "numpy"), 0, "blas",
                    dtypes=mode.dtypes, mode=mode.name)
-              for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas and family.baselines),
-            *(Impl(f"cutlass-{MODES[cut].suffix}", f"CUTLASS {MODES[cut].label}", ("cuda",), 0, "cutlass",
-                   dtypes=MODES[cut].dtypes, mode=cut) for cut in [_cutlass_mode(family)] * family.baselines),
+              for mode in map(MODES.get, family.modes) if mode.blas != MODES[SIMT].blas and family.own_cublas),
+            *(Impl(baseline_impl(mode), f"CUTLASS {MODES[mode].label}", ("cuda",), 0, "cutlass",
+                   dtypes=MODES[mode].dtypes, mode=mode) for mode in family.modes if mode in BASELINES),
             *(_tensor_impl(name, label, levels, MODES[mode]) for mode in family.modes
               for name, label, levels in (("gemm", "GEMM", 0), ("strassen1", "1-level", 1),
                                           ("strassen2", "2-level", 2))))),

@@ -290,7 +290,7 @@ def _baselines(archs: list[str], out: Path, chosen: dict[str, Toolchain], force:
 
     frames = []
     for (mode, spec), arch in ((item, arch) for item in baseline.BASELINES.items() for arch in archs):
-        if not (wanted[mode] or (asked and not MODES[mode].tensor)) or int(arch.removeprefix("sm_")) < spec.min_arch:
+        if not (wanted[mode] or (asked and not MODES[mode].tensor)) or not spec.builds_for(arch):
             continue
         built = baseline.build_baseline(arch, out, chosen[arch], force, spec)
         what = f"{arch} CUTLASS baseline{' ' + mode if MODES[mode].tensor else ''}"

@@ -1,6 +1,6 @@
 """The CUTLASS baselines: CUTLASS 4.2's SIMT SGEMM in the paper's configuration and, beyond the paper, its 3xTF32
-tensor-core SGEMM in its example-27 configuration and its FP64 tensor-op DGEMM in its default sm_80 one
-(kernels/baseline/), built with the nvcc of the toolchain the
+tensor-core SGEMM in its example-27 configuration, its FP64 tensor-op DGEMM in its default sm_80 one and its
+sm_90 TMA warp-specialized TF32 GEMM (sm_90a; kernels/baseline/), built with the nvcc of the toolchain the
 fused kernels use from the nvidia-cutlass package's headers (and CCCL's, from nvidia-cuda-cccl or the CUDA
 toolkit). They need nvcc: with the NVRTC toolchain (the cu12 extra) there is no baseline, and build says so.
 
@@ -31,7 +31,7 @@ from .instances import kernels_dir, sources_digest
 from .sass import mainloop_metrics, opcode_counts, parse_sass
 from .toolchain import Toolchain, ToolchainError, first_error, run_tool
 
-__all__ = ["Baseline", "BASELINES", "KERNEL", "SOURCE", "include_dirs", "build_baseline", "sgemm"]
+__all__ = ["Baseline", "BASELINES", "KERNEL", "SOURCE", "include_dirs", "build_baseline", "baseline_impl", "sgemm"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,12 @@ class Baseline:
     threads: int
     min_arch: int  # the oldest architecture it compiles for
     dtype: str = "float32"
+    max_arch: int | None = None  # the newest (None: any from min_arch on)
+    arch_suffix: str = ""  # what its target adds to the build's architecture: "a" (sm_90a) for wgmma
+
+    def builds_for(self, arch: str) -> bool:
+        number = int(arch.removeprefix("sm_"))
+        return number >= self.min_arch and (self.max_arch is None or number <= self.max_arch)
 
 
 BASELINES = {baseline.mode: baseline for baseline in (
@@ -55,7 +61,11 @@ BASELINES = {baseline.mode: baseline for baseline in (
              "128x64x16", "3xtf32", 128, 80),
     Baseline("cutlass_tensorop_d884gemm_128x128x16_32x64x16_3stage", Path("baseline") / "cutlass_dgemm.cu",
              "sb_cutlass_dgemm", "cutlassdmma", "128x128x16", "dmma", 256, 80, "float64"),
-)}  # by mode (strassenbench.families): the implementation cutlass[-<suffix>] runs it
+    # the wgmma family's: CUTLASS's sm_90 TMA warp-specialized TF32 GEMM (sm_90a only), implementation cutlass-tf32-sm90
+    Baseline("cutlass_tensorop_tf32_sgemm_sm90_128x128x32_tma_ws_cooperative",
+             Path("baseline") / "cutlass_sgemm_tf32_sm90.cu", "sb_cutlass_sgemm_tf32_sm90", "cutlasstf32sm90",
+             "WgLarge", "wg1xtf32", 384, 90, max_arch=90, arch_suffix="a"),
+)}  # by mode (strassenbench.families): the implementation cutlass[-<suffix>] (cutlass-tf32-sm90) runs it
 KERNEL, SOURCE = BASELINES[SIMT].kernel, BASELINES[SIMT].source
 # CUTLASS's headers warn about constexpr host calls in conv code this GEMM does not use.
 FLAGS = ["-std=c++17", "-O3", "-Xptxas", "-v", "-lineinfo", "--expt-relaxed-constexpr", "-diag-suppress",
@@ -121,9 +131,10 @@ def build_baseline(arch: str, out: Path, toolchain: Toolchain, force: bool = Fal
     rebuilt = force or recorded != [digest, headers]
     if rebuilt:
         results = {}
-        compute = arch.replace("sm_", "compute_")
-        shared = ["-shared", "-Xcompiler", "-fPIC", "-gencode", f"arch={compute},code=[{arch},{compute}]"]
-        for extra, target in (([f"-arch={arch}", "-cubin"], cubin), (shared, lib)):
+        sm = arch + baseline.arch_suffix  # what it compiles for: sm_90a for the wgmma family's
+        compute = sm.replace("sm_", "compute_")
+        shared = ["-shared", "-Xcompiler", "-fPIC", "-gencode", f"arch={compute},code=[{sm},{compute}]"]
+        for extra, target in (([f"-arch={sm}", "-cubin"], cubin), (shared, lib)):
             # nvcc writes into a folder of this compile's own, made exclusively: never through a planted link
             private = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=out))
             try:
@@ -138,13 +149,12 @@ def build_baseline(arch: str, out: Path, toolchain: Toolchain, force: bool = Fal
             finally:
                 shutil.rmtree(private, ignore_errors=True)
         log = results[cubin].stdout + results[cubin].stderr
-        sass = disassemble(cubin, arch)
+        sass = disassemble(cubin, sm)
         code = next((c for name, c in parse_sass(sass or "").items() if "cutlass" in name), [])
         props = next((p for name, p in parse_ptxas(log).items() if "cutlass" in name), None)
         if props is None or (sass is not None and not code):
             raise BuildError(f"no CUTLASS kernel in {cubin}")
-        suffix = MODES[baseline.mode].suffix
-        source = f"cutlass-{suffix}" if suffix else "cutlass"
+        source = baseline_impl(baseline.mode)
         row = blocks_row(baseline.kernel, arch, source, baseline.strategy, baseline.dtype, (1, 1, 1), "plain", "scalar",
                          props, opcode_counts(code), mainloop_metrics(code), baseline.mode, baseline.threads)
         if sass is None:
@@ -152,6 +162,15 @@ def build_baseline(arch: str, out: Path, toolchain: Toolchain, force: bool = Fal
         write_atomic(table, pd.DataFrame([row]).to_csv(index=False))
         write_atomic(stamp, f"{digest}\n{headers}")
     return pd.read_csv(table).iloc[0].to_dict(), rebuilt
+
+
+def baseline_impl(mode: str) -> str:
+    """The implementation that runs the baseline of ``mode``: cutlass, cutlass-<suffix>, cutlass-tf32-sm90 (wgmma's,
+    named by what CUTLASS calls it rather than by our mode's suffix)."""
+    if family_of(mode).arch_suffix:
+        return "cutlass-tf32-sm90"
+    suffix = MODES[mode].suffix
+    return f"cutlass-{suffix}" if suffix else "cutlass"
 
 
 @lru_cache(maxsize=None)

@@ -63,7 +63,7 @@ AUTO = {"auto": (SIMT, "strassen2-direct"), **{f"auto-{m.suffix}": (m.name, f"st
                                                 for m in MODES.values() if m.staged}}
 # Baselines with no formula of their own, and the model's implementation each is predicted as.
 _AS_MODELED = {"cublas": "gemm", "cutlass": "gemm", "cublas-tf32": "gemm-tf32", "cutlass-3xtf32": "gemm-3xtf32",
-               "cutlass-dmma": "gemm-dmma"}
+               "cutlass-dmma": "gemm-dmma", "cutlass-tf32-sm90": "gemm-tf32-wgmma"}
 # The schemes pick ranks by (strassenbench.model.schemes). Not streams: its schedules of every 2-level catalogue
 # algorithm (hundreds of products each, strassenbench.algebra.schedule) take a minute to build for one ranking.
 PICK_SCHEMES = ("sequential", "atomic", SPLITK)

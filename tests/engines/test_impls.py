@@ -27,7 +27,8 @@ def test_registry_names_and_labels() -> None:
                            "strassen2-presum", "strassen1-ref",
                            "strassen2-ref", "strassen2-hybrid", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
                            "strassen1-tf32", "strassen2-tf32", "gemm-3xtf32", "strassen1-3xtf32", "strassen2-3xtf32",
-                           "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma", "gemm-tf32-wgmma",
+                           "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma", "cutlass-tf32-sm90",
+                           "gemm-tf32-wgmma",
                            "strassen1-tf32-wgmma", "strassen2-tf32-wgmma", "gemm-3xtf32-wgmma", "strassen1-3xtf32-wgmma",
                            "strassen2-3xtf32-wgmma", "auto", "auto-3xtf32", "auto-3xtf32-wgmma"]
     assert {i.label for i in IMPLS.values()} >= {"cuBLAS", "CUTLASS", "GEMM (ours)", "1-level (ours)", "1-level reference",

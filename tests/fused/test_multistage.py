@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.plants import assert_plant_fails
 from test_tensorcore import _emulator_library
 
 from strassenbench.engines import ENGINES
 from strassenbench.fused import emu
-from strassenbench.fused.instances import kernels_dir
 from strassenbench.fused.launch import plan_launches
 from strassenbench.fused.smem import count, trace
 from strassenbench.plan import make_plan
@@ -224,21 +220,4 @@ def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Pa
     the wrong slice, so its result is wrong (or a copy is left pending, a fault). The unplanted sources, run the
     same way, are exact."""
     old, new, levels = PLANTS[plant]
-    source = kernels_dir()
-    for planted in (False, True):
-        kernels = tmp_path / ("planted" if planted else "clean") / "kernels"
-        shutil.copytree(source, kernels)
-        loop = kernels / "mma_mainloop.cuh"
-        text = loop.read_text()
-        assert text.count(old) == 1, plant
-        if planted:
-            loop.write_text(text.replace(old, new))
-        env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels),
-               "STRASSENBENCH_CACHE": str(kernels.parent / "cache")}
-        done = subprocess.run([sys.executable, "-c", _PLANT_RUN, str(levels)], capture_output=True, text=True, env=env, timeout=600)
-        assert done.returncode == 0, done.stderr
-        lines = done.stdout.splitlines()
-        if planted:
-            assert lines[-1] == "wrong" or any(line.startswith("fault:") for line in lines), (plant, lines)
-        else:
-            assert lines == ["exact"], lines
+    assert_plant_fails(tmp_path, "mma_mainloop.cuh", old, new, _PLANT_RUN, str(levels))

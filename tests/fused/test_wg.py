@@ -6,19 +6,18 @@ no spills)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from support.plants import assert_plant_fails
+
 from strassenbench.engines import ENGINES
 from strassenbench.families import FAMILIES, MODES, WGMMA
 from strassenbench.fused.emu import PERSISTENT_BLOCKS
-from strassenbench.fused.instances import instances, kernels_dir
+from strassenbench.fused.instances import instances
 from strassenbench.fused.launch import TensorMapArg, plan_launches, tma_able
 from strassenbench.fused.sass import mainloop_metrics, parse_sass
 from strassenbench.plan import make_plan
@@ -126,6 +125,8 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
 _PLANT_RUN = """
 import sys
 import numpy as np
+from support.plants import assert_plant_fails
+
 from strassenbench.engines import ENGINES
 from strassenbench.fused.emu import EmuFault
 from strassenbench.plan import make_plan
@@ -152,23 +153,7 @@ def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Pa
     drops its first term: the result is wrong or the emulator faults. The unplanted sources, run alike, are
     exact."""
     old, new, levels = PLANTS[plant]
-    for planted in (False, True):
-        kernels = tmp_path / ("planted" if planted else "clean") / "kernels"
-        shutil.copytree(kernels_dir(), kernels)
-        source = kernels / _PRIMITIVE
-        text = source.read_text()
-        assert text.count(old) == 1, plant
-        if planted:
-            source.write_text(text.replace(old, new))
-        env = {**os.environ, "STRASSENBENCH_KERNELS": str(kernels), "STRASSENBENCH_CACHE": str(kernels.parent / "c")}
-        done = subprocess.run([sys.executable, "-c", _PLANT_RUN, str(levels)], capture_output=True, text=True, env=env,
-                              timeout=600)
-        assert done.returncode == 0, done.stderr
-        lines = done.stdout.splitlines()
-        if planted:
-            assert lines[-1] == "wrong" or any(line.startswith("fault:") for line in lines), (plant, lines)
-        else:
-            assert lines == ["exact"], lines
+    assert_plant_fails(tmp_path, _PRIMITIVE, old, new, _PLANT_RUN, str(levels))
 
 
 # ------------------------------------------------------------------ machine code
@@ -201,3 +186,34 @@ def test_the_wg_units_build_for_sm_90a_to_hgmma_and_tma_without_spills(tmp_path:
     assert (frame["smem_bytes"] == 0).all()  # their tiles are the launch's dynamic shared memory
     with pytest.raises(BuildError, match="need sm_90 only, not sm_80"):
         build(["sm_80"], tmp_path / "b80", dtypes=("float32",), strategies=(WG,), counts=((1, 1, 1),), cutlass=False)
+
+
+# ------------------------------------------------------------------ the baseline
+def test_the_cutlass_sm90_baseline_is_the_familys_and_targets_sm_90a_only() -> None:
+    """cutlass-tf32-sm90 runs CUTLASS's sm_90 TMA warp-specialized TF32 GEMM (the wgmma family's baseline, in its
+    1xTF32 mode), built for sm_90a in sm_90's build and for no other architecture; the model predicts it as our
+    wgmma GEMM."""
+    from strassenbench.fused.cutlass import BASELINES, baseline_impl
+    from strassenbench.impls import family_impls, get_impl
+    from strassenbench.model.pick import _AS_MODELED
+
+    spec = BASELINES["wg1xtf32"]
+    assert baseline_impl("wg1xtf32") == "cutlass-tf32-sm90" and baseline_impl("3xtf32") == "cutlass-3xtf32"
+    assert get_impl("cutlass-tf32-sm90").mode == "wg1xtf32" and "cutlass-tf32-sm90" in family_impls(WGMMA)
+    assert [spec.builds_for(a) for a in ("sm_80", "sm_90", "sm_100")] == [False, True, False]
+    assert spec.arch_suffix == "a" and _AS_MODELED["cutlass-tf32-sm90"] == "gemm-tf32-wgmma"
+
+
+@pytest.mark.slow
+def test_the_cutlass_sm90_baseline_builds_to_hgmma_and_tma(tmp_path: Path) -> None:
+    """Built from the nvidia-cutlass headers with the fused kernels' nvcc (about a minute and a half): its row has
+    no spill, HGMMA in its main loop and its source name; the library and cubin are there."""
+    from strassenbench.fused.cutlass import BASELINES, build_baseline
+    from strassenbench.fused.modules import toolchain_for
+
+    built = build_baseline("sm_90", tmp_path, toolchain_for("sm_90"), baseline=BASELINES["wg1xtf32"])
+    assert built is not None
+    row, rebuilt = built
+    assert rebuilt and row["source"] == "cutlass-tf32-sm90" and row["spill_stores"] == 0
+    assert row["loop_hmma"] > 0 and row["loop_mma_macs"] > 0
+    assert (tmp_path / "cutlasstf32sm90_sm_90.cubin").is_file() and (tmp_path / "libsb_cutlasstf32sm90_sm_90.so").is_file()
