@@ -16,9 +16,9 @@
 // - Each consumer (128 threads, setmaxnreg up to kConsumerRegs) multiplies its 64 rows of the tile with
 //   m64n{n_S}k8 wgmma from the operand stage, frees it (op_empty) and, after the tile's last slice, writes its
 //   accumulator to the W_C blocks of C from registers (kernels/epilogue.cuh).
-// - 1xTF32 keeps one wgmma group in flight across slices; 3xTF32 sums a slice's a_small b_big, a_big b_small
-//   and a_big b_big (each k-step's, in that order) in a staging accumulator, then adds it to the accumulator
-//   (staged accumulation, as CUTLASS's fast FP32 does).
+// - 1xTF32 keeps one wgmma group in flight across slices; 3xTF32 sums a slice's small products (a_small b_big,
+//   a_big b_small), then its a_big b_big, in a staging accumulator, then adds it to the accumulator (staged
+//   accumulation, as CUTLASS's fast FP32 does).
 #pragma once
 
 #include "epilogue.cuh"
@@ -284,21 +284,25 @@ struct WgKernel {
 
   static constexpr int kAcc = N_S / 2;  // accumulator registers of m64n{N_S}k8
 
+  // A slice's wgmma into d: 1xTF32, a_big b_big per k-step (the first of a tile without scale-d when `first`);
+  // 3xTF32 (d a staging accumulator, from zero), the slice's small products first, a_small b_big and a_big b_small
+  // per k-step, then its a_big b_big: the tensor cores truncate each sum they form, and the small products, summed
+  // while the staging sum is still small, lose less there than after the big ones.
   __device__ __forceinline__ static void mma_slice(float (&d)[kAcc], const typename Shared::Operands& op,
                                                    const Shared& s, int consumer, bool first) {
     const float* a0 = op.a[0] + consumer * 64 * K_S;
     const float* b0 = op.b[0];
+    auto desc = [&](const float* tile) { return wgmma_desc(&s, tile, 16, 1024, 1); };
+    if constexpr (PARTS == 2) {
 #pragma unroll
-    for (int ks = 0; ks < K_S / 8; ++ks) {
-      const auto a_big = wgmma_desc(&s, a0 + 8 * ks, 16, 1024, 1), b_big = wgmma_desc(&s, b0 + 8 * ks, 16, 1024, 1);
-      if constexpr (PARTS == 2) {
-        const auto a_small = wgmma_desc(&s, op.a[1] + consumer * 64 * K_S + 8 * ks, 16, 1024, 1);
-        const auto b_small = wgmma_desc(&s, op.b[1] + 8 * ks, 16, 1024, 1);
-        wgmma_tf32<N_S>(d, a_small, b_big, !(first && ks == 0), &s);
-        wgmma_tf32<N_S>(d, a_big, b_small, true, &s);
+      for (int ks = 0; ks < K_S / 8; ++ks) {
+        wgmma_tf32<N_S>(d, desc(op.a[1] + consumer * 64 * K_S + 8 * ks), desc(b0 + 8 * ks), ks > 0, &s);
+        wgmma_tf32<N_S>(d, desc(a0 + 8 * ks), desc(op.b[1] + 8 * ks), true, &s);
       }
-      wgmma_tf32<N_S>(d, a_big, b_big, PARTS == 2 || !(first && ks == 0), &s);
     }
+#pragma unroll
+    for (int ks = 0; ks < K_S / 8; ++ks)
+      wgmma_tf32<N_S>(d, desc(a0 + 8 * ks), desc(b0 + 8 * ks), PARTS == 2 || !(first && ks == 0), &s);
   }
 
   __device__ __forceinline__ static void consumer(Shared& s, const Operands& ops, const WgGrid& grid, int bk,

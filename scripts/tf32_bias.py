@@ -1,6 +1,7 @@
 """Where does a tensor-core SGEMM lose accuracy? Relative error and signed bias against a float64 reference,
 with random operands on both sides, on one side only, and signed, for k = 8 to 4096 (usage: python
-scripts/tf32_bias.py cuda|numpy, from the repository root after `strassenbench build` into build/)."""
+scripts/tf32_bias.py cuda|numpy, from the repository root after `strassenbench build` into build/; on cuda the
+wgmma GEMM needs an sm_90 GPU)."""
 import sys
 import numpy as np
 from strassenbench.impls import IMPLS
@@ -17,7 +18,7 @@ def err(name, A, B):
     return np.linalg.norm(C - ref) / np.linalg.norm(ref), np.mean(C - ref) / np.mean(np.abs(ref))
 
 
-names = ["cublas", "gemm-3xtf32", "gemm-tf32"] + (["cutlass-3xtf32"] if engine == "cuda" else [])
+names = ["cublas", "gemm-3xtf32", "gemm-tf32", "gemm-3xtf32-wgmma"] + (["cutlass-3xtf32"] if engine == "cuda" else [])
 print("k      operands     " + "  ".join(f"{n:>26}" for n in names))
 for m, k in [(512, 8), (512, 64), (512, 512), (512, 4096)]:
     Ar, Br = rng.random((m, k), dtype=np.float32), rng.random((k, m), dtype=np.float32)

@@ -96,6 +96,8 @@ class Mode:
     unit_roundoff: float | None = None  # of its products (the error bound's u); None: the dtype's
     blas: str = "fp32"  # cuBLAS's compute type for its baseline (cublasGemmEx): fp32, or tf32
     line: str = "-"  # the report's line style for its winners
+    stage_k: int = 8  # 3xTF32: the k of one staged sum (strassenbench.tensorcore.matmul): a k-step, a Wg slice's 32
+    smalls_first: bool = False  # 3xTF32: a stage's small products all before its big ones (the Wg kernels)
 
     @property
     def tensor(self) -> bool:
@@ -157,7 +159,7 @@ MODES: Mapping[str, Mode] = MappingProxyType({mode.name: mode for mode in (
     Mode("wg1xtf32", WGMMA, "tf32-wgmma", "TF32 wgmma", "1xTF32", ("float32",), unit_roundoff=2.0**-11,
          blas="tf32", line=":"),
     Mode("wg3xtf32", WGMMA, "3xtf32-wgmma", "3xTF32 wgmma", "3xTF32", ("float32",), parts=2, products=3,
-         unit_roundoff=2.0**-21, line="--"),
+         unit_roundoff=2.0**-21, line="--", stage_k=32, smalls_first=True),
 )})
 
 FAMILIES: Mapping[str, Family] = MappingProxyType({family.name: family for family in _FAMILIES})

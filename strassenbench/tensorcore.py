@@ -83,14 +83,17 @@ def mma_m16n8k8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return round_toward_zero(d)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, mode: str, staged: bool = True, stage_k: int = 8) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, mode: str, staged: bool = True, stage_k: int = 8,
+           smalls_first: bool = False) -> np.ndarray:
     """A B in float32 as the tensor-core kernels form it, k / 8 mma after another (the mma's arithmetic of
     mma_m16n8k8; k's zero padding to a multiple of 8 adds nothing). ``1xtf32`` rounds both operands to TF32
     once and chains the mma into the accumulator. ``3xtf32`` takes a_small b_big, a_big b_small and a_big b_big
     (in that order, as CUTLASS's example 27) per slice of 8; ``staged`` (the kernels', and CUTLASS's
     MmaMultistage's) sums a slice's three from zero and adds that to the accumulator in rounded float32, else
     all three go into the accumulator, whose truncated sums then lose a bias growing with k. ``stage_k`` (a
-    multiple of 8) is the k of one staged sum: 8 on the register pipeline, k_S (16) on the multistage one."""
+    multiple of 8) is the k of one staged sum: 8 on the register pipeline, k_S (16) on the multistage one, 32 on
+    the Wg kernels, which take a stage's small products first (``smalls_first``: every k-step's a_small b_big and
+    a_big b_small, then every k-step's a_big b_big)."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
     if mode not in MODES:
         raise ValueError(f"unknown tensor-core mode {mode!r} (choose from {', '.join(MODES)})")
@@ -107,8 +110,10 @@ def matmul(a: np.ndarray, b: np.ndarray, mode: str, staged: bool = True, stage_k
         raise ValueError(f"stage_k is a multiple of the mma's k = 8, not {stage_k}")
     for s0 in range(0, k, stage_k):  # the last slice's missing k are the kernels' zero padding: they add nothing
         into = np.zeros((m, n), np.float32) if stage else acc
-        for k0 in range(s0, min(s0 + stage_k, k), 8):
-            for i, j in pairs:  # one mma per pair: the k-step's 8 products, summed exactly, then truncated
-                into = round_toward_zero(into + parts_a[i][:, k0:k0 + 8] @ parts_b[j][k0:k0 + 8, :])
+        steps = range(s0, min(s0 + stage_k, k), 8)
+        order = ([(k0, p) for k0 in steps for p in pairs[:-1]] + [(k0, pairs[-1]) for k0 in steps] if smalls_first
+                 else [(k0, p) for k0 in steps for p in pairs])
+        for k0, (i, j) in order:  # one mma per pair: the k-step's 8 products, summed exactly, then truncated
+            into = round_toward_zero(into + parts_a[i][:, k0:k0 + 8] @ parts_b[j][k0:k0 + 8, :])
         acc = acc + into if stage else into
     return acc

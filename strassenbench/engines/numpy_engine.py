@@ -76,7 +76,9 @@ def gemm(plan: Plan, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float =
         if not MODES[mode].tf32:  # SIMT, and DMMA: float64 products, as the FP64 tensor cores form them
             np.matmul(_operand_sum(step.a, X, P), _operand_sum(step.b, Y, Q), out=M)
         else:
-            M[...] = matmul(_operand_sum(step.a, X, P), _operand_sum(step.b, Y, Q), mode)
+            run = MODES[mode]  # the staged sums as the mode's kernels form them
+            M[...] = matmul(_operand_sum(step.a, X, P), _operand_sum(step.b, Y, Q), mode, stage_k=run.stage_k,
+                            smalls_first=run.smalls_first)
         for view, coeff in step.c:
             if not view.empty:
                 axpy(view.of(C), M[: view.rows, : view.cols], dtype.type(alpha * float(coeff)))

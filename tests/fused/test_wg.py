@@ -217,3 +217,23 @@ def test_the_cutlass_sm90_baseline_builds_to_hgmma_and_tma(tmp_path: Path) -> No
     assert rebuilt and row["source"] == "cutlass-tf32-sm90" and row["spill_stores"] == 0
     assert row["loop_hmma"] > 0 and row["loop_mma_macs"] > 0
     assert (tmp_path / "cutlasstf32sm90_sm_90.cubin").is_file() and (tmp_path / "libsb_cutlasstf32sm90_sm_90.so").is_file()
+
+
+@pytest.mark.parametrize("mode", WG_MODES)
+def test_the_numpy_engine_is_the_wg_kernels_arithmetic_bit_for_bit(mode: str) -> None:
+    """Random [0, 1) operands (every low bit in play): the NumPy engine's product in a wgmma mode (TF32 rounding or
+    split, one staged sum per slice of 32 with its small products first) equals the Wg GEMM's on the emulator bit
+    for bit; the order matters (smalls interleaved with the big products per k-step gives another result)."""
+    from strassenbench.tensorcore import matmul
+
+    rng = np.random.default_rng(3)
+    m, k, n = 130, 100, 136
+    A, B = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
+    plan = make_plan("strassen", 0, m, k, n)
+    got = {}
+    for engine, options in (("numpy", {}), ("emu", {"strategy": WG})):
+        got[engine] = np.zeros((m, n), np.float32)
+        ENGINES[engine](plan, A, B, got[engine], 1.0, 0.0, mode=mode, **options)
+    np.testing.assert_array_equal(got["numpy"], got["emu"])
+    if mode == "wg3xtf32":
+        assert not np.array_equal(matmul(A, B, mode, stage_k=32), got["emu"])
