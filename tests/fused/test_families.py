@@ -41,7 +41,8 @@ def test_modes_derive_names_labels_and_baselines() -> None:
             assert get_impl(f"grey322-11-50x1-{mode.suffix}").mode == mode.name
     tensor = {name for name, impl in IMPLS.items() if impl.tensor}
     assert tensor == {f"{base}-{m.suffix}" for m in MODES.values() if m.tensor
-                      for base in ("gemm", "strassen1", "strassen2")} | {"cublas-tf32", "cutlass-3xtf32", "cutlass-dmma"}
+                      for base in ("gemm", "strassen1", "strassen2")} | {"cublas-tf32", "cutlass-3xtf32", "cutlass-dmma",
+                                                                          "cutlass-tf32-sm90"}
     # the winners' order, most accurate first (wgmma's modes beside mma.sync's of the same arithmetic)
     assert by_accuracy("float32") == ("simt", "3xtf32", "wg3xtf32", "1xtf32", "wg1xtf32")
     assert counterpart("Huge", "3xtf32") == "TcHuge" and counterpart("Small", "dmma") == "DmmaSmall"

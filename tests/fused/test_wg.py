@@ -115,7 +115,7 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
     "the operands are stored without the swizzle": (
         "swizzle_128b(128u * r + 16u * c) / 4", "(128u * r + 16u * c) / 4", 0),
     "the k-steps do not advance along the tile": (
-        "wgmma_desc(&s, a0 + 8 * ks, 16, 1024, 1)", "wgmma_desc(&s, a0, 16, 1024, 1)", 0),
+        "desc(a0 + 8 * ks), desc(b0 + 8 * ks), PARTS == 2", "desc(a0), desc(b0 + 8 * ks), PARTS == 2", 0),
     "the consumers free a stage whose wgmma are in flight": (
         "          wgmma_wait<1>();\n", "          wgmma_wait<2>();\n", 0),
     "a term's sum forgets the terms before it": ("    if (j > 0) {\n      const Vec<float, 4> sum", "    if (j > 1) {\n"
@@ -125,7 +125,6 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
 _PLANT_RUN = """
 import sys
 import numpy as np
-from support.plants import assert_plant_fails
 
 from strassenbench.engines import ENGINES
 from strassenbench.fused.emu import EmuFault
