@@ -73,6 +73,18 @@ def _job_counts(stdout):
     return counts
 
 
+@pytest.mark.parametrize(("gpu", "wgmma"), [("NVIDIA H100 80GB HBM3@sm_90", True), ("NVIDIA A100-SXM4-80GB@sm_80", False)])
+def test_the_tensorcore_profile_times_wgmma_on_sm_90_only(workdir, gpu, wgmma):
+    """The tensorcore profile's wgmma implementations (and their CUTLASS baseline) are swept on an sm_90 GPU and
+    left out of a run on an sm_80 one, whose other tensor-core implementations stay."""
+    proc = _snakemake(["-n", "-p", "--config", "profile=tensorcore", f"assume_gpu={gpu}"], workdir)
+    assert proc.returncode == 0, proc.stderr
+    swept = {impl for impl in config()["tensor_impls"] if f"--impl {impl} " in proc.stdout}
+    wg = {impl for impl in config()["tensor_impls"] if impl.endswith("-wgmma") or impl == "cutlass-tf32-sm90"}
+    assert wg and (wg <= swept) == wgmma and not (wg & swept and not wgmma)
+    assert "gemm-3xtf32" in swept
+
+
 def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):
     proc = _snakemake(["-n", "-p", "--config", "profile=paper", "assume_gpu=NVIDIA H100 80GB HBM3@sm_90"], workdir)
     assert proc.returncode == 0, proc.stderr

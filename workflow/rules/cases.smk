@@ -9,9 +9,18 @@ SWEEP_NAMES = list(SWEEPS)
 # every GPU of the run has TF32 tensor cores (sm_80 and later; the CPU emulator runs them too).
 TENSORCORE = bool(GRID.get("tensorcore", False)) and all(
     int(g["arch"][len("sm_"):]) >= 80 for g in GPUS.values() if g["arch"])
-# The profile's tensor-core implementations: tensor_impls, or its own list.
+def runs_on(impl, arch):
+    """Whether an implementation's kernels exist for ``arch`` (its family's architectures)."""
+    from strassenbench.impls import get_impl
+
+    return get_impl(impl).family.builds_for(arch)
+
+
+# The profile's tensor-core implementations: tensor_impls, or its own list; on GPUs, those every GPU of the run has
+# (wgmma's: sm_90 only; strassenbench.families).
 TENSOR_RUN = (config["tensor_impls"] if GRID.get("tensorcore") is True else GRID.get("tensorcore") or []) \
     if TENSORCORE else []
+TENSOR_RUN = [impl for impl in TENSOR_RUN if all(runs_on(impl, g["arch"]) for g in GPUS.values() if g["arch"])]
 if GRID.get("tensorcore", False) and not TENSORCORE:
     print("strassenbench: tensorcore is on but a GPU of this run is older than sm_80 (no TF32 tensor cores): "
           "the tensor-core implementations and the accuracy table are left out", file=sys.stderr)
