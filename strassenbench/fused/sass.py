@@ -179,10 +179,14 @@ def mainloop_metrics(instructions: list[Instruction]) -> dict[str, float | int |
     empty = dict.fromkeys(MAINLOOP_COLUMNS)
     if not loops:
         return empty
+    # A Wg kernel's main loop is its consumers' slice loop, found by its wgmma alone: the loader's sums and the
+    # epilogue's FFMA are math of other loops.
+    math_ops = ("HGMMA",) if any(ins.base == "HGMMA" for ins in instructions) else MATH
+
     def rank(loop: tuple[int, int]) -> tuple[bool, int, float]:
         """A barrier first, then the most math (the module docstring)."""
         body = instructions[loop[0]: loop[1] + 1]
-        math = sum(ins.base in MATH for ins in body)
+        math = sum(ins.base in math_ops for ins in body)
         return any(ins.base == "BAR" for ins in body), math, math / len(body)
 
     first, last = max(loops, key=rank)
