@@ -45,17 +45,7 @@ SUMMARY=$DATA/gpu_run.txt
 : > "$SUMMARY"
 echo "== $SLUG: build $ARCH into $BUILD, results in $DATA"
 
-failed=0
-step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
-  local name=$1 start=$SECONDS rc=0
-  shift
-  echo "== $name"
-  timeout --kill-after=10 "$STEP_LIMIT" "$@" || rc=$?
-  printf '%-10s %-6s %4ds\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "rc=$rc")" $((SECONDS - start)) \
-    | tee -a "$SUMMARY"
-  [ "$rc" = 0 ] || failed=1
-  return 0
-}
+source scripts/step.sh  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
 
 # Tensor cores, sm_80 and later: TcHuge for the sweeps, TcTall (two blocks per SM) and TcTallAsync (its multistage
 # cp.async main loop) beside it, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and

@@ -35,17 +35,7 @@ mkdir -p "$DATA" || exit 2
 SUMMARY=$DATA/gpu_wgmma.txt
 : > "$SUMMARY"
 
-failed=0
-step() {  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
-  local name=$1 start=$SECONDS rc=0
-  shift
-  echo "== $name"
-  timeout --kill-after=10 "$STEP_LIMIT" "$@" || rc=$?
-  printf '%-10s %-6s %4ds\n' "$name" "$([ "$rc" = 0 ] && echo ok || echo "rc=$rc")" $((SECONDS - start)) \
-    | tee -a "$SUMMARY"
-  [ "$rc" = 0 ] || failed=1
-  return 0
-}
+source scripts/step.sh  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
 
 WG=gemm-tf32-wgmma,strassen1-tf32-wgmma,gemm-3xtf32-wgmma,strassen1-3xtf32-wgmma,strassen2-3xtf32-wgmma
 step build $PY -m strassenbench build --arch sm_90 --dtype float32 --strategy WgLarge --strategy TcTallAsync \
