@@ -14,7 +14,7 @@
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds); a failed step does not stop the ones after it.
 # Environment: PYTHON (default .venv/bin/python if present, else python3), SIZES (default 4096,8192,16384),
-# MAX_TIME (seconds per point, default 3), STEP_LIMIT (default 900), BUILD (default build).
+# MAX_TIME (seconds per point, default 3), STEP_LIMIT (default 900), DATA (default data), BUILD (default build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
@@ -30,7 +30,7 @@ if [ "$ARCH" != sm_90 ]; then
   exit 2
 fi
 SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
-DATA=data/$SLUG
+DATA=${DATA:-data}/$SLUG
 mkdir -p "$DATA" || exit 2
 SUMMARY=$DATA/gpu_wgmma.txt
 : > "$SUMMARY"

@@ -124,15 +124,17 @@ def test_doctor_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], monkey
     assert "no NVIDIA GPU is visible to NVML" in capsys.readouterr().err
 
 
-def test_the_gpu_script_checks_the_setup_before_anything(tmp_path: Path) -> None:
-    """scripts/gpu_run.sh on a machine without a GPU stops at `doctor` with its one line, writing nothing."""
+@pytest.mark.parametrize("script", ["gpu_run.sh", "gpu_wgmma.sh"])
+def test_the_gpu_script_checks_the_setup_before_anything(tmp_path: Path, script: str) -> None:
+    """scripts/gpu_run.sh (and gpu_wgmma.sh) on a machine without a GPU stops at `doctor` with its one line,
+    writing nothing."""
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, PYTHON=sys.executable, DATA=str(tmp_path / "data"), BUILD=str(tmp_path / "build"),
                CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh")], capture_output=True, text=True,
+    result = subprocess.run(["bash", str(ROOT / "scripts" / script)], capture_output=True, text=True,
                             env=env, check=False, timeout=120)
     assert result.returncode == 2, result.stderr
     assert "no NVIDIA GPU is visible to NVML" in result.stderr
