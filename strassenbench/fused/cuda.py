@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .arch import BUILD_FOR_MAJOR, CudaError, build_arch
-from .program import Program, TensorMapArg
+from .program import Program, TensorMapArg, map_bytes
 from .modules import built_by, toolchain_for, unit_fresh
 from .toolchain import ToolchainError
 
@@ -154,10 +154,7 @@ def encode_tensor_map(arg: TensorMapArg):  # noqa: ANN201 - a NumPy array
     the launch keeps alive; zeros for an unused map. CudaError names what the driver refused."""
     import ctypes
 
-    import numpy as np
-
-    raw = np.zeros(128 + 64, np.uint8)
-    out = raw[-raw.ctypes.data % 64:][:128]
+    out = map_bytes()
     if arg.array is None:
         return out
     x = arg.array

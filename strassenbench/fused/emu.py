@@ -33,7 +33,7 @@ from .. import env
 from ..families import MODES, SIMT
 from .instances import (BLOCK_KERNEL, Instance, default_level, instances, kernels_dir, operand_counts, parse_instance,
                         render, sources_digest)
-from .program import Program, TensorMapArg
+from .program import Program, TensorMapArg, map_bytes
 from .toolchain import ToolchainError, first_error, run_tool
 
 __all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library", "loaded_libraries", "run",
@@ -213,21 +213,26 @@ def _struct(nbytes: int) -> type[ctypes.Structure]:
 PERSISTENT_BLOCKS = 2
 
 
-def encode_tensor_map(lib: ctypes.CDLL, arg: TensorMapArg) -> np.ndarray:
-    """The 128 bytes (64-byte aligned) of ``arg`` in the emulator's encoding (kernels/instances.cuh
-    emu_tensor_map_encode; zeros for an unused map); EmuError with the encoder's reason for a map the driver would
-    refuse."""
-    raw = np.zeros(128 + 64, np.uint8)
-    out = raw[-raw.ctypes.data % 64:][:128]
-    if arg.array is None:
-        return out
-    x = arg.array
+def tensor_map_encoder(lib: ctypes.CDLL):  # noqa: ANN201 - a ctypes function
+    """``lib``'s emu_tensor_map_encode (kernels/instances.cuh; every emulator library and probe has it) with its
+    argument types: (map, base, element bytes, dim0, dim1, row stride, box0, box1, swizzle, why, its size)."""
     encode = lib.emu_tensor_map_encode
     encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [ctypes.c_ulonglong] + \
         [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
     encode.restype = ctypes.c_int
+    return encode
+
+
+def encode_tensor_map(lib: ctypes.CDLL, arg: TensorMapArg) -> np.ndarray:
+    """The 128 bytes (64-byte aligned) of ``arg`` in the emulator's encoding (kernels/instances.cuh
+    emu_tensor_map_encode; zeros for an unused map); EmuError with the encoder's reason for a map the driver would
+    refuse."""
+    out = map_bytes()
+    if arg.array is None:
+        return out
+    x = arg.array
     why = ctypes.create_string_buffer(256)
-    if encode(out.ctypes.data, x.ctypes.data, x.dtype.itemsize, x.shape[1], x.shape[0], x.strides[0], *arg.box, 0,
+    if tensor_map_encoder(lib)(out.ctypes.data, x.ctypes.data, x.dtype.itemsize, x.shape[1], x.shape[0], x.strides[0], *arg.box, 0,
               why, len(why)):
         raise EmuError(f"a TMA tensor map of a {x.shape[0]} x {x.shape[1]} operand: {why.value.decode()}")
     return out

@@ -47,7 +47,7 @@ from ..algebra.levels import grid_dims
 from ..algebra.schedule import schedule
 from .instances import (PRESUM_BATCH, PRESUM_TERMS, Instance, kernel_counts, load_widths, max_batch, presum_kernel,
                         products_dtype, scale_kernel, write_width)
-from .program import Launch, Program, TensorMapArg, normalised
+from .program import Launch, Program, TensorMapArg, address, normalised
 from .wg_launch import tma_able, wg_launches
 
 __all__ = ["FusedError", "Launch", "Program", "TensorMapArg", "normalised", "tma_able", "SCHEMES", "SCALE_BLOCK",
@@ -83,11 +83,6 @@ def _by_variant(steps: tuple[Step, ...]) -> list[list[Step]]:
     for step in steps:
         groups.setdefault(step.variant, []).append(step)
     return list(groups.values())
-
-
-def _address(x) -> int:  # noqa: ANN001 - NumPy or CuPy array
-    """The device (CuPy) or host (NumPy, for the emulator) address of x[0, 0]."""
-    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.ctypes.data)
 
 
 def _term_address(view: BlockView, base: int, ld: int, itemsize: int) -> int:
@@ -173,7 +168,7 @@ def _launches(group: list[Step], A, B, C, lds, alpha, beta, strategy, write_mode
     if isinstance(strategy, WgStrategy):
         return wg_launches(group, A, B, C, lds, strategy, write_mode, plan, mode, alpha, beta, bk)
     dtype = np.dtype(C.dtype)
-    bases = (_address(A), _address(B), _address(C))
+    bases = (address(A), address(B), address(C))
     loads = "vector" if _vector_kernel(group, bases, lds, strategy, dtype, write_mode) else "scalar"
     first = group[0]  # its terms, which the presum scheme has made fewer than its primitive's
     inst = Instance(strategy, str(dtype), kernel_counts((len(first.a), len(first.b), len(first.c))), write_mode, loads,
@@ -385,7 +380,7 @@ def _presum_program(plan: Plan, steps: tuple[Step, ...], A, B, C, lds, alpha: fl
     dtype = np.dtype(C.dtype)
     xp = np if isinstance(C, np.ndarray) else import_module("cupy")  # the emulator's memory, or the device's
     workspace = tuple(xp.zeros(layout.shape(side), dtype=dtype) for side in (0, 1))
-    sums = tuple(tuple(_presum_launches(layout, side, _address(x), lds[side], _address(workspace[side]), dtype,
+    sums = tuple(tuple(_presum_launches(layout, side, address(x), lds[side], address(workspace[side]), dtype,
                                         max_grid)) for side, x in enumerate((A, B)))
     if any(sums):
         stages.append(tuple(lane for lane in sums if lane))

@@ -10,7 +10,7 @@ from typing import Any
 
 from .instances import Instance
 
-__all__ = ["Launch", "Program", "TensorMapArg", "normalised"]
+__all__ = ["Launch", "Program", "TensorMapArg", "address", "map_bytes", "normalised"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,19 @@ class TensorMapArg:
 
     array: Any  # NumPy (emulator) or CuPy (cuda) array; None: unused
     box: tuple[int, int] = (0, 0)
+
+
+def map_bytes():  # noqa: ANN201 - a NumPy array
+    """128 zero bytes, 64-byte aligned (as CUtensorMap asks), for an engine to encode a TensorMapArg into."""
+    import numpy as np
+
+    raw = np.zeros(128 + 64, np.uint8)
+    return raw[-raw.ctypes.data % 64:][:128]
+
+
+def address(x) -> int:  # noqa: ANN001 - NumPy or CuPy array
+    """The device (CuPy) or host (NumPy, for the emulator) address of x[0, 0]."""
+    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.ctypes.data)
 
 
 @dataclass(frozen=True)

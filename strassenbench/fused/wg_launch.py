@@ -9,14 +9,9 @@ import numpy as np
 from ..plan import Plan, Step
 from ..strategies import WgStrategy
 from .instances import Instance, kernel_counts, products_dtype
-from .program import Launch, TensorMapArg, normalised
+from .program import Launch, TensorMapArg, address, normalised
 
 __all__ = ["tma_able", "wg_launches"]
-
-
-def _address(x) -> int:  # noqa: ANN001 - NumPy or CuPy array
-    """The device (CuPy) or host (NumPy, for the emulator) address of x[0, 0]."""
-    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.ctypes.data)
 
 
 def tma_able(x, ld: int) -> bool:  # noqa: ANN001 - NumPy or CuPy array
@@ -24,7 +19,7 @@ def tma_able(x, ld: int) -> bool:  # noqa: ANN001 - NumPy or CuPy array
     stride, its address 16-byte aligned, its rows a multiple of 16 bytes apart (cuTensorMapEncodeTiled's
     globalAddress and globalStrides) and its extents nonzero."""
     itemsize = x.dtype.itemsize
-    return (x.strides[1] == itemsize and _address(x) % 16 == 0 and (ld * itemsize) % 16 == 0 and ld * itemsize < 2**40
+    return (x.strides[1] == itemsize and address(x) % 16 == 0 and (ld * itemsize) % 16 == 0 and ld * itemsize < 2**40
             and min(x.shape) > 0)
 
 

@@ -102,8 +102,7 @@ TMA_PROBE = Path(__file__).resolve().parents[1] / "probes" / "tma_probe.cu"
 
 def _with_encoder(lib: ctypes.CDLL) -> ctypes.CDLL:
     """A probe library with its emu_tensor_map_encode's argument types (kernels/instances.cuh)."""
-    lib.emu_tensor_map_encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [
-        ctypes.c_ulonglong] + [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
+    emu.tensor_map_encoder(lib)
     return lib
 
 

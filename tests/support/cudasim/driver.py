@@ -37,11 +37,7 @@ class DriverLibrary:
             return INVALID_VALUE
         from strassenbench.fused import emu
 
-        lib = emu.library("float32", "Small", level=0)  # every emulator library has the encoder
-        encode = lib.emu_tensor_map_encode
-        encode.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 3 + [ctypes.c_ulonglong] + \
-            [ctypes.c_uint] * 3 + [ctypes.c_char_p, ctypes.c_ulonglong]
-        encode.restype = ctypes.c_int
+        encode = emu.tensor_map_encoder(emu.library("float32", "Small", level=0))  # every library has it
         why = ctypes.create_string_buffer(256)
         if encode(tensor_map, address, itemsize, cols, rows, stride, int(box[0]), int(box[1]), _SWIZZLE[swizzle],
                   why, len(why)):
