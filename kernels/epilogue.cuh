@@ -18,59 +18,67 @@ namespace sb {
 // elements, as is its leading dimension and its extent along the row (checked here), so a chunk of kVb
 // columns is wholly inside a term or wholly outside it, and no scalar path is compiled beside it. float64
 // reduces element by element (PTX has no vector reduction of f64), its C terms as any.
-template <int W_C, bool ATOMIC, bool VECTOR, class T, int M_R, int N_R, class Terms, class Tile>
-__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld, int row0, int col0,
-                                         const Tile& wt, T alpha, T beta) {
+//
+// write_back_term writes term t alone (the Wg kernels reduce a term's interior tiles otherwise, from shared
+// memory: wgmma_primitive.cuh); epilogue writes every term.
+template <bool ATOMIC, bool VECTOR, class T, int M_R, int N_R, class Terms, class Tile>
+__device__ __forceinline__ void write_back_term(const T (&acc)[M_R][N_R], const Terms& terms, int t, int ld,
+                                                int row0, int col0, const Tile& wt, T alpha, T beta) {
   constexpr int V = Tile::kVb;
   constexpr bool kVectorReduce = ATOMIC && VECTOR && stdx::is_same_v<T, float>;  // PTX has no vector red of f64
-  if constexpr (kVectorReduce)
-    if (!terms.template vectors_fit<V>(ld)) fail("vector kernel launched with C terms not aligned to its reductions");
+  T* const ptr = terms.ptr(t);
+  const int rows = terms.rows(t), cols = terms.cols(t);
+  const T scale = alpha * terms.coeff(t);
+  const bool vectors = ld % V == 0 && reinterpret_cast<stdx::uintptr_t>(ptr) % (V * sizeof(T)) == 0;
 #pragma unroll
-  for (int t = 0; t < W_C; ++t) {
-    T* const ptr = terms.ptr(t);
-    const int rows = terms.rows(t), cols = terms.cols(t);
-    const T scale = alpha * terms.coeff(t);
-    const bool vectors = ld % V == 0 && reinterpret_cast<stdx::uintptr_t>(ptr) % (V * sizeof(T)) == 0;
+  for (int i = 0; i < M_R; ++i) {
+    const int row = row0 + wt.row(i);
+    if (row >= rows) continue;
+    T* out = ptr + static_cast<long long>(row) * ld;
 #pragma unroll
-    for (int i = 0; i < M_R; ++i) {
-      const int row = row0 + wt.row(i);
-      if (row >= rows) continue;
-      T* out = ptr + static_cast<long long>(row) * ld;
+    for (int j = 0; j < N_R; j += V) {
+      const int col = col0 + wt.col(j);
+      if constexpr (kVectorReduce) {  // V columns, all inside the term or all outside it
+        if (col < cols) {
+          Vec<T, V> c;
 #pragma unroll
-      for (int j = 0; j < N_R; j += V) {
-        const int col = col0 + wt.col(j);
-        if constexpr (kVectorReduce) {  // V columns, all inside the term or all outside it
-          if (col < cols) {
-            Vec<T, V> c;
-#pragma unroll
-            for (int v = 0; v < V; ++v) c.v[v] = scale * acc[i][j + v];
-            red_add(out + col, c);
-          }
-          continue;
+          for (int v = 0; v < V; ++v) c.v[v] = scale * acc[i][j + v];
+          red_add(out + col, c);
         }
-        if (!ATOMIC && vectors && col + V <= cols) {  // one V-wide read-modify-write
-          Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
-          Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : SB_LOAD(p, "global load");
+        continue;
+      }
+      if (!ATOMIC && vectors && col + V <= cols) {  // one V-wide read-modify-write
+        Vec<T, V>* p = reinterpret_cast<Vec<T, V>*>(out + col);
+        Vec<T, V> c = beta == T(0) ? Vec<T, V>{} : SB_LOAD(p, "global load");
 #pragma unroll
-          for (int v = 0; v < V; ++v) c.v[v] = (beta == T(1) ? c.v[v] : beta * c.v[v]) + scale * acc[i][j + v];
-          SB_STORE(p, c, "global store");
-          continue;
-        }
+        for (int v = 0; v < V; ++v) c.v[v] = (beta == T(1) ? c.v[v] : beta * c.v[v]) + scale * acc[i][j + v];
+        SB_STORE(p, c, "global store");
+        continue;
+      }
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-          if (col + v >= cols) continue;
-          const T value = scale * acc[i][j + v];
-          if (ATOMIC) {
-            atomicAdd(out + col + v, value);
-          } else if (beta == T(0)) {  // C is not read when beta = 0 (no NaN from uninitialised C)
-            out[col + v] = value;
-          } else {
-            out[col + v] = (beta == T(1) ? out[col + v] : beta * out[col + v]) + value;
-          }
+      for (int v = 0; v < V; ++v) {
+        if (col + v >= cols) continue;
+        const T value = scale * acc[i][j + v];
+        if (ATOMIC) {
+          atomicAdd(out + col + v, value);
+        } else if (beta == T(0)) {  // C is not read when beta = 0 (no NaN from uninitialised C)
+          out[col + v] = value;
+        } else {
+          out[col + v] = (beta == T(1) ? out[col + v] : beta * out[col + v]) + value;
         }
       }
     }
   }
+}
+
+template <int W_C, bool ATOMIC, bool VECTOR, class T, int M_R, int N_R, class Terms, class Tile>
+__device__ __forceinline__ void epilogue(const T (&acc)[M_R][N_R], const Terms& terms, int ld, int row0, int col0,
+                                         const Tile& wt, T alpha, T beta) {
+  constexpr bool kVectorReduce = ATOMIC && VECTOR && stdx::is_same_v<T, float>;
+  if constexpr (kVectorReduce)
+    if (!terms.template vectors_fit<Tile::kVb>(ld)) fail("vector kernel launched with C terms not aligned to its reductions");
+#pragma unroll
+  for (int t = 0; t < W_C; ++t) write_back_term<ATOMIC, VECTOR>(acc, terms, t, ld, row0, col0, wt, alpha, beta);
 }
 
 }  // namespace sb

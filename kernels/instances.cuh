@@ -108,24 +108,26 @@ extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size)
 
 // The Wg family (wgmma_primitive.cuh, sm_90a), float32 only: a persistent grid over tiles_n x tiles_m tiles of
 // `batch` products whose terms are places in A, B and C (based at a, b and c; WgTerms), TMA tensor maps of the
-// whole of A and B (unused by the scalar kernels, TMA 0) and the launch's dynamic shared memory SMEM (checked).
+// whole of A and B (unused by the scalar kernels, TMA 0) and of C (the atomic TMA kernels' tile reductions;
+// unused by the others) and the launch's dynamic shared memory SMEM (checked).
 // The parameters before `products` take SB_WG_PARAM_BYTES (strassenbench.fused.instances mirrors it). The
 // emulator's entry takes the tensor maps by address (their 64-byte alignment does not pass by value through C).
-#define SB_WG_PARAM_BYTES 320
+#define SB_WG_PARAM_BYTES 448
 #define SB_WG_HEAD int lda, int ldb, int ldc, int bk, float alpha, float beta, int tiles_n, int tiles_m, int batch, \
   const float *a, const float *b, float *c
 #define SB_WG_PARAMS(W, Z) SB_WG_HEAD, const SB_GRID_CONSTANT sb::TensorMap map_a, \
-  const SB_GRID_CONSTANT sb::TensorMap map_b, const SB_GRID_CONSTANT sb::Products<float, W, Z> products
+  const SB_GRID_CONSTANT sb::TensorMap map_b, const SB_GRID_CONSTANT sb::TensorMap map_c, \
+  const SB_GRID_CONSTANT sb::Products<float, W, Z> products
 #define SB_WG_EMU_PARAMS(W, Z) SB_WG_HEAD, const sb::TensorMap *map_a, const sb::TensorMap *map_b, \
-  const sb::Products<float, W, Z> products
-#define SB_WG_EMU_ARGS lda, ldb, ldc, bk, alpha, beta, tiles_n, tiles_m, batch, a, b, c, *map_a, *map_b, products
+  const sb::TensorMap *map_c, const sb::Products<float, W, Z> products
+#define SB_WG_EMU_ARGS lda, ldb, ldc, bk, alpha, beta, tiles_n, tiles_m, batch, a, b, c, *map_a, *map_b, *map_c, products
 #define SB_WG_INSTANCE(NAME, THREADS, M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, TMA, PARTS, RAW_STAGES, OP_STAGES, SMEM) \
   extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(SB_WG_PARAMS(W_A + W_B + W_C, Z)) {               \
     using K = sb::WgKernel<M_S, N_S, K_S, W_A, W_B, W_C, ATOMIC, Z, TMA, PARTS, RAW_STAGES, OP_STAGES>;           \
     static_assert(THREADS == K::kThreads, "a loader warpgroup and M_S / 64 consumer warpgroups");              \
     static_assert(sizeof(K::Shared) == SMEM, "the launch's dynamic shared memory is the kernel's");              \
     static_assert(SB_WG_PARAM_BYTES + sizeof(products) <= SB_PARAM_BYTES, "parameters too big");               \
-    K::run(lda, ldb, ldc, bk, alpha, beta, sb::WgGrid{tiles_n, tiles_m, batch}, a, b, c, map_a, map_b, products);  \
+    K::run(lda, ldb, ldc, bk, alpha, beta, sb::WgGrid{tiles_n, tiles_m, batch}, a, b, c, map_a, map_b, map_c, products);  \
   }                                                                                                               \
   SB_EMU_ENTRY(NAME, SB_WG_EMU_PARAMS(W_A + W_B + W_C, Z), SB_WG_EMU_ARGS)
 

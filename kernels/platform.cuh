@@ -74,6 +74,16 @@ __device__ __forceinline__ void fail([[maybe_unused]] const char* what) {
 #endif
 }
 
+// __syncwarp(): the warp's lanes meet (and their shared-memory accesses before it are ordered before those
+// after it); the emulator's lanes meet at their warp's barrier.
+__device__ __forceinline__ void syncwarp() {
+#if defined(__CUDACC__)
+  __syncwarp();
+#else
+  ::emu::warp->barrier.arrive_and_wait();
+#endif
+}
+
 // Every shared-memory access of the kernels goes through these two, so that the emulator can record the
 // addresses of each warp-level access and count wavefronts (strassenbench.fused.smem) and check their
 // alignment; on the GPU they are plain LDS / STS of sizeof(V) bytes.

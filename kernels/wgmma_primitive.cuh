@@ -15,7 +15,9 @@
 //   it is, the B tile transposed (wgmma reads tf32 operands K-major only). fence.proxy.async, then op_full.
 // - Each consumer (128 threads, setmaxnreg up to kConsumerRegs) multiplies its 64 rows of the tile with
 //   m64n{n_S}k8 wgmma from the operand stage, frees it (op_empty) and, after the tile's last slice, writes its
-//   accumulator to the W_C blocks of C from registers (kernels/epilogue.cuh).
+//   accumulator to the W_C blocks of C: from registers (kernels/epilogue.cuh), or in the atomic TMA kernels as
+//   tile reductions (cp.reduce.async.bulk.tensor .add.f32 of whole boxes, through staging boxes in shared
+//   memory) where a warp's rows of the tile lie wholly inside the term, and from registers at its fringes.
 // - 1xTF32 keeps one wgmma group in flight across slices; 3xTF32 sums a slice's small products (a_small b_big,
 //   a_big b_small), then its a_big b_big, in a staging accumulator, then adds it to the accumulator (staged
 //   accumulation, as CUTLASS's fast FP32 does).
@@ -27,11 +29,20 @@
 
 namespace sb {
 
-// The shared memory of a Wg kernel: OP_STAGES operand stages (PARTS tf32 parts of the A and B tiles, K-major,
+// The staging boxes of the tile reductions (the atomic TMA kernels): BOXES of 16 rows x 32 columns of C (2 KiB
+// each, 128-byte rows in the 128-byte swizzle), two a consumer warp; none in the other kernels.
+template <int BOXES>
+struct WgOutBoxes {
+  alignas(1024) float out[BOXES][16 * 32];
+};
+template <>
+struct WgOutBoxes<0> {};
+
+// The shared memory of a Wg kernel: the staging boxes (WgOutBoxes), OP_STAGES operand stages (PARTS tf32 parts of the A and B tiles, K-major,
 // 128-byte rows in the 128-byte swizzle's 1024-byte atoms), RAW_STAGES raw stages (one A term tile, row-major
 // m_S x k_S, and one B term tile, row-major k_S x n_S, as TMA lands them without swizzle) and the barriers.
-template <int M_S, int N_S, int K_S, int PARTS, int RAW_STAGES, int OP_STAGES>
-struct WgShared {
+template <int M_S, int N_S, int K_S, int PARTS, int RAW_STAGES, int OP_STAGES, int OUT_BOXES>
+struct WgShared : WgOutBoxes<OUT_BOXES> {
   struct alignas(1024) Operands {
     float a[PARTS][M_S * K_S];
     float b[PARTS][N_S * K_S];
@@ -110,7 +121,10 @@ struct WgKernel {
   static_assert(kConsumerRegs <= 256 && kConsumerRegs >= kLaunchRegs, "the consumers' registers");
   static constexpr int kAChunks = M_S * K_S / 4 / 128;  // 16-byte chunks of the A tile per loader thread
   static constexpr unsigned kRawBytesA = M_S * K_S * 4, kRawBytesB = K_S * N_S * 4;
-  using Shared = WgShared<M_S, N_S, K_S, PARTS, RAW_STAGES, OP_STAGES>;
+  // The tile reductions (the atomic TMA kernels; kOutBoxes staging boxes, two a consumer warp).
+  static constexpr bool kReduce = ATOMIC && TMA;
+  static constexpr int kOutBoxes = kReduce ? 2 * 4 * kConsumers : 0;
+  using Shared = WgShared<M_S, N_S, K_S, PARTS, RAW_STAGES, OP_STAGES, kOutBoxes>;
   using Prods = Products<float, kWall, Z>;
   using TermsA = WgTerms<const float*, W_A, 0, kWall, Z>;
   using TermsB = WgTerms<const float*, W_B, W_A, kWall, Z>;
@@ -305,10 +319,41 @@ struct WgKernel {
       wgmma_tf32<N_S>(d, desc(a0 + 8 * ks), desc(b0 + 8 * ks), PARTS == 2 || !(first && ks == 0), &s);
   }
 
+  // A warp's 16 rows of the tile, times `scale`, added to C's box at (c0, c1) and the three beside it (32
+  // columns each) by tile reductions: for each box lane 0 waits until the box before last has been read from the
+  // staging box (of `staging`'s two) this one reuses, the warp writes it in the 128-byte swizzle (lane g t, its
+  // rows g and g + 8 and columns 8 i + 2 t + {0, 1}: eight float2 stores, two wavefronts each), fences it for
+  // the async proxy, and lane 0 issues its reduction in a bulk group of its own. `box` counts the warp's boxes.
+  __device__ __forceinline__ static void reduce_rows(float* staging, const float (&acc)[kAcc], float scale,
+                                                     const TensorMap* map_c, int c0, int c1, int& box, int lane) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int q = 0; q < N_S / 32; ++q, ++box) {
+      float* tile = staging + (box % 2) * 16 * 32;
+      if (lane == 0) bulk_wait_read<1>();
+      syncwarp();
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int d = 4 * (4 * q + i) + 2 * r;  // wgmma's d[4 i + e]: row g + 8 (e / 2), column 8 i + 2 t + e % 2
+          const unsigned offset = 128u * (g + 8 * r) + 4u * (8 * i + 2 * t);
+          sts(reinterpret_cast<Vec<float, 2>*>(reinterpret_cast<char*>(tile) + swizzle_128b(offset)),
+              Vec<float, 2>{{scale * acc[d], scale * acc[d + 1]}});
+        }
+      fence_proxy_async();
+      syncwarp();
+      if (lane == 0) {
+        tma_store_2d<true>(map_c, c0 + 32 * q, c1, tile);
+        bulk_commit();
+      }
+    }
+  }
+
   __device__ __forceinline__ static void consumer(Shared& s, const Operands& ops, const WgGrid& grid, int bk,
-                                                  float alpha, float beta) {
+                                                  float alpha, float beta, const TensorMap* map_c) {
     const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, ct = static_cast<int>(threadIdx.x) % 128;
-    int op = 0;
+    int op = 0, box = 0;
     for (int tile = blockIdx.x; tile < grid.count(); tile += gridDim.x) {
       const WgTileIndex at = grid.at<M_S, N_S>(tile);
       float acc[kAcc];
@@ -353,13 +398,29 @@ struct WgKernel {
         for (int e = 0; e < 4; ++e) out[e / 2][2 * i + e % 2] = acc[4 * i + e];
       const float scale = alpha * ops.terms_a(at.z).coeff(0) * ops.terms_b(at.z).coeff(0);
       const WgWarpTile wt{64 * consumer + 16 * (ct / 32) + ct % 32 / 4, ct % 4};
-      epilogue<W_C, ATOMIC, false>(out, ops.terms_c(at.z), ops.ldc, at.row0, at.col0, wt, scale, beta);
+      if constexpr (kReduce) {
+        const TermsC terms = ops.terms_c(at.z);
+        const int row = at.row0 + 64 * consumer + 16 * (ct / 32);  // the warp's first row in its terms' tiles
+#pragma unroll
+        for (int t = 0; t < W_C; ++t) {
+          if (row + 16 <= terms.rows(t) && at.col0 + N_S <= terms.cols(t))
+            reduce_rows(s.out[8 * consumer + 2 * (ct / 32)], acc, scale * terms.coeff(t), map_c,
+                        terms.col(t) + at.col0, terms.row(t) + row, box, ct % 32);
+          else  // the term's fringe (Sec. s:fringe)
+            write_back_term<true, false>(out, terms, t, ops.ldc, at.row0, at.col0, wt, scale, beta);
+        }
+      } else {
+        epilogue<W_C, ATOMIC, false>(out, ops.terms_c(at.z), ops.ldc, at.row0, at.col0, wt, scale, beta);
+      }
     }
+    if constexpr (kReduce)  // the staging boxes read before the block ends (C's reductions land by themselves)
+      if (ct % 32 == 0) bulk_wait_read<0>();
   }
 
   __device__ __forceinline__ static void run(int lda, int ldb, int ldc, int bk, float alpha, float beta,
                                              const WgGrid& grid, const float* a, const float* b, float* c,
-                                             const TensorMap& map_a, const TensorMap& map_b, const Prods& products) {
+                                             const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_c,
+                                             const Prods& products) {
     SB_DYNAMIC_SHARED(Shared, s);
 #if defined(__CUDACC__)
     // The 128-byte swizzle's atoms and the descriptors' addresses assume the tiles 1024-byte aligned in the block's
@@ -384,7 +445,7 @@ struct WgKernel {
       loader(s, ops, grid, bk, &map_a, &map_b);
     } else {
       setmaxnreg_inc<kConsumerRegs>();
-      consumer(s, ops, grid, bk, alpha, beta);
+      consumer(s, ops, grid, bk, alpha, beta, &map_c);
     }
   }
 };

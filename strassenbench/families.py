@@ -140,7 +140,7 @@ _FAMILIES = (
     Family(WGMMA, "TF32 tensor cores (wgmma)", "wgmma ", WG_STRATEGIES, {"emu": "WgLarge", "cuda": "WgLarge"},
            "WgLarge", "float32", 90, "wgmma_primitive.cuh", "SB_WG_INSTANCE",
            ("name", "threads", "m_S", "n_S", "k_S", "counts", "atomic", "batch", "vector", "parts", "raw_stages",
-            "op_stages", "smem"), "tf32_flops", 4, max_arch=90, arch_suffix="a", head_bytes=320, own_cublas=False),
+            "op_stages", "smem"), "tf32_flops", 4, max_arch=90, arch_suffix="a", head_bytes=448, own_cublas=False),
 )
 
 # Ordered as the kernels, implementations and tables list them: SIMT, 1xTF32, 3xTF32, DMMA, then wgmma's 1xTF32

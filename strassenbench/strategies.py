@@ -187,7 +187,8 @@ class WgStrategy:
     """A tile shape of the Wg kernels (kernels/wgmma_primitive.cuh, sm_90a): an m_S x n_S tile per loader
     warpgroup and m_S / 64 consumer warpgroups (128 threads each; a consumer's 64 rows are one m64n{n_S}k8
     wgmma per k-step), k_S = 32 (one 128-byte row of the 128-byte swizzle), ``op_stages`` operand stages and as
-    many raw stages (TMA's term tiles) as the rest of the 227 KiB holds, at most ``raw_max`` (raw_stages)."""
+    many raw stages (TMA's term tiles) as the rest of the 227 KiB holds, at most ``raw_max`` (raw_stages). The
+    atomic TMA kernels (``reduce``) also hold the staging boxes of their tile reductions (out_bytes)."""
 
     name: str
     m_S: int
@@ -217,18 +218,25 @@ class WgStrategy:
     def _raw_bytes(self) -> int:
         return _align(4 * (self.m_S + self.n_S) * self.k_S, 1024)
 
-    def raw_stages(self, parts: int) -> int:
+    def out_bytes(self, reduce: bool) -> int:
+        """The tile reductions' staging boxes (sb::WgOutBoxes; ``reduce``: an atomic TMA kernel, else none): two
+        boxes of 16 x 32 floats a consumer warp."""
+        return 2 * 4 * self.consumers * 16 * 32 * 4 if reduce else 0
+
+    def raw_stages(self, parts: int, reduce: bool = False) -> int:
         """Raw stages (one term tile of A and one of B each) beside the operand stages of ``parts`` TF32 parts
-        (2 for 3xTF32), within the block's shared memory with 1 KiB for the barriers, at most raw_max."""
-        room = WG_SHARED_BYTES - 1024 - self.op_stages * self._operand_bytes(parts)
+        (2 for 3xTF32) and the staging boxes (out_bytes), within the block's shared memory with 1 KiB for the
+        barriers, at most raw_max."""
+        room = WG_SHARED_BYTES - 1024 - self.op_stages * self._operand_bytes(parts) - self.out_bytes(reduce)
         return min(self.raw_max, room // self._raw_bytes())
 
-    def smem_bytes(self, itemsize: int = 4, parts: int = 1) -> int:
-        """sizeof(sb::WgShared): the operand and raw stages, then the barriers (8 bytes each), padded to the
-        structure's 1,024-byte alignment (the instance macro checks it against the kernel's)."""
-        raw = self.raw_stages(parts)
+    def smem_bytes(self, itemsize: int = 4, parts: int = 1, reduce: bool = False) -> int:
+        """sizeof(sb::WgShared): the staging boxes, the operand and raw stages, then the barriers (8 bytes each),
+        padded to the structure's 1,024-byte alignment (the instance macro checks it against the kernel's)."""
+        raw = self.raw_stages(parts, reduce)
         barriers = 8 * 2 * (raw + self.op_stages)
-        return _align(self.op_stages * self._operand_bytes(parts) + raw * self._raw_bytes() + barriers, 1024)
+        return _align(self.out_bytes(reduce) + self.op_stages * self._operand_bytes(parts) + raw * self._raw_bytes()
+                      + barriers, 1024)
 
 
 # The Wg family's strategies (beyond the paper, sm_90a): CUTLASS's sm_90 warp-specialized tile, 128 x 128 x 32 on

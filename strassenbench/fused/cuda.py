@@ -128,7 +128,8 @@ def program_ops(program: Program) -> int:
 # cuTensorMapEncodeTiled's enumerations (cuda.h: CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
 # CUtensorMapL2promotion, CUtensorMapFloatOOBfill) for the Wg kernels' maps: float32, no interleave, no swizzle
 # (the loader reads the term tiles as they land), 128-byte L2 promotion, zeros outside the tensor.
-TENSOR_MAP_FLOAT32, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_SWIZZLE_NONE = 7, 0, 0
+TENSOR_MAP_FLOAT32, TENSOR_MAP_INTERLEAVE_NONE = 7, 0
+TENSOR_MAP_SWIZZLE = {0: 0, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B
 TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE = 2, 0
 
 
@@ -150,7 +151,7 @@ def driver_library():  # noqa: ANN201 - a ctypes library
 
 def encode_tensor_map(arg: TensorMapArg):  # noqa: ANN201 - a NumPy array
     """``arg`` encoded by the driver (cuTensorMapEncodeTiled: a 2-D float32 tiled map of the whole operand, rows
-    its second dimension): the 128 bytes of a CUtensorMap, 64-byte aligned as the driver asks, in a NumPy array
+    its second dimension, in its swizzle): the 128 bytes of a CUtensorMap, 64-byte aligned as the driver asks, in a NumPy array
     the launch keeps alive; zeros for an unused map. CudaError names what the driver refused."""
     import ctypes
 
@@ -163,7 +164,7 @@ def encode_tensor_map(arg: TensorMapArg):  # noqa: ANN201 - a NumPy array
     box, steps = (ctypes.c_uint32 * 2)(*arg.box), (ctypes.c_uint32 * 2)(1, 1)
     status = driver_library().cuTensorMapEncodeTiled(
         out.ctypes.data, TENSOR_MAP_FLOAT32, 2, int(x.data.ptr), dims, strides, box, steps, TENSOR_MAP_INTERLEAVE_NONE,
-        TENSOR_MAP_SWIZZLE_NONE, TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE)
+        TENSOR_MAP_SWIZZLE[arg.swizzle], TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE)
     if status != 0:
         raise CudaError(f"cuTensorMapEncodeTiled refused a map of a {rows} x {cols} operand (row stride "
                         f"{x.strides[0]} bytes, box {arg.box[0]} x {arg.box[1]}): CUresult {status}")

@@ -232,8 +232,9 @@ def encode_tensor_map(lib: ctypes.CDLL, arg: TensorMapArg) -> np.ndarray:
         return out
     x = arg.array
     why = ctypes.create_string_buffer(256)
-    if tensor_map_encoder(lib)(out.ctypes.data, x.ctypes.data, x.dtype.itemsize, x.shape[1], x.shape[0], x.strides[0], *arg.box, 0,
-              why, len(why)):
+    encode = tensor_map_encoder(lib)
+    if encode(out.ctypes.data, x.ctypes.data, x.dtype.itemsize, x.shape[1], x.shape[0], x.strides[0], *arg.box,
+              arg.swizzle, why, len(why)):
         raise EmuError(f"a TMA tensor map of a {x.shape[0]} x {x.shape[1]} operand: {why.value.decode()}")
     return out
 

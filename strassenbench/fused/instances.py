@@ -199,7 +199,12 @@ class Instance:
         other families' tiles are static)."""
         if not isinstance(self.strategy, WgStrategy):
             return 0
-        return self.strategy.smem_bytes(parts=MODES[self.mode].parts)
+        return self.strategy.smem_bytes(parts=MODES[self.mode].parts, reduce=self.reduces)
+
+    @property
+    def reduces(self) -> bool:
+        """A Wg kernel that writes C by tile reductions (the atomic TMA kernels: sb::WgKernel::kReduce)."""
+        return isinstance(self.strategy, WgStrategy) and self.write_mode == "atomic" and self.loads == "vector"
 
     def field(self, name: str) -> tuple[str, ...]:
         """The argument(s) ``name`` of the family's instance macro (strassenbench.families.Family.fields): the
@@ -209,7 +214,7 @@ class Instance:
                "vector": (self.loads == "vector",), "reread": (self.reread,), "parts": (MODES[self.mode].parts,),
                "smem": (self.shared_bytes,)}
         if name == "raw_stages":
-            return (str(self.strategy.raw_stages(MODES[self.mode].parts)),)
+            return (str(self.strategy.raw_stages(MODES[self.mode].parts, self.reduces)),)
         values = own[name] if name in own else (getattr(self.strategy, name),)
         return tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
 

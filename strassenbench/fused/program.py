@@ -16,12 +16,14 @@ __all__ = ["Launch", "Program", "TensorMapArg", "address", "map_bytes", "normali
 @dataclass(frozen=True)
 class TensorMapArg:
     """A TMA tensor map kernel parameter (CUtensorMap, 128 bytes) of a whole row-major operand: boxes of
-    ``box`` = (columns, rows) elements, no swizzle, zeros outside the operand. Each engine encodes it for its
-    device: the cuda engine through the driver (cuTensorMapEncodeTiled), the emulator in its own encoding. None
-    for a scalar Wg kernel's, which it never reads (128 zero bytes)."""
+    ``box`` = (columns, rows) elements in shared memory with no swizzle or (``swizzle`` 128) the 128-byte one,
+    zeros outside the operand. Each engine encodes it for its device: the cuda engine through the driver
+    (cuTensorMapEncodeTiled), the emulator in its own encoding. None for a map the kernel never reads (128 zero
+    bytes)."""
 
     array: Any  # NumPy (emulator) or CuPy (cuda) array; None: unused
     box: tuple[int, int] = (0, 0)
+    swizzle: int = 0  # bytes: 0 or 128
 
 
 def map_bytes():  # noqa: ANN201 - a NumPy array

@@ -43,16 +43,18 @@ def wg_launches(group: list[Step], A, B, C, lds, strategy: WgStrategy, write_mod
                 mode: str, alpha: float, beta: float, bk: int) -> list[Launch]:
     """The Wg kernels' launches of one group of products: a persistent grid over the tiles of at most a batch of
     products (grid[0] the tiles; an engine launches at most its SMs' worth, Launch.persistent), TMA tensor maps
-    of A and B (the TMA kernel when both allow one, tma_able; else the scalar kernel) and the kernel's dynamic
-    shared memory."""
-    tma = tma_able(A, lds[0]) and tma_able(B, lds[1])
+    of A and B and, for the atomic write-back's tile reductions, of C in 16 x 32 boxes in the 128-byte swizzle
+    (the TMA kernel when each of them allows one, tma_able; else the scalar kernel, with unused maps) and the
+    kernel's dynamic shared memory."""
+    atomic = write_mode == "atomic"
+    tma = tma_able(A, lds[0]) and tma_able(B, lds[1]) and (not atomic or tma_able(C, lds[2]))
     first = group[0]
     inst = Instance(strategy, "float32", kernel_counts((len(first.a), len(first.b), len(first.c))), write_mode,
                     "vector" if tma else "scalar", mode=mode)
     bm, _, bn = plan.block
     tiles_n, tiles_m = -(-bn // strategy.n_S), -(-bm // strategy.m_S)
-    maps = (TensorMapArg(A, (strategy.k_S, strategy.m_S)), TensorMapArg(B, (strategy.n_S, strategy.k_S))) if tma \
-        else (TensorMapArg(None), TensorMapArg(None))
+    maps = (TensorMapArg(A, (strategy.k_S, strategy.m_S)), TensorMapArg(B, (strategy.n_S, strategy.k_S)),
+            TensorMapArg(C if atomic else None, (32, 16), 128)) if tma else (TensorMapArg(None),) * 3
     launches = []
     for start in range(0, len(group), inst.batch):
         part = group[start: start + inst.batch]

@@ -29,13 +29,17 @@ WG_MODES = ("wg1xtf32", "wg3xtf32")
 
 def test_the_family_record_and_its_strategy() -> None:
     """WgLarge: a loader and two consumer warpgroups on a 128 x 128 x 32 tile; the raw stages that fit beside the
-    operand stages in 227 KiB (4 for 1xTF32, 3 for 3xTF32's two parts); the family builds for sm_90 only, its
-    units for sm_90a."""
+    operand stages in 227 KiB (4 for 1xTF32, 3 for 3xTF32's two parts; the atomic TMA kernels' 32 KiB of staging
+    boxes, two of 16 x 32 floats a consumer warp, leave 3xTF32 2); the family builds for sm_90 only, its units for
+    sm_90a."""
     s = WG_STRATEGIES[WG]
     assert (s.m_S, s.n_S, s.k_S, s.consumers, s.threads, s.op_stages) == (128, 128, 32, 2, 384, 2)
     assert (s.raw_stages(1), s.raw_stages(2)) == (4, 3)
     assert s.smem_bytes(parts=1) == 2 * 32768 + 4 * 32768 + 1024 <= WG_SHARED_BYTES
     assert s.smem_bytes(parts=2) == 2 * 65536 + 3 * 32768 + 1024 <= WG_SHARED_BYTES
+    assert (s.out_bytes(True), s.raw_stages(1, True), s.raw_stages(2, True)) == (32768, 4, 2)
+    assert s.smem_bytes(parts=1, reduce=True) == 32768 + 2 * 32768 + 4 * 32768 + 1024 <= WG_SHARED_BYTES
+    assert s.smem_bytes(parts=2, reduce=True) == 32768 + 2 * 65536 + 2 * 32768 + 1024 <= WG_SHARED_BYTES
     family = FAMILIES[WGMMA]
     assert family.modes == WG_MODES and all(MODES[m].tf32 for m in WG_MODES)
     assert [family.builds_for(a) for a in ("sm_80", "sm_90", "sm_100")] == [False, True, False]
@@ -83,15 +87,27 @@ def test_wg_kernels_exact(mode: str, scheme: str, levels: int) -> None:
 
 def test_the_launch_maps_whole_operands_and_places_terms_in_them() -> None:
     """A Wg launch of the TMA kernel carries tensor maps of the whole of A and B with the tile's boxes (k_S x m_S
-    of A, n_S x k_S of B); its terms are their blocks' places, row << 32 | column; an operand TMA cannot map (a
-    row not a multiple of 16 bytes, an address not 16-byte aligned) makes it the scalar kernel, with unused maps."""
+    of A, n_S x k_S of B) and, atomic, of C with the tile reductions' 32 x 16 boxes in the 128-byte swizzle (a
+    plain one leaves it unused); its terms are their blocks' places, row << 32 | column; an operand TMA cannot
+    map (a row not a multiple of 16 bytes, an address not 16-byte aligned; C's too when atomic) makes it the
+    scalar kernel, with unused maps."""
     A, B, C = _operands(256, 64, 256, seed=1)
     plan = make_plan("strassen", 1, 256, 64, 256)
     program = plan_launches(plan, A, B, C, 1.0, 0.0, strategy=WG_STRATEGIES[WG], scheme="atomic", mode="wg3xtf32")
     launch = next(launch for launch in program.launches if launch.instance)  # after the scale kernel (beta = 0)
     maps = [a for a in launch.args if isinstance(a, TensorMapArg)]
-    assert [m.array is x for m, x in zip(maps, (A, B))] == [True, True]
-    assert [m.box for m in maps] == [(32, 128), (128, 32)]
+    assert [m.array is x for m, x in zip(maps, (A, B, C))] == [True, True, True]
+    assert [(m.box, m.swizzle) for m in maps] == [((32, 128), 0), ((128, 32), 0), ((32, 16), 128)]
+    assert launch.instance.reduces and launch.shared == WG_STRATEGIES[WG].smem_bytes(parts=2, reduce=True)
+    plain = plan_launches(make_plan("strassen", 0, 256, 64, 256), A, B, C, 1.0, 0.0, strategy=WG_STRATEGIES[WG],
+                          mode="wg3xtf32").launches[-1]
+    plain_maps = [a for a in plain.args if isinstance(a, TensorMapArg)]
+    assert [m.array is x for m, x in zip(plain_maps, (A, B, None))] == [True, True, True]
+    assert not plain.instance.reduces and plain.instance.loads == "vector"
+    wide = np.zeros((256, 259), np.float32)  # C's rows 259 floats apart: no map of C, so no TMA kernel when atomic
+    odd_c = plan_launches(plan, A, B, wide[:, :256], 1.0, 0.0, strategy=WG_STRATEGIES[WG], scheme="atomic",
+                          mode="wg1xtf32").launches[-1]
+    assert odd_c.instance.loads == "scalar" and not odd_c.instance.reduces
     products = launch.args[-1]
     step = next(s for s in plan.steps if s.primitive.name == launch.products[0])
     view = step.a[-1][0]
@@ -100,7 +116,7 @@ def test_the_launch_maps_whole_operands_and_places_terms_in_them() -> None:
     odd = plan_launches(make_plan("strassen", 1, 256, 63, 256), A[:, :63].copy(), B[:63].copy(), C, 1.0, 0.0,
                         strategy=WG_STRATEGIES[WG], scheme="atomic", mode="wg1xtf32").launches[-1]
     assert odd.instance.loads == "scalar"
-    assert [a.array for a in odd.args if isinstance(a, TensorMapArg)] == [None, None]
+    assert [a.array for a in odd.args if isinstance(a, TensorMapArg)] == [None, None, None]
 
 
 # ------------------------------------------------------------------ planted mistakes
@@ -120,6 +136,16 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
         "          wgmma_wait<1>();\n", "          wgmma_wait<2>();\n", 0),
     "a term's sum forgets the terms before it": ("    if (j > 0) {\n      const Vec<float, 4> sum", "    if (j > 1) {\n"
                                                  "      const Vec<float, 4> sum", 1),
+    # the atomic TMA kernels' tile reductions (1-level: interior tiles and fringes)
+    "a staging box is not fenced before its reduction reads it": (
+        "      fence_proxy_async();\n      syncwarp();\n      if (lane == 0) {", "      syncwarp();\n      if (lane == 0) {",
+        1),
+    "a staging box is written again before its reduction has read it": (
+        "      if (lane == 0) bulk_wait_read<1>();\n", "", 1),
+    "a staging box is written without the swizzle": (
+        "reinterpret_cast<char*>(tile) + swizzle_128b(offset)", "reinterpret_cast<char*>(tile) + offset", 1),
+    "every warp's reduction lands on the first warp's rows": (
+        "64 * consumer + 16 * (ct / 32);  // the warp's", "64 * consumer;  // the warp's", 1),
 }
 
 _PLANT_RUN = """
@@ -149,8 +175,9 @@ print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
 def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Path) -> None:
     """The kernel sources with one mistake in the Wg pipeline ($STRASSENBENCH_KERNELS): a missing proxy fence (in
     the scalar kernel) or raw-stage wait, the operands' swizzle or k-step dropped, a stage freed while its wgmma read it, a sum that
-    drops its first term: the result is wrong or the emulator faults. The unplanted sources, run alike, are
-    exact."""
+    drops its first term; in the tile reductions a staging box not fenced, rewritten before it is read or not
+    swizzled, a box on the wrong rows: the result is wrong or the emulator faults. The unplanted sources, run
+    alike, are exact."""
     old, new, levels = PLANTS[plant]
     assert_plant_fails(tmp_path, _PRIMITIVE, old, new, _PLANT_RUN, str(levels))
 
@@ -161,7 +188,8 @@ def test_the_wg_units_build_for_sm_90a_to_hgmma_and_tma_without_spills(tmp_path:
     and no stack; every kernel's main loop issues m64n128k8 HGMMA (4 a slice in 1xTF32, 12 in 3xTF32) in at most 90
     (210) instructions a slice (85 and 203 to 206 with nvcc 13.0), and the kernel gives
     registers to the consumers (setmaxnreg: the loader down to 104, the consumers up to 200); the TMA kernels load
-    with UTMALDG, the scalar ones do not. An sm_80 build leaves the family out."""
+    with UTMALDG, the scalar ones do not; the atomic TMA kernels reduce into C with UTMAREDG, the others do not.
+    An sm_80 build leaves the family out."""
     from strassenbench.fused.build import build
     from strassenbench.fused.modules import BuildError
     from strassenbench.fused.toolchain import find_tool
@@ -185,6 +213,8 @@ def test_the_wg_units_build_for_sm_90a_to_hgmma_and_tma_without_spills(tmp_path:
             assert any(ins.opcode.startswith("USETMAXREG.DEALLOC") and "0x68" in ins.operands for ins in code)
             assert any(ins.opcode.startswith("USETMAXREG.TRY_ALLOC") and "0xc8" in ins.operands for ins in code)
             assert any(op.startswith("UTMALDG") for op in opcodes) == (not kernel.endswith("_scalar")), kernel
+            reduces = "_atomic" in kernel and not kernel.endswith("_scalar")
+            assert any(op.startswith("UTMAREDG") for op in opcodes) == reduces, kernel
     assert (frame["smem_bytes"] == 0).all()  # their tiles are the launch's dynamic shared memory
     with pytest.raises(BuildError, match="need sm_90 only, not sm_80"):
         build(["sm_80"], tmp_path / "b80", dtypes=("float32",), strategies=(WG,), counts=((1, 1, 1),), cutlass=False)
