@@ -84,6 +84,20 @@ __device__ __forceinline__ void syncwarp() {
 #endif
 }
 
+// __all_sync over the whole warp: whether `x` holds in every lane. A warp-uniform result (VOTEU on sm_90): a
+// branch on it is one the compiler knows the warp takes together, so code after it stays on the uniform
+// datapath (a warp-synchronous branch on a per-lane condition costs wgmma loops their uniform registers).
+__device__ __forceinline__ bool warp_all(bool x) {
+#if defined(__CUDACC__)
+  return __all_sync(0xffffffffu, x);
+#else
+  const auto lanes = ::emu::warp_gather(x);
+  bool all = true;
+  for (unsigned l = 0; l < ::emu::warp_lanes(); ++l) all = all && lanes[l];
+  return all;
+#endif
+}
+
 // Every shared-memory access of the kernels goes through these two, so that the emulator can record the
 // addresses of each warp-level access and count wavefronts (strassenbench.fused.smem) and check their
 // alignment; on the GPU they are plain LDS / STS of sizeof(V) bytes.
@@ -353,38 +367,46 @@ __device__ __forceinline__ constexpr unsigned swizzle_128b(unsigned offset) {
 // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group: the box of `map` at (c0, c1) from shared `src`
 // (laid out as tma_load_2d leaves it), elements outside the tensor dropped. ADD: cp.reduce.async.bulk.tensor
 // .add, each element added to global memory. In the thread's bulk group; bulk_commit closes it, bulk_wait_read
-// waits until the tile may be written again.
+// waits until the tile may be written again. These three take `issue`, a predicate of the instruction itself
+// (one lane of a warp issues, the others skip it): no branch, so the compiler still sees the warp converged.
 template <bool ADD = false>
-__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src) {
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src,
+                                             bool issue = true) {
 #if defined(__CUDACC__)
   if constexpr (ADD) {
-    SB_SM90(asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];"
-                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)) : "memory"););
+    SB_SM90(asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n"
+                         "@p cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], [%3];\n}"
+                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)), "r"(static_cast<int>(issue))
+                         : "memory"););
   } else {
-    SB_SM90(asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
-                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)) : "memory"););
+    SB_SM90(asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %4, 0;\n"
+                         "@p cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n}"
+                         ::"l"(map), "r"(c0), "r"(c1), "r"(shared_address(src)), "r"(static_cast<int>(issue))
+                         : "memory"););
   }
 #else
-  ::emu::tensor_store_2d(map, c0, c1, src, ADD);
+  if (issue) ::emu::tensor_store_2d(map, c0, c1, src, ADD);
 #endif
 }
 
 // cp.async.bulk.commit_group: the thread's bulk stores since the last commit form one bulk group.
-__device__ __forceinline__ void bulk_commit() {
+__device__ __forceinline__ void bulk_commit(bool issue = true) {
 #if defined(__CUDACC__)
-  SB_SM90(asm volatile("cp.async.bulk.commit_group;" ::: "memory"););
+  SB_SM90(asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p cp.async.bulk.commit_group;\n}"
+                       ::"r"(static_cast<int>(issue)) : "memory"););
 #else
-  ::emu::bulk_commit();
+  if (issue) ::emu::bulk_commit();
 #endif
 }
 
 // cp.async.bulk.wait_group.read N: every bulk group but the newest N has read its shared source.
 template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
+__device__ __forceinline__ void bulk_wait_read(bool issue = true) {
 #if defined(__CUDACC__)
-  SB_SM90(asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"););
+  SB_SM90(asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p cp.async.bulk.wait_group.read %0;\n}"
+                       ::"n"(N), "r"(static_cast<int>(issue)) : "memory"););
 #else
-  ::emu::bulk_wait(N);
+  if (issue) ::emu::bulk_wait(N);
 #endif
 }
 

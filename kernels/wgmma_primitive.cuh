@@ -323,14 +323,17 @@ struct WgKernel {
   // columns each) by tile reductions: for each box lane 0 waits until the box before last has been read from the
   // staging box (of `staging`'s two) this one reuses, the warp writes it in the 128-byte swizzle (lane g t, its
   // rows g and g + 8 and columns 8 i + 2 t + {0, 1}: eight float2 stores, two wavefronts each), fences it for
-  // the async proxy, and lane 0 issues its reduction in a bulk group of its own. `box` counts the warp's boxes.
+  // the async proxy, and lane 0 issues its reduction in a bulk group of its own (predicated instructions, not a
+  // branch: the warp stays converged for wgmma). Box q takes staging box q % 2 (N_S / 32 boxes, an even number:
+  // the box before last is always the same staging box, across terms and tiles too).
   __device__ __forceinline__ static void reduce_rows(float* staging, const float (&acc)[kAcc], float scale,
-                                                     const TensorMap* map_c, int c0, int c1, int& box, int lane) {
+                                                     const TensorMap* map_c, int c0, int c1, int lane) {
+    static_assert(N_S / 32 % 2 == 0, "an even number of boxes a row of tiles");
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int q = 0; q < N_S / 32; ++q, ++box) {
-      float* tile = staging + (box % 2) * 16 * 32;
-      if (lane == 0) bulk_wait_read<1>();
+    for (int q = 0; q < N_S / 32; ++q) {
+      float* tile = staging + (q % 2) * 16 * 32;
+      bulk_wait_read<1>(lane == 0);
       syncwarp();
 #pragma unroll
       for (int i = 0; i < 4; ++i)
@@ -343,17 +346,15 @@ struct WgKernel {
         }
       fence_proxy_async();
       syncwarp();
-      if (lane == 0) {
-        tma_store_2d<true>(map_c, c0 + 32 * q, c1, tile);
-        bulk_commit();
-      }
+      tma_store_2d<true>(map_c, c0 + 32 * q, c1, tile, lane == 0);
+      bulk_commit(lane == 0);
     }
   }
 
   __device__ __forceinline__ static void consumer(Shared& s, const Operands& ops, const WgGrid& grid, int bk,
                                                   float alpha, float beta, const TensorMap* map_c) {
     const int consumer = static_cast<int>(threadIdx.x) / 128 - 1, ct = static_cast<int>(threadIdx.x) % 128;
-    int op = 0, box = 0;
+    int op = 0;
     for (int tile = blockIdx.x; tile < grid.count(); tile += gridDim.x) {
       const WgTileIndex at = grid.at<M_S, N_S>(tile);
       float acc[kAcc];
@@ -403,9 +404,9 @@ struct WgKernel {
         const int row = at.row0 + 64 * consumer + 16 * (ct / 32);  // the warp's first row in its terms' tiles
 #pragma unroll
         for (int t = 0; t < W_C; ++t) {
-          if (row + 16 <= terms.rows(t) && at.col0 + N_S <= terms.cols(t))
+          if (warp_all(row + 16 <= terms.rows(t) && at.col0 + N_S <= terms.cols(t)))  // uniform, as it is
             reduce_rows(s.out[8 * consumer + 2 * (ct / 32)], acc, scale * terms.coeff(t), map_c,
-                        terms.col(t) + at.col0, terms.row(t) + row, box, ct % 32);
+                        terms.col(t) + at.col0, terms.row(t) + row, ct % 32);
           else  // the term's fringe (Sec. s:fringe)
             write_back_term<true, false>(out, terms, t, ops.ldc, at.row0, at.col0, wt, scale, beta);
         }
@@ -414,7 +415,7 @@ struct WgKernel {
       }
     }
     if constexpr (kReduce)  // the staging boxes read before the block ends (C's reductions land by themselves)
-      if (ct % 32 == 0) bulk_wait_read<0>();
+      bulk_wait_read<0>(ct % 32 == 0);
   }
 
   __device__ __forceinline__ static void run(int lda, int ldb, int ldc, int bk, float alpha, float beta,

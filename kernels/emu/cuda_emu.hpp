@@ -64,7 +64,8 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 // One warp of the running block: its barrier and a slot of kSlotBytes per lane for warp_gather.
 struct Warp {
   static constexpr unsigned kSlotBytes = 96;  // the largest: an f64 m16n8k16 lane's 8 + 4 doubles
-  explicit Warp(unsigned lanes) : barrier(static_cast<std::ptrdiff_t>(lanes)) {}
+  explicit Warp(unsigned lanes_) : lanes(lanes_), barrier(static_cast<std::ptrdiff_t>(lanes_)) {}
+  unsigned lanes;  // 32, fewer in a block's last warp
   std::barrier<> barrier;
   alignas(16) unsigned char slots[32][kSlotBytes];
 };
@@ -83,6 +84,8 @@ inline std::array<T, 32> warp_gather(const T& mine) {
   warp->barrier.arrive_and_wait();  // the slots are free again
   return all;
 }
+
+inline unsigned warp_lanes() { return warp->lanes; }
 
 template <class T>
 inline T atomic_add(T* address, T value) {

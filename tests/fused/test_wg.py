@@ -138,10 +138,9 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
                                                  "      const Vec<float, 4> sum", 1),
     # the atomic TMA kernels' tile reductions (1-level: interior tiles and fringes)
     "a staging box is not fenced before its reduction reads it": (
-        "      fence_proxy_async();\n      syncwarp();\n      if (lane == 0) {", "      syncwarp();\n      if (lane == 0) {",
-        1),
+        "      fence_proxy_async();\n      syncwarp();\n      tma_store_2d", "      syncwarp();\n      tma_store_2d", 1),
     "a staging box is written again before its reduction has read it": (
-        "      if (lane == 0) bulk_wait_read<1>();\n", "", 1),
+        "      bulk_wait_read<1>(lane == 0);\n", "", 1),
     "a staging box is written without the swizzle": (
         "reinterpret_cast<char*>(tile) + swizzle_128b(offset)", "reinterpret_cast<char*>(tile) + offset", 1),
     "every warp's reduction lands on the first warp's rows": (
