@@ -31,7 +31,7 @@ __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED
            "unit_fresh"]
 
 # The opcode classes of a kernel's machine code (strassenbench.fused.sass.opcode_counts).
-OPCODE_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", "global_reductions"]
+OPCODE_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", "global_reductions", "tile_reductions"]
 RESOURCE_COLUMNS = [
     "kernel", "arch", "source", "strategy", "dtype", "mode", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
     "spill_stores", "spill_loads", "smem_bytes", "stack_bytes", "blocks_per_sm", *OPCODE_COLUMNS, *MAINLOOP_COLUMNS,

@@ -111,11 +111,15 @@ def parse_sass(sass: str) -> dict[str, list[Instruction]]:
 # (sm_90's; REDG.E.ADD.F32x4 is one vector reduction of 4 floats), ATOM (generic addressing). Not ATOMS
 # (shared memory).
 GLOBAL_REDUCTIONS = ("RED", "REDG", "ATOM", "ATOMG")
+# TMA's reductions of whole boxes into global memory (cp.reduce.async.bulk.tensor: UTMAREDG), the Wg kernels'
+# tile reductions.
+TILE_REDUCTIONS = ("UTMAREDG",)
 
 
 def opcode_counts(instructions: list[Instruction]) -> Counter:
     """ffma (FFMA and DFMA), lds128, lds_other, ldg, local_mem_ops (LDL and STL), global_reductions (the
-    atomic write-back's reduction instructions, GLOBAL_REDUCTIONS: a vector reduction counts once)."""
+    atomic write-back's reduction instructions, GLOBAL_REDUCTIONS: a vector reduction counts once),
+    tile_reductions (TILE_REDUCTIONS)."""
     counts: Counter = Counter()
     for ins in instructions:
         base = ins.base
@@ -129,6 +133,8 @@ def opcode_counts(instructions: list[Instruction]) -> Counter:
             counts["local_mem_ops"] += 1
         elif base in GLOBAL_REDUCTIONS:
             counts["global_reductions"] += 1
+        elif base in TILE_REDUCTIONS:
+            counts["tile_reductions"] += 1
     return counts
 
 

@@ -266,7 +266,7 @@ def impl_time(
         if found is None:
             found = book[kernel] = _kernel_figures(spec, s, kernel, dtype, mode, table)
         if family.tensor:  # the tensor-core kernels (strassenbench.model.tensor), in the strategy's role
-            return tensor_load(spec, found[0], kernel, sm, sk, sn, mode, *found[1:])
+            return tensor_load(spec, found[0], kernel, sm, sk, sn, mode, *found[1:], atomic=scheme in ATOMIC_SCHEMES)
         return kernel_load(spec, s, w, sm, sk, sn, dtype, *found)
 
     fused = scheme_time(model, algorithm, fused_levels, scheme, streams, computes, load_of, parts)

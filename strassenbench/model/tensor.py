@@ -193,13 +193,13 @@ def tensor_figures(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int
 
 
 def tensor_load(spec: GPUSpec, s: TensorStrategy | DmmaStrategy, w: tuple[int, int, int], m: int, k: int, n: int,
-                mode: str, active: int, per_slice: float, load_use: float) -> Load | None:
+                mode: str, active: int, per_slice: float, load_use: float, atomic: bool = False) -> Load | None:
     """tensor_kernel_load with the kernel's figures given (tensor_figures); a Wg kernel's by
-    strassenbench.model.wgmma."""
+    strassenbench.model.wgmma (``atomic``: its atomic write-back, the tile reductions)."""
     if isinstance(s, WgStrategy):
         from .wgmma import wg_load
 
-        return wg_load(spec, s, w, m, k, n, mode, active, per_slice, load_use)
+        return wg_load(spec, s, w, m, k, n, mode, active, per_slice, load_use, atomic)
     if active < 1 or spec.tau_tensor(mode) <= 0:
         return None
     parts, kk, itemsize = MODES[mode].parts, math.ceil(k / s.k_S) * s.k_S, _itemsize(mode)

@@ -11,9 +11,11 @@ Per m_S x n_S tile of a WgStrategy and a variant (W_A, W_B, W_C), k rounded up t
              + 2 ((W_A - 1) m_S + (W_B - 1) n_S) k      each later term's read-modify-write of the FP32 sum
              + P (m_S + n_S) k                          the operands' stores
              + R (m_S + c n_S) k                        wgmma's reads: each consumer its A rows and all of B
+             + 2 W_C m_S n_S  (atomic)                  the tile reductions' staging boxes, written and read by TMA
     T_issue = waves tiles 4 slices I / (4 #SM clock)    I: the loader warps' instructions per slice (counted);
                                                         the consumers' few (their wgmma run asynchronously)
     T_latency = waves slices max(lambda / (S_raw - 1), I) / clock: TMA's boxes issued S_raw - 1 raw stages ahead
+                                                        (S_raw: the kernel's, fewer beside the staging boxes)
     waves = ceil(tiles / #SM)                           one persistent block per SM runs every #SM-th tile
 
 Every number is a prediction: no Wg kernel has run on a GPU here.
@@ -76,9 +78,10 @@ def wg_figures(spec: GPUSpec, s: WgStrategy, w: tuple[int, int, int], mode: str,
 
 
 def wg_load(spec: GPUSpec, s: WgStrategy, w: tuple[int, int, int], m: int, k: int, n: int, mode: str, active: int,
-            per_slice: float, load_use: float) -> Load | None:
+            per_slice: float, load_use: float, atomic: bool = False) -> Load | None:
     """One Wg launch (one product of variant ``w``) on an m x k x n problem as the schemes' model takes it (None
-    where the GPU has no wgmma or the block does not fit)."""
+    where the GPU has no wgmma or the block does not fit); ``atomic``: the atomic kernel, whose output updates are
+    tile reductions (the TMA kernel's; the model takes every operand TMA-able)."""
     if active < 1 or spec.tau_tensor(mode) <= 0:
         return None
     run = MODES[mode]
@@ -88,9 +91,10 @@ def wg_load(spec: GPUSpec, s: WgStrategy, w: tuple[int, int, int], m: int, k: in
     n_flop = 2 * s.m_S * s.n_S * kk
     n_gmop = w[0] * s.m_S * kk + w[1] * s.n_S * kk + w[2] * s.m_S * s.n_S
     n_smop = (2 * (w[0] * s.m_S + w[1] * s.n_S) * kk + 2 * ((w[0] - 1) * s.m_S + (w[1] - 1) * s.n_S) * kk
-              + run.parts * (s.m_S + s.n_S) * kk + run.products * (s.m_S + s.consumers * s.n_S) * kk)
+              + run.parts * (s.m_S + s.n_S) * kk + run.products * (s.m_S + s.consumers * s.n_S) * kk
+              + (2 * w[2] * s.m_S * s.n_S if atomic else 0))
     t_gmop, t_dram, t_l2 = global_times(spec, m, n, s.m_S, s.n_S, kk, w, n_gmop, blocks, 4)
-    raw = s.raw_stages(run.parts)
+    raw = s.raw_stages(run.parts, reduce=atomic)
     chain = slice_chain_clocks(load_latency_clocks(spec) / max(raw - 1, 1), LOADER_WARPS / SUB_PARTITIONS,
                                per_slice, load_use)
     slices = kk // s.k_S + BLOCK_SLICES

@@ -214,7 +214,7 @@ def tensorcore_kernels(resources: pd.DataFrame | None) -> pd.DataFrame | None:
 
 RESOURCE_COLUMNS = ["arch", "source", "strategy", "W_A", "W_B", "W_C", "write_mode", "loads", "registers",
                     "spill_stores", "spill_loads", "smem_bytes", "blocks_per_sm", "ffma", "lds128", "lds_other", "ldg",
-                    "local_mem_ops", "global_reductions", "loop_instructions", "loop_ffma_share", "loop_global_loads",
+                    "local_mem_ops", "global_reductions", "tile_reductions", "loop_instructions", "loop_ffma_share", "loop_global_loads",
                     "loop_generic_loads", "load_use_distance", "loop_barriers"]
 
 
