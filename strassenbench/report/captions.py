@@ -12,6 +12,7 @@ from .figures_model import LEFT_OUT
 __all__ = ["algorithms_caption", "clock_square_caption", "dmma_square_caption",
            "intro_comparison_caption", "issue_bounds_caption", "memlimit_caption", "model_square_caption",
            "model_sweeps_caption", "stra_square_caption", "stra_square_more_caption", "tensorcore_square_caption",
+           "wgmma_square_caption",
            "winners_caption"]
 
 
@@ -126,6 +127,15 @@ def tensorcore_square_caption(drawn: Drawn, context: dict) -> str:
                  "CUBLAS_COMPUTE_32F_FAST_TF32, and our fused GEMM and Strassen kernels in 1xTF32 (operands and "
                  "operand sums rounded to TF32) and 3xTF32 (split into two TF32 parts, three products: FP32-level "
                  "accuracy, see the tensorcore accuracy table)." + with_cutlass, drawn,
+                 " Dotted: the GPU's FP32 and dense TF32 peaks.")
+
+
+def wgmma_square_caption(drawn: Drawn, context: dict) -> str:
+    return _peak("Beyond the paper: effective TFLOPS (float32, median time per point) of the square sweep on Hopper's "
+                 "warpgroup tensor cores (wgmma, sm_90a): our warp-specialized, persistent GEMM and fused Strassen "
+                 "kernels (TMA loads, the operand sums formed by a loader warpgroup) in 1xTF32 and 3xTF32 (FP32-level "
+                 "accuracy, see the tensorcore accuracy table), beside cuBLAS SGEMM and TF32 and CUTLASS's sm_90 TF32 "
+                 "and 3xTF32 GEMMs, each where the run timed it.", drawn,
                  " Dotted: the GPU's FP32 and dense TF32 peaks.")
 
 

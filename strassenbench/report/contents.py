@@ -16,7 +16,7 @@ from . import captions as cap
 from .captions import listed
 from .analysis import speedups
 from .figures import (BEST_STRATEGY, Drawn, check_caption, fig_dmma_square, fig_intro_comparison, fig_memlimit,
-                      fig_stra_square, fig_stra_square_more, fig_tensorcore_square)
+                      fig_stra_square, fig_stra_square_more, fig_tensorcore_square, fig_wgmma_square)
 from .figures_clock import fig_clock_square
 from .figures_model import fig_algorithms, fig_issue_bounds, fig_model_square, fig_model_sweeps
 from .inputs import ModelGPU, RunData, model_frame
@@ -100,6 +100,8 @@ FIGURES: tuple[FigureEntry, ...] = (
                                                 cpu=c.cpu_run)),
     FigureEntry("fig_dmma_square", ("square.csv",), cap.dmma_square_caption, lambda c: fig_dmma_square(
         c.run.sweeps, c.figures, c.peaks("FP64 peak", "FP64 tensor peak"), c.device, cpu=c.cpu_run)),
+    FigureEntry("fig_wgmma_square", ("square.csv",), cap.wgmma_square_caption, lambda c: fig_wgmma_square(
+        c.run.sweeps, c.figures, c.peaks("FP32 peak", "TF32 peak"), c.device, cpu=c.cpu_run)),
 )
 _BY_NAME = {entry.name: entry for entry in FIGURES}
 REPORT_FIGURES = list(_BY_NAME)  # each written as PNG and PDF

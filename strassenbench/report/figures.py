@@ -20,14 +20,14 @@ import seaborn as sns  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from ..families import DMMA, FAMILIES, TF32  # noqa: E402
+from ..families import DMMA, FAMILIES, TF32, WGMMA  # noqa: E402
 from ..impls import get_impl  # noqa: E402
 from ..sweeps import PAPER_FIXED, SWEEPS  # noqa: E402
 from .analysis import best_rows, chosen_strategies, measured_crossover, precision_speedups  # noqa: E402
-from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, style  # noqa: E402
+from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, WGMMA_LINES, style  # noqa: E402
 
 __all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
-           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square",
+           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square", "fig_wgmma_square",
            "panel_labels",
            "label_of", "draw_line", "draw_measured", "BEST_STRATEGY", "size_axis", "legend_below", "empty_note",
            "Y_TFLOPS"]
@@ -285,13 +285,13 @@ def _square_axes(fig: plt.Figure, ax: plt.Axes) -> None:
 
 
 def _family_square(frame: pd.DataFrame, out: Path, lines: tuple[str, ...], peaks: dict[str, float], cpu: bool,
-                   dtype: str, family: str, title: str, stem: str) -> Drawn:
+                   dtype: str, family: str, title: str, stem: str, where: str = "") -> Drawn:
     """The square sweep's ``lines`` in ``dtype`` with ``peaks``; a note where no implementation of the kernel
-    family ``family`` (strassenbench.families) was timed."""
+    family ``family`` (strassenbench.families) was timed (``where``: on which GPUs the profile times them)."""
     fig, ax, present = _square_lines(frame, lines, cpu, (7.5, 4.6), dtype)
     if not any(get_impl(i).family.name == family for i in present):
         empty_note(ax, f"no {FAMILIES[family].what}results in this run (the tensorcore profile times them"
-                       f"{' in float64' if dtype == 'float64' else ''})")
+                       f"{' in float64' if dtype == 'float64' else ''}{where})")
     for name, tflops in peaks.items():
         _peak(ax, tflops, name)
     ax.set_title("square: m = k = n")
@@ -315,6 +315,16 @@ def fig_dmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], dev
     with the FP64 and FP64 tensor peaks (``peaks``: label -> TFLOPS, measured GPU only)."""
     return _family_square(frame, out, DMMA_LINES, peaks, cpu, "float64", DMMA,
                           f"SIMT and FP64 tensor cores, double precision: {device}", "fig_dmma_square")
+
+
+def fig_wgmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], device: str,
+                     cpu: bool = False) -> Drawn:
+    """Beyond the paper: the square sweep's wgmma implementations (Hopper's warpgroup tensor cores, sm_90a) in
+    1xTF32 and 3xTF32 beside cuBLAS SGEMM and TF32, CUTLASS's sm_90 TF32 and 3xTF32 GEMMs and our mma.sync 3xTF32
+    GEMM, each where the run timed it, with the FP32 and dense TF32 peaks (``peaks``, measured GPU only)."""
+    return _family_square(frame, out, WGMMA_LINES, peaks, cpu, "float32", WGMMA,
+                          f"Hopper's wgmma tensor cores, single precision: {device}", "fig_wgmma_square",
+                          " on sm_90 GPUs only")
 
 
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:

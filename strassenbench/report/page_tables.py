@@ -198,7 +198,7 @@ def tensorcore_kernels(resources: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     r = resources
     keep = r[((r["mode"] != "simt") & (r["loads"] == "vector") & (r["write_mode"] == "plain"))
-             | r["source"].isin(["cutlass-3xtf32", "cutlass-dmma"])].copy()
+             | r["source"].isin(["cutlass-3xtf32", "cutlass-dmma", "cutlass-tf32-sm90"])].copy()
     if keep.empty:
         return None
     keep["instructions_per_hmma"] = (keep["loop_instructions"] / keep["loop_hmma"]).round(2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import zlib
 
-__all__ = ["PAPER_LINES", "INTRO_LINES", "style"]
+__all__ = ["PAPER_LINES", "INTRO_LINES", "TENSORCORE_LINES", "DMMA_LINES", "WGMMA_LINES", "style"]
 
 # The six lines of the paper's figure fig:stra_square, in its legend's order.
 PAPER_LINES = ("cutlass", "cublas", "strassen1", "strassen1-ref", "strassen2-hybrid", "strassen2-ref")
@@ -36,11 +36,24 @@ _FIXED = {
     "gemm-dmma": ("#2c7fb8", "X"),
     "strassen1-dmma": ("#d95f0e", "^"),
     "strassen2-dmma": ("#31a354", "*"),
+    # and on Hopper's wgmma (sm_90a).
+    "cutlass-tf32-sm90": ("#762a83", "s"),
+    "gemm-tf32-wgmma": ("#1b7837", "X"),
+    "gemm-3xtf32-wgmma": ("#00441b", "X"),
+    "strassen1-tf32-wgmma": ("#de77ae", "^"),
+    "strassen1-3xtf32-wgmma": ("#c51b7d", "^"),
+    "strassen2-tf32-wgmma": ("#fdb863", "*"),
+    "strassen2-3xtf32-wgmma": ("#b35806", "*"),
 }
 # Figure fig_tensorcore_square: the SIMT FP32 lines and their tensor-core counterparts, CUTLASS's 3xTF32 SGEMM
 # (the yardstick of ours in 3xTF32) among them.
 TENSORCORE_LINES = ("cublas", "gemm", "strassen1", "strassen2-direct", "cublas-tf32", "cutlass-3xtf32", "gemm-tf32",
                     "gemm-3xtf32", "strassen1-tf32", "strassen1-3xtf32", "strassen2-tf32", "strassen2-3xtf32")
+# Figure fig_wgmma_square: the wgmma implementations (sm_90a) beside cuBLAS SGEMM and TF32, CUTLASS's sm_90
+# TF32 and its (mma.sync) 3xTF32 GEMM, and our mma.sync 3xTF32 GEMM.
+WGMMA_LINES = ("cublas", "cublas-tf32", "cutlass-3xtf32", "cutlass-tf32-sm90", "gemm-3xtf32", "gemm-tf32-wgmma",
+               "gemm-3xtf32-wgmma", "strassen1-tf32-wgmma", "strassen1-3xtf32-wgmma", "strassen2-tf32-wgmma",
+               "strassen2-3xtf32-wgmma")
 # Figure fig_dmma_square: float64, the SIMT lines and the FP64 tensor-core ones.
 DMMA_LINES = ("cublas", "gemm", "cutlass-dmma", "gemm-dmma", "strassen1-dmma", "strassen2-dmma")
 # Implementations of other algorithms (grey322-11-50x1, mixed specs): a colour and marker chosen from their

@@ -411,6 +411,19 @@ def test_memlimit_on_the_cuda_path_confirms_the_declared_memory(cpu_device, sim_
     assert ref.loc["strassen1-presum", "predicted_n"] < ref.loc["strassen1-ref", "predicted_n"]
 
 
+def test_memlimit_runs_the_wgmma_implementations(cpu_device, sim_build, tmp_path) -> None:  # noqa: ANN001
+    """memlimit of the Wg kernels through CudaBackend (persistent launches, tensor maps from the driver, the tile
+    reductions' dynamic shared memory): the workspace-free GEMM and 1-level product fit the n their operands
+    predict, confirmed by runs at n and n + step."""
+    cpu_device.install(memory_bytes=256 << 20)
+    out = tmp_path / "mem.csv"
+    assert main(["memlimit", "--engine", "cuda", "--impl", "gemm-tf32-wgmma,strassen1-3xtf32-wgmma",
+                 "--memory-budget", "1MiB", "--step", "64", "--out", str(out), "--build-dir", sim_build]) == 0
+    frame = pd.read_csv(out).set_index("impl")
+    assert frame["confirmed"].all(), frame
+    assert frame.loc["gemm-tf32-wgmma", "predicted_n"] == frame.loc["strassen1-3xtf32-wgmma", "predicted_n"] > 0
+
+
 @pytest.mark.parametrize(("impl", "mode"), [("cutlass", "simt"), ("cutlass-3xtf32", "3xtf32"), ("cutlass-dmma", "dmma")])
 def test_memlimit_gives_the_build_folder_to_cutlass_too(cpu_device, sim_build, tmp_path, impl, mode,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001

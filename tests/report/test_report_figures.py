@@ -242,6 +242,34 @@ def test_dmma_square_draws_the_float64_rows_with_the_fp64_peaks(tmp_path: Path) 
         assert any("no FP64 tensor-core results" in t for t in texts)
 
 
+def test_wgmma_square_draws_the_measured_wgmma_rows_beside_their_yardsticks(tmp_path: Path) -> None:
+    """fig_wgmma_square: measured rows of the wgmma implementations (float32) beside cuBLAS and CUTLASS's sm_90
+    TF32 GEMM, each its own colour, with the FP32 and TF32 peaks; the SIMT Strassen rows stay out; a run without
+    wgmma rows says where they are timed instead."""
+    square = pd.read_csv(FIXTURES / "gpu_a" / "square.csv")
+    gemm = square[square["impl"] == "gemm"]
+    wg = pd.concat([gemm.assign(impl=impl, tflops=gemm["tflops"] * factor) for impl, factor in (
+        ("gemm-3xtf32-wgmma", 2.0), ("strassen1-3xtf32-wgmma", 2.2), ("cutlass-tf32-sm90", 5.0))])
+    with kept_figures() as kept:
+        drawn = figures.fig_wgmma_square(pd.concat([square, wg]), tmp_path, {"FP32 peak": 67.0, "TF32 peak": 494.7},
+                                         "gpu_a")
+        fig = kept["fig_wgmma_square"]
+        curves = _curves(fig.axes[0])
+        assert set(curves) == {get_impl(i).label for i in ("cublas", "gemm-3xtf32-wgmma", "strassen1-3xtf32-wgmma",
+                                                           "cutlass-tf32-sm90")}
+        ours = curves[get_impl("strassen1-3xtf32-wgmma").label]
+        want = wg[wg["impl"] == "strassen1-3xtf32-wgmma"].sort_values("x")["tflops"]
+        assert list(ours.get_ydata()) == pytest.approx(list(want))
+        assert to_hex(ours.get_color()) == style("strassen1-3xtf32-wgmma")["color"]
+        assert len({to_hex(c.get_color()) for c in curves.values()}) == len(curves)
+        assert len([line for line in fig.axes[0].lines if line.get_gid() == figures.PEAK]) == 2
+        text = caption(drawn, {"device": "gpu_a", "model": "", "data": "", "sources": [], "missing": ""})
+        assert "wgmma" in text and get_impl("gemm-3xtf32-wgmma").label in text
+        figures.fig_wgmma_square(square, tmp_path, {}, "gpu_a")
+        texts = [t.get_text() for t in kept["fig_wgmma_square"].axes[0].texts]
+        assert any("no wgmma results" in t and "sm_90" in t for t in texts), texts
+
+
 def test_the_report_puts_the_model_beside_the_runs_measurements(report) -> None:  # noqa: ANN001
     """A GPU run's model_validate.csv is the report's model validation table (its schemes and models as written)."""
     _, out = report

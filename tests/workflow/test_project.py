@@ -75,14 +75,20 @@ def _job_counts(stdout):
 
 @pytest.mark.parametrize(("gpu", "wgmma"), [("NVIDIA H100 80GB HBM3@sm_90", True), ("NVIDIA A100-SXM4-80GB@sm_80", False)])
 def test_the_tensorcore_profile_times_wgmma_on_sm_90_only(workdir, gpu, wgmma):
-    """The tensorcore profile's wgmma implementations (and their CUTLASS baseline) are swept on an sm_90 GPU and
-    left out of a run on an sm_80 one, whose other tensor-core implementations stay."""
+    """The tensorcore profile's wgmma implementations (and their CUTLASS baseline) are swept, and the wgmma ones
+    are in the accuracy table, on an sm_90 GPU; a run on an sm_80 one leaves them out of both, and its other
+    tensor-core implementations stay."""
     proc = _snakemake(["-n", "-p", "--config", "profile=tensorcore", f"assume_gpu={gpu}"], workdir)
     assert proc.returncode == 0, proc.stderr
     swept = {impl for impl in config()["tensor_impls"] if f"--impl {impl} " in proc.stdout}
     wg = {impl for impl in config()["tensor_impls"] if impl.endswith("-wgmma") or impl == "cutlass-tf32-sm90"}
     assert wg and (wg <= swept) == wgmma and not (wg & swept and not wgmma)
     assert "gemm-3xtf32" in swept
+    accuracy = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("strassenbench accuracy"))
+    listed = set(accuracy.split("--impl ")[1].split()[0].strip("'").split(","))
+    wg_accuracy = {impl for impl in config()["accuracy_impls"] if impl.endswith("-wgmma")}
+    assert wg_accuracy and (wg_accuracy <= listed) == wgmma and not (wg_accuracy & listed and not wgmma)
+    assert "strassen1-3xtf32" in listed
 
 
 def test_dry_run_of_paper_profile_lists_every_gpu_job(workdir):

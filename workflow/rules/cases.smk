@@ -21,6 +21,9 @@ def runs_on(impl, arch):
 TENSOR_RUN = (config["tensor_impls"] if GRID.get("tensorcore") is True else GRID.get("tensorcore") or []) \
     if TENSORCORE else []
 TENSOR_RUN = [impl for impl in TENSOR_RUN if all(runs_on(impl, g["arch"]) for g in GPUS.values() if g["arch"])]
+# The accuracy table's implementations: accuracy_impls, those every GPU of the run has.
+ACCURACY_RUN = [impl for impl in config["accuracy_impls"]
+                if all(runs_on(impl, g["arch"]) for g in GPUS.values() if g["arch"])]
 if GRID.get("tensorcore", False) and not TENSORCORE:
     print("strassenbench: tensorcore is on but a GPU of this run is older than sm_80 (no TF32 tensor cores): "
           "the tensor-core implementations and the accuracy table are left out", file=sys.stderr)

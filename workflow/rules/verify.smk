@@ -90,7 +90,7 @@ rule accuracy:
         gpu_model=gpu_model,
     params:
         engine="cuda" if BACKEND == "cuda" else "emu",
-        impls=",".join(config["accuracy_impls"]),
+        impls=",".join(ACCURACY_RUN),
         sizes=lambda wc: GRID.get("accuracy", {"sizes": "1024"})["sizes"],
     shell:
         "strassenbench accuracy --engine {params.engine:q} --impl {params.impls:q} --sizes {params.sizes:q} "
