@@ -26,7 +26,8 @@
 // arrival in, and the copies then performed bring the transaction count to zero): the latest the PTX ISA
 // allows, so a read of the tile before the wait on that phase sees the old data. Faults: a barrier used before
 // it is initialised, more arrivals or bytes than the phase expects, a copy that is not 16-byte aligned or whole
-// 16-byte units, a wait that never completes, and copies still pending when the block ends.
+// 16-byte units, a wait that never completes, copies still pending when the block ends, and a copy landing on
+// bytes a thread accessed and released by an arrival without a fence.proxy.async (check_released).
 //
 // Alignment: every access of sb::ldg / ldg_at / lds / sts and of the epilogue's vectors (emu::load, emu::store)
 // and every ldmatrix row address is checked (check_aligned); the first misaligned one, which faults on the
@@ -118,13 +119,15 @@ struct Unfenced {
 };
 inline thread_local Unfenced unfenced;
 inline std::vector<Unfenced*> block_unfenced;  // every thread's, by linear thread index (set at launch)
+// The same span of its generic shared-memory loads (sb::lds) since its last fence.proxy.async: what the async
+// proxy must not write (a bulk copy landing) once the thread has released the bytes by an mbarrier arrival.
+inline thread_local Unfenced unfenced_loads;
 
 inline void trace_smem(const void* p, unsigned bytes, bool store) {
-  if (store) {
-    const auto at = reinterpret_cast<std::uintptr_t>(p);
-    unfenced.lo = at < unfenced.lo ? at : unfenced.lo;
-    unfenced.hi = at + bytes > unfenced.hi ? at + bytes : unfenced.hi;
-  }
+  Unfenced& span = store ? unfenced : unfenced_loads;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  span.lo = at < span.lo ? at : span.lo;
+  span.hi = at + bytes > span.hi ? at + bytes : span.hi;
   if (!trace_on.load(std::memory_order_relaxed)) return;
   const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -305,8 +308,11 @@ inline void for_box(const TensorMap& m, int c0, int c1, Tile* tile, const F& f) 
     }
 }
 
+inline void check_released(const void* dst, std::size_t bytes);
+
 // Lands a queued copy. A tensor copy writes the whole box: elements outside the tensor's extents are zeros.
 inline void land(const BulkCopy& c) {
+  check_released(c.dst, c.bytes);
   if (!c.tensor) {
     std::memcpy(c.dst, c.src, c.bytes);
     return;
@@ -329,6 +335,22 @@ inline std::mutex mbarrier_mutex;
 inline std::map<const void*, Mbarrier> mbarriers;  // the running block's (blocks run one at a time)
 inline std::atomic<bool> mbarrier_used{false};
 inline std::condition_variable mbarrier_changed;  // notified when a phase's last arrival is in or a copy is queued
+// Generic shared-memory accesses a thread released by an mbarrier arrival without a fence.proxy.async before it
+// (its unfenced spans then): a bulk copy that lands there is the async proxy writing after generic accesses it
+// is not ordered after (the PTX ISA's memory model asks a proxy fence), a fault. Under mbarrier_mutex.
+inline std::vector<Unfenced> released_unfenced;
+
+// A copy landing on [dst, dst + bytes): a fault where a released unfenced span meets it (those spans are then
+// dropped: one fault a mistake). Under mbarrier_mutex.
+inline void check_released(const void* dst, std::size_t bytes) {
+  const auto lo = reinterpret_cast<std::uintptr_t>(dst), hi = lo + bytes;
+  const auto meets = [&](const Unfenced& u) { return u.lo < hi && lo < u.hi; };
+  if (std::none_of(released_unfenced.begin(), released_unfenced.end(), meets)) return;
+  released_unfenced.erase(std::remove_if(released_unfenced.begin(), released_unfenced.end(), meets),
+                          released_unfenced.end());
+  record_fault("a bulk copy lands on shared memory a thread accessed and released (mbarrier arrive) without a "
+               "fence.proxy.async");
+}
 
 // mbarrier.init: `count` arrivals a phase (1 to 2^20 - 1), phase 0.
 inline void mbarrier_init(void* bar, unsigned count) {
@@ -357,6 +379,8 @@ inline void mbarrier_arrive(void* bar, unsigned tx) {
   if (b == nullptr) return;
   b->tx += tx;
   if (b->tx >= (1ll << 20)) record_fault("an mbarrier phase expecting 2^20 or more transaction bytes");
+  for (const Unfenced* span : {&unfenced, &unfenced_loads})
+    if (span->lo < span->hi) released_unfenced.push_back(*span);
   if (b->pending == 0) {
     record_fault("mbarrier.arrive on a phase whose arrivals are all in");
     return;
@@ -403,7 +427,10 @@ inline void tensor_copy_2d(void* dst, const void* map, int c0, int c1, void* bar
 }
 
 // fence.proxy.async.shared::cta: the thread's generic shared stores so far are visible to the async proxy.
-inline void fence_proxy_async() { unfenced = Unfenced{}; }
+inline void fence_proxy_async() {
+  unfenced = Unfenced{};
+  unfenced_loads = Unfenced{};
+}
 
 // The async proxy reads shared [p, p + bytes): a thread (of the block, the reader too) whose generic stores
 // there were not fenced is a fault. The block's threads have passed a barrier since their stores, as any
@@ -709,6 +736,7 @@ inline void check_mbarriers_done() {
     std::lock_guard<std::mutex> lock(mbarrier_mutex);
     for (const auto& [bar, b] : mbarriers) pending = pending || !b.copies.empty();
     mbarriers.clear();
+    released_unfenced.clear();
   }
   if (pending) record_fault("bulk copies pending at the end of a block");
 }
@@ -751,7 +779,7 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
       block_barrier = &barrier;
       warp = &warps[t / 32];
       lane = t % 32;
-      unfenced = Unfenced{};
+      unfenced = unfenced_loads = Unfenced{};
       block_unfenced[t] = &unfenced;
       for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
@@ -762,7 +790,7 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             check_async_done();
             count_wgmma_issues();
             barrier.arrive_and_wait();
-            unfenced = Unfenced{};  // after the barrier: no thread of the block reads the spans any more
+            unfenced = unfenced_loads = Unfenced{};  // after the barrier: no thread of the block reads the spans
             if (mbarrier_used || wgmma_used) {  // the block's barriers and warpgroups checked, then dropped
               if (t == 0) {
                 check_mbarriers_done();

@@ -126,6 +126,9 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
     # operand stores before it
     "the loader does not fence its operands for wgmma": (
         "        fence_proxy_async();  // the operands", "        // (no fence)", -1),
+    "the loader releases a raw stage to TMA without a proxy fence after reading it": (
+        "            fence_proxy_async();\n            mbarrier_arrive(&s.raw_empty[slot]);",
+        "            mbarrier_arrive(&s.raw_empty[slot]);", 0),
     "the loader reads a raw stage before it lands": (
         "            mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);\n", "", 0),
     "the operands are stored without the swizzle": (
@@ -174,7 +177,7 @@ print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
 def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Path) -> None:
     """The kernel sources with one mistake in the Wg pipeline ($STRASSENBENCH_KERNELS): a missing proxy fence (in
     the scalar kernel) or raw-stage wait, the operands' swizzle or k-step dropped, a stage freed while its wgmma read it, a sum that
-    drops its first term; in the tile reductions a staging box not fenced, rewritten before it is read or not
+    drops its first term, a raw stage released to TMA without a proxy fence after its reads; in the tile reductions a staging box not fenced, rewritten before it is read or not
     swizzled, a box on the wrong rows: the result is wrong or the emulator faults. The unplanted sources, run
     alike, are exact."""
     old, new, levels = PLANTS[plant]
