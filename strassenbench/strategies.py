@@ -200,7 +200,7 @@ class WgStrategy:
     def __post_init__(self) -> None:
         if self.m_S % 64 or self.n_S != 128 or self.k_S != 32:
             raise ValueError(f"strategy {self.name}: m_S a multiple of 64, n_S = 128 and k_S = 32 (wgmma_primitive.cuh)")
-        if self.raw_stages(2) < 2:
+        if min(self.raw_stages(2), self.raw_stages(2, reduce=True)) < 2:
             raise ValueError(f"strategy {self.name}: fewer than 2 raw stages fit in {WG_SHARED_BYTES} bytes")
 
     @property

@@ -113,9 +113,26 @@ inline thread_local std::uint32_t trace_seq = 0;
 // The bytes [lo, hi) that span a thread's generic shared-memory stores (sb::sts) since its last
 // fence.proxy.async (sb::fence_proxy_async): what the async proxy (a TMA store's read of a tile) must not read
 // before the fence. One span a thread, which may over-approximate: a thread whose stores straddle the tile
-// without touching it is taken to have written it.
+// without touching it is taken to have written it. Relaxed atomics: other threads read a thread's spans
+// (any_unfenced) while it updates them, and each bound alone is what they compare.
 struct Unfenced {
-  std::uintptr_t lo = ~std::uintptr_t{0}, hi = 0;
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  std::atomic<std::uintptr_t> lo{~std::uintptr_t{0}}, hi{0};
+  Unfenced() = default;
+  Unfenced(const Unfenced& o) noexcept : lo(o.lo.load(kRelaxed)), hi(o.hi.load(kRelaxed)) {}
+  Unfenced& operator=(const Unfenced& o) noexcept {
+    lo.store(o.lo.load(kRelaxed), kRelaxed);
+    hi.store(o.hi.load(kRelaxed), kRelaxed);
+    return *this;
+  }
+  void add(std::uintptr_t at, std::uintptr_t bytes) noexcept {  // by the owning thread only
+    if (at < lo.load(kRelaxed)) lo.store(at, kRelaxed);
+    if (at + bytes > hi.load(kRelaxed)) hi.store(at + bytes, kRelaxed);
+  }
+  bool meets(std::uintptr_t from, std::uintptr_t to) const noexcept {
+    return lo.load(kRelaxed) < to && from < hi.load(kRelaxed);
+  }
+  bool empty() const noexcept { return lo.load(kRelaxed) >= hi.load(kRelaxed); }
 };
 inline thread_local Unfenced unfenced;
 inline std::vector<Unfenced*> block_unfenced;  // every thread's, by linear thread index (set at launch)
@@ -124,10 +141,7 @@ inline std::vector<Unfenced*> block_unfenced;  // every thread's, by linear thre
 inline thread_local Unfenced unfenced_loads;
 
 inline void trace_smem(const void* p, unsigned bytes, bool store) {
-  Unfenced& span = store ? unfenced : unfenced_loads;
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  span.lo = at < span.lo ? at : span.lo;
-  span.hi = at + bytes > span.hi ? at + bytes : span.hi;
+  (store ? unfenced : unfenced_loads).add(reinterpret_cast<std::uintptr_t>(p), bytes);
   if (!trace_on.load(std::memory_order_relaxed)) return;
   const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -344,7 +358,7 @@ inline std::vector<Unfenced> released_unfenced;
 // dropped: one fault a mistake). Under mbarrier_mutex.
 inline void check_released(const void* dst, std::size_t bytes) {
   const auto lo = reinterpret_cast<std::uintptr_t>(dst), hi = lo + bytes;
-  const auto meets = [&](const Unfenced& u) { return u.lo < hi && lo < u.hi; };
+  const auto meets = [&](const Unfenced& u) { return u.meets(lo, hi); };
   if (std::none_of(released_unfenced.begin(), released_unfenced.end(), meets)) return;
   released_unfenced.erase(std::remove_if(released_unfenced.begin(), released_unfenced.end(), meets),
                           released_unfenced.end());
@@ -380,7 +394,7 @@ inline void mbarrier_arrive(void* bar, unsigned tx) {
   b->tx += tx;
   if (b->tx >= (1ll << 20)) record_fault("an mbarrier phase expecting 2^20 or more transaction bytes");
   for (const Unfenced* span : {&unfenced, &unfenced_loads})
-    if (span->lo < span->hi) released_unfenced.push_back(*span);
+    if (!span->empty()) released_unfenced.push_back(*span);
   if (b->pending == 0) {
     record_fault("mbarrier.arrive on a phase whose arrivals are all in");
     return;
@@ -438,7 +452,7 @@ inline void fence_proxy_async() {
 // Whether some thread's unfenced stores meet the bytes [lo, hi).
 inline bool any_unfenced(std::uintptr_t lo, std::uintptr_t hi) {
   for (const Unfenced* u : block_unfenced)
-    if (u != nullptr && u->lo < hi && lo < u->hi) return true;
+    if (u != nullptr && u->meets(lo, hi)) return true;
   return false;
 }
 
