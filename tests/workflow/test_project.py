@@ -84,7 +84,7 @@ def test_the_tensorcore_profile_times_wgmma_on_sm_90_only(workdir, gpu, wgmma):
     wg = {impl for impl in config()["tensor_impls"] if impl.endswith("-wgmma") or impl == "cutlass-tf32-sm90"}
     assert wg and (wg <= swept) == wgmma and not (wg & swept and not wgmma)
     assert "gemm-3xtf32" in swept
-    accuracy = next(line for line in proc.stdout.splitlines() if line.lstrip().startswith("strassenbench accuracy"))
+    accuracy = next(line for line in proc.stdout.splitlines() if "strassenbench accuracy --engine" in line)
     listed = set(accuracy.split("--impl ")[1].split()[0].strip("'").split(","))
     wg_accuracy = {impl for impl in config()["accuracy_impls"] if impl.endswith("-wgmma")}
     assert wg_accuracy and (wg_accuracy <= listed) == wgmma and not (wg_accuracy & listed and not wgmma)
