@@ -129,6 +129,8 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
     "the loader releases a raw stage to TMA without a proxy fence after reading it": (
         "            fence_proxy_async();\n            mbarrier_arrive(&s.raw_empty[slot]);",
         "            mbarrier_arrive(&s.raw_empty[slot]);", 0),
+    "the loader sums the terms' fringe tiles without their masks": (
+        "{ return rows >= R && cols >= C; }", "{ return rows > 0 && cols > 0; }", 1),
     "the loader reads a raw stage before it lands": (
         "            mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);\n", "", 0),
     "the operands are stored without the swizzle": (
@@ -176,9 +178,10 @@ print("exact" if np.array_equal(got, A.astype(np.float64) @ B) else "wrong")
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_planted_pipeline_mistakes_fail_on_the_emulator(plant: str, tmp_path: Path) -> None:
     """The kernel sources with one mistake in the Wg pipeline ($STRASSENBENCH_KERNELS): a missing proxy fence (in
-    the scalar kernel) or raw-stage wait, the operands' swizzle or k-step dropped, a stage freed while its wgmma read it, a sum that
-    drops its first term, a raw stage released to TMA without a proxy fence after its reads; in the tile reductions a staging box not fenced, rewritten before it is read or not
-    swizzled, a box on the wrong rows: the result is wrong or the emulator faults. The unplanted sources, run
+    the scalar kernel) or raw-stage wait, the operands' swizzle or k-step dropped, a stage freed while its wgmma
+    read it, a sum that drops its first term, fringe tiles summed unmasked, a raw stage released to TMA without a
+    proxy fence after its reads; in the tile reductions a staging box not fenced, rewritten before it is read or
+    not swizzled, a box on the wrong rows: the result is wrong or the emulator faults. The unplanted sources, run
     alike, are exact."""
     old, new, levels = PLANTS[plant]
     assert_plant_fails(tmp_path, _PRIMITIVE, old, new, _PLANT_RUN, str(levels))
