@@ -12,7 +12,8 @@ Per m_S x n_S tile of a WgStrategy and a variant (W_A, W_B, W_C), k rounded up t
              + P (m_S + n_S) k                          the operands' stores
              + R (m_S + c n_S) k                        wgmma's reads: each consumer its A rows and all of B
              + 2 W_C m_S n_S  (atomic)                  the tile reductions' staging boxes, written and read by TMA
-    T_issue = waves tiles 4 slices I / (4 #SM clock)    I: the loader warps' instructions per slice (counted);
+    T_issue = waves tiles 4 slices I / (4 #SM clock)    I: the loader warps' instructions per slice (counted, on
+                                                        an interior tile: no masks);
                                                         the consumers' few (their wgmma run asynchronously)
     T_latency = waves slices max(lambda / (S_raw - 1), I) / clock: TMA's boxes issued S_raw - 1 raw stages ahead
                                                         (S_raw: the kernel's, fewer beside the staging boxes)
@@ -42,16 +43,18 @@ LOADER_WARPS = 4  # the loader warpgroup: every warp of it transforms
 
 
 def wg_slice_instructions(s: WgStrategy, w: tuple[int, int, int], mode: str) -> float:
-    """The loader's instructions per warp and k_S slice, counted from wgmma_primitive.cuh's loader: per raw stage
-    (one term of A and one of B; max(W_A, W_B) a slice) its wait and arrival, per A chunk of 4 (m_S k_S / 512 a
-    thread) a shared load, 4 masks and weights and the sum's store, per B chunk (k_S / 4) 4 shared loads, 4 masks
-    and weights and the store; a later term's chunk also reads the sum back and adds 4; the last term's rounding
-    (2 instructions an element) or split (4) and, for 3xTF32, the second part's store; the slice's fence, arrival
-    and loop."""
+    """The loader's instructions per warp and k_S slice on an interior tile (each term's extent holds the whole
+    tile and slice: no masks; most tiles of a large problem), counted from wgmma_primitive.cuh's loader: per raw
+    stage (one term of A and one of B; max(W_A, W_B) a slice) its wait, fence and arrival; per A chunk of 4
+    (m_S k_S / 512 a thread) a shared load and the sum's store, per B chunk (k_S / 4) 4 shared loads and the
+    store; a later term's chunk also reads the sum back and adds 4 weighted elements (FFMA); the last term's
+    rounding (2 instructions an element) or split (4) and, for 3xTF32, the second part's store; the slice's
+    fence, arrival and loop. Address arithmetic and the tile's own work are not counted: the machine code's loop
+    nest has some 40% more."""
     parts = MODES[mode].parts
     a_chunks, b_chunks = s.m_S * s.k_S // 512, s.k_S // 4
     stages = max(w[0], w[1])
-    per_term = {0: a_chunks * 10, 1: b_chunks * 13}  # a term of A, of B
+    per_term = {0: a_chunks * 2, 1: b_chunks * 5}  # a term of A, of B
     loads = sum(per_term[side] * w[side] + (w[side] - 1) * 5 * (a_chunks if side == 0 else b_chunks)
                 for side in (0, 1))
     finish = (a_chunks + b_chunks) * (4 * (2 if parts == 1 else 4) + (parts - 1))
