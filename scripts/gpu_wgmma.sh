@@ -42,9 +42,13 @@ step build $PY -m strassenbench build --arch sm_90 --dtype float32 --strategy Wg
   --strategy TcHuge --strategy Huge --out "$BUILD"
 [ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_sm_90.csv"
 step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
-step verify bash -c 'for impl in ${1//,/ }; do "$2" -m strassenbench verify --engine cuda --build-dir "$3" --impl "$impl" \
-  --shape 1023x1021x1027 --shape 4096x4096x4096 --beta 0.5 || exit 1; done > "$4" 2>&1; rc=$?; cat "$4"; exit $rc' \
-  verify "$WG,cutlass-tf32-sm90" "$PY" "$BUILD" "$DATA/verify_wgmma.txt"
+# Each implementation as it runs by default (the register write-back), then the Strassen ones in the atomic scheme
+# (the TMA tile reductions into C, registers at the fringes).
+step verify bash -c 'py=$3 build=$4; v() { "$py" -m strassenbench verify --engine cuda --build-dir "$build" \
+  --shape 1023x1021x1027 --shape 4096x4096x4096 --beta 0.5 "$@"; }; { for impl in ${1//,/ }; do v --impl "$impl" || exit 1; done
+  for impl in ${2//,/ }; do v --impl "$impl" --scheme atomic || exit 1; done; } > "$5" 2>&1; rc=$?; cat "$5"
+  exit $rc' verify "$WG,cutlass-tf32-sm90" "strassen1-tf32-wgmma,strassen1-3xtf32-wgmma,strassen2-3xtf32-wgmma" \
+  "$PY" "$BUILD" "$DATA/verify_wgmma.txt"
 IMPLS=cublas,cublas-tf32,gemm-3xtf32,$WG
 for lib in cutlasstf32sm90:cutlass-tf32-sm90 cutlass3xtf32:cutlass-3xtf32; do  # the CUTLASS baselines need nvcc
   [ -f "$BUILD/libsb_${lib%%:*}_sm_90.so" ] && IMPLS=$IMPLS,${lib#*:}

@@ -65,6 +65,18 @@ def test_every_implementation_is_exact_through_the_cuda_path(cpu_device, sim_bui
         assert "cublas sgemm" in cpu_device.device.executed or "cublas dgemm" in cpu_device.device.executed
 
 
+def test_the_wg_tile_reductions_through_the_cuda_path(cpu_device, sim_build) -> None:  # noqa: ANN001
+    """strassen1-3xtf32-wgmma in the atomic scheme at aligned leading dimensions: the TMA kernel, C's tensor map
+    encoded by the driver (32 x 16 boxes, the 128-byte swizzle) and the tile reductions into it, exact."""
+    A, B, C = _operands("float32", (260, 40, 264))
+    got = C.copy()
+    get_impl("strassen1-3xtf32-wgmma")(A, B, got, 2.0, 0.5, engine="cuda", build_dir=sim_build,
+                                       **_options("strassen1-3xtf32-wgmma", scheme="atomic"))
+    assert np.array_equal(got, _want(A, B, C, 2.0, 0.5))
+    launched = {name for name, _, _ in cpu_device.device.launches}
+    assert "strassen_wg3xtf32_wglarge_w2x2x2_atomic" in launched, launched
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("impl", ["strassen1-presum", "strassen2-presum"])
 def test_presum_is_exact_through_the_cuda_path(cpu_device, sim_build, impl, dtype) -> None:  # noqa: ANN001
