@@ -225,70 +225,74 @@ struct WgKernel {
                                                     const WgTileIndex& at, int k0, int lt) {
     if (j < W_A) {
       const TermsA terms = ops.terms_a(at.z);
-      const int rows = terms.rows(j) - at.row0, cols = terms.cols(j) - k0;  // the term's extent from the tile on
-      if (whole(rows, cols, M_S, K_S))
-        accumulate_a<true>(j, raw, op, ops, terms, at, k0, lt, rows, cols);
+      const TermSlice ts{j, k0, lt, terms.rows(j) - at.row0, terms.cols(j) - k0};
+      if (whole(ts, M_S, K_S))
+        accumulate_term<0, true>(ts, terms, raw, op, ops, at);
       else
-        accumulate_a<false>(j, raw, op, ops, terms, at, k0, lt, rows, cols);
+        accumulate_term<0, false>(ts, terms, raw, op, ops, at);
     }
     if (j < W_B) {
       const TermsB terms = ops.terms_b(at.z);
-      const int rows = terms.rows(j) - k0, cols = terms.cols(j) - at.col0;
-      if (whole(rows, cols, K_S, N_S))
-        accumulate_b<true>(j, raw, op, ops, terms, at, k0, lt, rows, cols);
+      const TermSlice ts{j, k0, lt, terms.rows(j) - k0, terms.cols(j) - at.col0};
+      if (whole(ts, K_S, N_S))
+        accumulate_term<1, true>(ts, terms, raw, op, ops, at);
       else
-        accumulate_b<false>(j, raw, op, ops, terms, at, k0, lt, rows, cols);
+        accumulate_term<1, false>(ts, terms, raw, op, ops, at);
     }
   }
 
-  // Whether a term's extent from the tile on (rows x cols) holds the whole R x C tile of the slice.
-  __device__ __forceinline__ static bool whole(int rows, int cols, int R, int C) { return rows >= R && cols >= C; }
+  // Term j of an operand in the slice at k0, for loader thread lt, and the term's extent from the tile on.
+  struct TermSlice {
+    int j, k0, lt, rows, cols;
+  };
 
-  template <bool WHOLE>
-  __device__ __forceinline__ static void accumulate_a(int j, const typename Shared::Raw* raw,
-                                                      typename Shared::Operands& op, const Operands& ops,
-                                                      const TermsA& terms, const WgTileIndex& at, int k0, int lt,
-                                                      int rows, int cols) {
-    const float w = j == 0 ? 1.f : terms.coeff(j);
-    const float* src = terms.ptr(j) + static_cast<long long>(at.row0) * ops.lda + k0;
-#pragma unroll
-    for (int i = 0; i < kAChunks; ++i) {
-      const int r = lt / 8 + 16 * i, k = 4 * (lt % 8);
-      Vec<float, 4> x;
-      if constexpr (TMA) x = lds(reinterpret_cast<const Vec<float, 4>*>(raw->a + r * K_S + k));
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool in = WHOLE || (r < rows && k + e < cols);
-        if constexpr (!TMA) x.v[e] = in ? src[static_cast<long long>(r) * ops.lda + k + e] : 0.f;
-        x.v[e] = in ? w * x.v[e] : 0.f;
-      }
-      combine<W_A, M_S>(op.a, r, lt % 8, j, x);
-    }
+  // Whether the term's extent holds the whole R x C tile of the slice.
+  __device__ __forceinline__ static bool whole(const TermSlice& ts, int R, int C) {
+    return ts.rows >= R && ts.cols >= C;
   }
 
-  template <bool WHOLE>
-  __device__ __forceinline__ static void accumulate_b(int j, const typename Shared::Raw* raw,
-                                                      typename Shared::Operands& op, const Operands& ops,
-                                                      const TermsB& terms, const WgTileIndex& at, int k0, int lt,
-                                                      int rows, int cols) {
+  // Term ts.j of A (SIDE 0) or of B (SIDE 1) into the operand stage; WHOLE: without masks.
+  template <int SIDE, bool WHOLE, class Terms>
+  __device__ __forceinline__ static void accumulate_term(const TermSlice& ts, const Terms& terms,
+                                                         const typename Shared::Raw* raw,
+                                                         typename Shared::Operands& op, const Operands& ops,
+                                                         const WgTileIndex& at) {
+    const auto [j, k0, lt, rows, cols] = ts;
     const float w = j == 0 ? 1.f : terms.coeff(j);
-    const bool col_in = WHOLE || lt < cols;
-    const float* src = terms.ptr(j) + static_cast<long long>(k0) * ops.ldb + at.col0 + lt;
+    if constexpr (SIDE == 0) {
+      const float* src = terms.ptr(j) + static_cast<long long>(at.row0) * ops.lda + k0;
 #pragma unroll
-    for (int c = 0; c < K_S / 4; ++c) {
-      Vec<float, 4> x;
+      for (int i = 0; i < kAChunks; ++i) {
+        const int r = lt / 8 + 16 * i, k = 4 * (lt % 8);
+        Vec<float, 4> x;
+        if constexpr (TMA) x = lds(reinterpret_cast<const Vec<float, 4>*>(raw->a + r * K_S + k));
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int k = 4 * c + e;
-        const bool in = WHOLE || (col_in && k < rows);
-        float v;
-        if constexpr (TMA)
-          v = lds(raw->b + k * N_S + lt);
-        else
-          v = in ? src[static_cast<long long>(k) * ops.ldb] : 0.f;
-        x.v[e] = in ? w * v : 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const bool in = WHOLE || (r < rows && k + e < cols);
+          if constexpr (!TMA) x.v[e] = in ? src[static_cast<long long>(r) * ops.lda + k + e] : 0.f;
+          x.v[e] = in ? w * x.v[e] : 0.f;
+        }
+        combine<W_A, M_S>(op.a, r, lt % 8, j, x);
       }
-      combine<W_B, N_S>(op.b, lt, c, j, x);
+    } else {
+      const bool col_in = WHOLE || lt < cols;
+      const float* src = terms.ptr(j) + static_cast<long long>(k0) * ops.ldb + at.col0 + lt;
+#pragma unroll
+      for (int c = 0; c < K_S / 4; ++c) {
+        Vec<float, 4> x;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int k = 4 * c + e;
+          const bool in = WHOLE || (col_in && k < rows);
+          float v;
+          if constexpr (TMA)
+            v = lds(raw->b + k * N_S + lt);
+          else
+            v = in ? src[static_cast<long long>(k) * ops.ldb] : 0.f;
+          x.v[e] = in ? w * v : 0.f;
+        }
+        combine<W_B, N_S>(op.b, lt, c, j, x);
+      }
     }
   }
 

@@ -130,7 +130,7 @@ PLANTS = {  # the mistake (the text, what replaces it) and the levels of the pro
         "            fence_proxy_async();\n            mbarrier_arrive(&s.raw_empty[slot]);",
         "            mbarrier_arrive(&s.raw_empty[slot]);", 0),
     "the loader sums the terms' fringe tiles without their masks": (
-        "{ return rows >= R && cols >= C; }", "{ return rows > 0 && cols > 0; }", 1),
+        "return ts.rows >= R && ts.cols >= C;", "return ts.rows > 0 && ts.cols > 0;", 1),
     "the loader reads a raw stage before it lands": (
         "            mbarrier_wait(&s.raw_full[slot], (raw / RAW_STAGES) & 1);\n", "", 0),
     "the operands are stored without the swizzle": (
