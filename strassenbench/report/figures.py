@@ -324,7 +324,7 @@ def fig_wgmma_square(frame: pd.DataFrame, out: Path, peaks: dict[str, float], de
     GEMM, each where the run timed it, with the FP32 and dense TF32 peaks (``peaks``, measured GPU only)."""
     return _family_square(frame, out, WGMMA_LINES, peaks, cpu, "float32", WGMMA,
                           f"Hopper's wgmma tensor cores, single precision: {device}", "fig_wgmma_square",
-                          " on sm_90 GPUs only")
+                          ", where every GPU of the run is sm_90")
 
 
 def fig_intro_comparison(frame: pd.DataFrame, out: Path, device: str, cpu: bool = False) -> Drawn:
