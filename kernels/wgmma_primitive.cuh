@@ -38,9 +38,10 @@ struct WgOutBoxes {
 template <>
 struct WgOutBoxes<0> {};
 
-// The shared memory of a Wg kernel: the staging boxes (WgOutBoxes), OP_STAGES operand stages (PARTS tf32 parts of the A and B tiles, K-major,
-// 128-byte rows in the 128-byte swizzle's 1024-byte atoms), RAW_STAGES raw stages (one A term tile, row-major
-// m_S x k_S, and one B term tile, row-major k_S x n_S, as TMA lands them without swizzle) and the barriers.
+// The shared memory of a Wg kernel: the staging boxes (WgOutBoxes), OP_STAGES operand stages (PARTS tf32 parts
+// of the A and B tiles, K-major, 128-byte rows in the 128-byte swizzle's 1024-byte atoms), RAW_STAGES raw stages
+// (one A term tile, row-major m_S x k_S, and one B term tile, row-major k_S x n_S, as TMA lands them without
+// swizzle) and the barriers.
 template <int M_S, int N_S, int K_S, int PARTS, int RAW_STAGES, int OP_STAGES, int OUT_BOXES>
 struct WgShared : WgOutBoxes<OUT_BOXES> {
   struct alignas(1024) Operands {

@@ -196,6 +196,8 @@ class WgStrategy:
     k_S: int
     op_stages: int = 2
     raw_max: int = 4
+    # A staging box of the tile reductions: (columns, rows) of C, 128-byte rows (the 128-byte swizzle's)
+    OUT_BOX = (32, 16)
 
     def __post_init__(self) -> None:
         if self.m_S % 64 or self.n_S != 128 or self.k_S != 32:
@@ -220,8 +222,8 @@ class WgStrategy:
 
     def out_bytes(self, reduce: bool) -> int:
         """The tile reductions' staging boxes (sb::WgOutBoxes; ``reduce``: an atomic TMA kernel, else none): two
-        boxes of 16 x 32 floats a consumer warp."""
-        return 2 * 4 * self.consumers * 16 * 32 * 4 if reduce else 0
+        boxes (OUT_BOX) a consumer warp."""
+        return 2 * 4 * self.consumers * self.OUT_BOX[0] * self.OUT_BOX[1] * 4 if reduce else 0
 
     def raw_stages(self, parts: int, reduce: bool = False) -> int:
         """Raw stages (one term tile of A and one of B each) beside the operand stages of ``parts`` TF32 parts

@@ -359,9 +359,10 @@ inline std::vector<Unfenced> released_unfenced;
 inline void check_released(const void* dst, std::size_t bytes) {
   const auto lo = reinterpret_cast<std::uintptr_t>(dst), hi = lo + bytes;
   const auto meets = [&](const Unfenced& u) { return u.meets(lo, hi); };
-  if (std::none_of(released_unfenced.begin(), released_unfenced.end(), meets)) return;
+  const std::size_t before = released_unfenced.size();
   released_unfenced.erase(std::remove_if(released_unfenced.begin(), released_unfenced.end(), meets),
                           released_unfenced.end());
+  if (released_unfenced.size() == before) return;
   record_fault("a bulk copy lands on shared memory a thread accessed and released (mbarrier arrive) without a "
                "fence.proxy.async");
 }

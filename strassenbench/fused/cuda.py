@@ -127,7 +127,8 @@ def program_ops(program: Program) -> int:
 
 # cuTensorMapEncodeTiled's enumerations (cuda.h: CUtensorMapDataType, CUtensorMapInterleave, CUtensorMapSwizzle,
 # CUtensorMapL2promotion, CUtensorMapFloatOOBfill) for the Wg kernels' maps: float32, no interleave, no swizzle
-# (the loader reads the term tiles as they land), 128-byte L2 promotion, zeros outside the tensor.
+# (A's and B's: the loader reads the term tiles as they land) or the 128-byte one (C's staging boxes), 128-byte
+# L2 promotion, zeros outside the tensor.
 TENSOR_MAP_FLOAT32, TENSOR_MAP_INTERLEAVE_NONE = 7, 0
 TENSOR_MAP_SWIZZLE = {0: 0, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B
 TENSOR_MAP_L2_PROMOTION_128B, TENSOR_MAP_OOB_FILL_NONE = 2, 0
@@ -151,8 +152,8 @@ def driver_library():  # noqa: ANN201 - a ctypes library
 
 def encode_tensor_map(arg: TensorMapArg):  # noqa: ANN201 - a NumPy array
     """``arg`` encoded by the driver (cuTensorMapEncodeTiled: a 2-D float32 tiled map of the whole operand, rows
-    its second dimension, in its swizzle): the 128 bytes of a CUtensorMap, 64-byte aligned as the driver asks, in a NumPy array
-    the launch keeps alive; zeros for an unused map. CudaError names what the driver refused."""
+    its second dimension, in its swizzle): the 128 bytes of a CUtensorMap, 64-byte aligned as the driver asks, in a
+    NumPy array the launch keeps alive; zeros for an unused map. CudaError names what the driver refused."""
     import ctypes
 
     out = map_bytes()

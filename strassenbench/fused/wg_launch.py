@@ -54,7 +54,7 @@ def wg_launches(group: list[Step], A, B, C, lds, strategy: WgStrategy, write_mod
     bm, _, bn = plan.block
     tiles_n, tiles_m = -(-bn // strategy.n_S), -(-bm // strategy.m_S)
     maps = (TensorMapArg(A, (strategy.k_S, strategy.m_S)), TensorMapArg(B, (strategy.n_S, strategy.k_S)),
-            TensorMapArg(C if atomic else None, (32, 16), 128)) if tma else (TensorMapArg(None),) * 3
+            TensorMapArg(C if inst.reduces else None, strategy.OUT_BOX, 128)) if tma else (TensorMapArg(None),) * 3
     launches = []
     for start in range(0, len(group), inst.batch):
         part = group[start: start + inst.batch]

@@ -12,8 +12,7 @@ from .figures_model import LEFT_OUT
 __all__ = ["algorithms_caption", "clock_square_caption", "dmma_square_caption",
            "intro_comparison_caption", "issue_bounds_caption", "memlimit_caption", "model_square_caption",
            "model_sweeps_caption", "stra_square_caption", "stra_square_more_caption", "tensorcore_square_caption",
-           "wgmma_square_caption",
-           "winners_caption"]
+           "wgmma_square_caption", "winners_caption"]
 
 
 def listed(labels: list[str]) -> str:

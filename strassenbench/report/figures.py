@@ -27,8 +27,8 @@ from .analysis import best_rows, chosen_strategies, measured_crossover, precisio
 from .palette import DMMA_LINES, INTRO_LINES, PAPER_LINES, TENSORCORE_LINES, WGMMA_LINES, style  # noqa: E402
 
 __all__ = ["speedup_panel", "Drawn", "CaptionError", "check_caption", "save", "fig_stra_square", "fig_stra_square_more",
-           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square", "fig_wgmma_square",
-           "panel_labels",
+           "fig_intro_comparison", "fig_memlimit", "fig_compare", "fig_tensorcore_square", "fig_dmma_square",
+           "fig_wgmma_square", "panel_labels",
            "label_of", "draw_line", "draw_measured", "BEST_STRATEGY", "size_axis", "legend_below", "empty_note",
            "Y_TFLOPS"]
 
