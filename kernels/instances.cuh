@@ -77,11 +77,12 @@ extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size)
   }
 #endif
 
-#define SB_STRASSEN_INSTANCE(NAME, T, THREADS, MIN_BLOCKS, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, REREAD) \
+#define SB_STRASSEN_INSTANCE(NAME, T, THREADS, MIN_BLOCKS, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, REREAD, FLIGHT) \
   extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                               \
       NAME(SB_STRASSEN_PARAMS(T, W_A + W_B + W_C, Z)) {                                                          \
     static_assert(sizeof(products) + 16 + 2 * sizeof(T) <= SB_PARAM_BYTES, "parameters too big"); \
-    sb::strassen_primitive<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, REREAD>(SB_STRASSEN_ARGS); \
+    sb::strassen_primitive<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, W_C, ATOMIC, Z, VECTOR, REREAD, FLIGHT>( \
+        SB_STRASSEN_ARGS); \
   }                                                                                                                 \
   SB_EMU_ENTRY(NAME, SB_STRASSEN_PARAMS(T, W_A + W_B + W_C, Z), SB_STRASSEN_ARGS)
 

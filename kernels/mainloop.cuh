@@ -106,7 +106,7 @@ struct Group {
 // (slice 0 into stage 0), gemm_iters (the interior slices, the next one's loads in flight) and wind_down (the
 // predicated slices that remain: edge tiles, the last slices, the scalar kernels).
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B,
-          int V_A, int V_B, int PAD_A, bool REREAD, class TermsA, class TermsB>
+          int V_A, int V_B, int PAD_A, bool REREAD, int FLIGHT, class TermsA, class TermsB>
 __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms_a, const TermsB& terms_b, int lda,
                                          int ldb, int bk,
                                          int row0, int col0, SharedTiles<T, M_S, N_S, K_S, PAD_A>& smem,
@@ -116,13 +116,15 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   using LoaderB = TileLoader<T, K_S, N_S, kThreads, W_B, V_B, false>;  // k_S x n_S, stored as is
   // Two paths. Interior tiles of the vector kernels (gemm_iters) keep the next slice's loads in flight during
   // the current one, issued in G groups at an unpredicated offset; the registers of raw data in flight at once
-  // are 16 (float32), which leaves the Huge kernel its 128-register budget (64 accumulators, 32 fragment
-  // registers). Everything else (wind_down: edge tiles, the last slices, and the scalar kernels, whose terms
-  // are not aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the next slice after the
-  // current one's FFMAs, a term at a time (fill), which needs few registers beyond the accumulator and the
-  // fragments.
+  // are FLIGHT (float32; twice as many in float64). 16 leaves the Huge kernel its 128-register budget (64
+  // accumulators, 32 fragment registers); 8 (two groups where each operand fits: A's terms, then B's) leaves
+  // ptxas more room. The build compiles both for the Huge float32 kernels and keeps the better machine code
+  // (strassenbench.fused.build). Everything else (wind_down: edge tiles, the last slices, and the scalar
+  // kernels, whose terms are not aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the
+  // next slice after the current one's FFMAs, a term at a time (fill), which needs few registers beyond the
+  // accumulator and the fragments.
   constexpr bool kPipelined = V_A * V_B > 1;
-  constexpr int kFlightRegisters = 16 * static_cast<int>(sizeof(T)) / 4;
+  constexpr int kFlightRegisters = FLIGHT * static_cast<int>(sizeof(T)) / 4;
   constexpr int G = cmin(cmin(W_A + W_B, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));
   constexpr bool kByOperand =
       G == 2 && LoaderA::kRegisters <= kFlightRegisters && LoaderB::kRegisters <= kFlightRegisters;

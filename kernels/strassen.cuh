@@ -28,9 +28,9 @@ struct LoadWidths {
 // VECTOR: V-wide global loads; the launch builder chooses this kernel only when every term of every product
 // of the launch allows them (aligned pointer and leading dimension, extent along the row a multiple of V),
 // otherwise the scalar kernel of the same variant. Two kernels rather than one with both paths: inlined
-// together, the paths made the 128-register Huge kernels spill on sm_80. REREAD: see mainloop().
+// together, the paths made the 128-register Huge kernels spill on sm_80. REREAD and FLIGHT: see mainloop().
 template <class T, int M_S, int N_S, int K_S, int M_R, int N_R, int WARP_M, int WARP_N, int W_A, int W_B, int W_C,
-          bool ATOMIC, int Z, bool VECTOR, bool REREAD = false>
+          bool ATOMIC, int Z, bool VECTOR, bool REREAD = false, int FLIGHT = 16>
 __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, int bk, T alpha, T beta,
                                                    const Products<T, W_A + W_B + W_C, Z>& products) {
   using Widths = LoadWidths<T, M_S, N_S, K_S, M_R, N_R>;
@@ -58,7 +58,7 @@ __device__ __forceinline__ void strassen_primitive(int lda, int ldb, int ldc, in
   for (int i = 0; i < M_R; ++i)
 #pragma unroll
     for (int j = 0; j < N_R; ++j) acc[i][j] = T(0);
-  mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, kVa, kVb, kPadA, REREAD>(
+  mainloop<T, M_S, N_S, K_S, M_R, N_R, WARP_M, WARP_N, W_A, W_B, kVa, kVb, kPadA, REREAD, FLIGHT>(
       acc, terms_a, terms_b, lda, ldb, bk, row0, col0, smem, warp_tile);
 
   // A single-term operand sum is not scaled in the loads: its coefficient joins alpha here.

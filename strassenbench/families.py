@@ -28,7 +28,7 @@ WGMMA = "wgmma"  # TF32 on Hopper's warpgroup tensor cores (wgmma, sm_90a; beyon
 
 # The fields of each family's instance macro (kernels/*.cuh SB_*_INSTANCE), in order, as Instance.field reads
 # them: a strategy's attribute, or one of the instance's own (name, ctype, min_blocks, counts, atomic, batch,
-# vector, reread, parts).
+# vector, reread, flight, parts).
 _WARP_GRID_FIELDS = ("name", "threads", "min_blocks", "m_S", "n_S", "k_S", "warps_m", "warps_n", "counts",
                      "atomic", "batch", "vector")
 
@@ -129,7 +129,7 @@ _FAMILIES = (
     Family(SIMT, "CUDA cores", "", STRATEGIES, {"emu": "Small", "cuda": "Huge"}, "Huge", None, 70,
            "strassen.cuh", "SB_STRASSEN_INSTANCE",
            ("name", "ctype", "threads", "min_blocks", "m_S", "n_S", "k_S", "m_R", "n_R", "warp_m", "warp_n",
-            "counts", "atomic", "batch", "vector", "reread"), "simt", None),
+            "counts", "atomic", "batch", "vector", "reread", "flight"), "simt", None),
     Family(TF32, "TF32 tensor cores", "tensor-core ", TENSOR_STRATEGIES, {"emu": "TcSmall", "cuda": "TcHuge"},
            "TcHuge", "float32", 80, "tensorcore_primitive.cuh", "SB_TENSORCORE_INSTANCE",
            (*_WARP_GRID_FIELDS, "parts", "stages"), "tf32_mma_sync_flops", 4),

@@ -87,6 +87,9 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
 # freely, which at the 255-register limit can keep a value that the lower levels spill. Each kernel keeps the
 # level that scores best.
 REGISTER_USAGE_LEVELS = (4, 0, 8)
+# The FLIGHT values (kernels/mainloop.cuh: registers of raw loads in flight) compiled for the tuned kernels
+# (_tuned) besides Instance.flight's default: each such module is assembled at every level too.
+FLIGHTS = (8,)
 
 # Instructions between a global load of the main loop and its first use that hide the load's latency: with 2
 # blocks of 8 warps per SM, each sub-partition's 4 warps issue about 800 instructions meanwhile, more than a
@@ -120,18 +123,54 @@ def _drop_module(out: Path, name: str) -> None:
 
 
 
+def _tuned(inst: Instance) -> bool:
+    """A kernel whose machine code the build searches for (FLIGHTS, REGISTER_USAGE_LEVELS): the float32 SIMT vector
+    kernels held to 2 blocks per SM (Huge). At their 128-register cap ptxas's main loop moves by about ten
+    instructions a slice with any change of the source or of its options; each keeps the best it was given."""
+    return inst.dtype == "float32" and inst.loads == "vector" and inst.min_blocks > 1 and "flight" in inst.family.fields
+
+
+def _better(rows: list[dict], module: str, best: dict[str, dict], index: dict[str, str],
+            by_name: dict[str, Instance]) -> None:
+    """Each row of ``module`` that scores better than its kernel's best so far (_score) becomes its best."""
+    for r in rows:
+        if _score(by_name[r["kernel"]], r) < _score(by_name[r["kernel"]], best[r["kernel"]]):
+            best[r["kernel"]] = r
+            index[r["kernel"]] = f"{module}.fatbin"
+
+
+def _retry_levels(arch: str, unit: str, source: str, selected: tuple[Instance, ...], best: dict[str, dict],
+                  index: dict[str, str], by_name: dict[str, Instance], out: Path, toolchain: Toolchain) -> set[str]:
+    """The kernels of module ``source`` that spill, issue a load late (_late) or are tuned (_tuned) assembled again
+    from its PTX at each of REGISTER_USAGE_LEVELS into ``<source>_rul<level>``, each kept where it scores better
+    (_better); the modules compiled."""
+    modules = set()
+    for level in REGISTER_USAGE_LEVELS:
+        name = f"{source}_rul{level}"
+        retry = tuple(i for i in selected if _spills(best[i.name]) or _late(i, best[i.name]) or _tuned(i))
+        if retry:
+            try:
+                again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",), ptx_of=source)
+            except BuildError:  # a ptxas without the option: the uncapped build below
+                again = []
+            _better(again, name, best, index, by_name)
+        modules.add(name)
+    return modules
+
+
 def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path, force: bool,
                 driver: tuple[int, int] | None) -> bool:
     """Compile one translation unit (the kernels of one dtype, strategy and W_A x W_B x W_C) for arch, unless
     its stamp (hash of the kernel sources, its instance list, nvcc's version and flags) is unchanged. True when
     compiled.
 
-    Kernels that spill (ptxas's report), and float32 Huge vector kernels whose main loop issues a global load
-    late (_late), are compiled again at other ptxas register-usage levels (REGISTER_USAGE_LEVELS, into
-    ``<unit>_rul<level>.fatbin``); each kernel keeps its best build (_score). Register-capped ones that still
-    spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers they need (one
-    block per SM fewer) rather than spill; vector kernels that spill even so are compiled with their terms
-    read afresh every slice (_reread_spilling). ``<unit>.json`` maps each kernel to its module."""
+    Kernels that spill (ptxas's report), float32 Huge vector kernels whose main loop issues a global load late
+    (_late), and the tuned kernels (_tuned) are compiled again at other ptxas register-usage levels
+    (REGISTER_USAGE_LEVELS, into ``<unit>_rul<level>.fatbin``); the tuned ones also with each of FLIGHTS
+    (``<unit>_flight<f>.fatbin``, and its levels). Each kernel keeps its best build (_score). Register-capped
+    ones that still spill are compiled without the cap, into ``<unit>_uncapped.fatbin``: they get the registers
+    they need (one block per SM fewer) rather than spill; vector kernels that spill even so are compiled with
+    their terms read afresh every slice (_reread_spilling). ``<unit>.json`` maps each kernel to its module."""
     text = render(selected)
     if not force and (out / f"{unit}.cu").is_file() and (out / f"{unit}.cu").read_text() == text \
             and unit_fresh(out, unit, arch, driver):
@@ -141,21 +180,14 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
     by_name = {inst.name: inst for inst in selected}
     best = {r["kernel"]: r for r in rows}
-    for level in REGISTER_USAGE_LEVELS:
-        name = f"{unit}_rul{level}"
-        retry = tuple(i for i in selected if _spills(best[i.name]) or _late(i, best[i.name]))
-        again = []
-        if retry:
-            try:
-                again = _compile(arch, name, retry, out, toolchain, (f"--register-usage-level={level}",), ptx_of=unit)
-            except BuildError:  # a ptxas without the option: the uncapped build below
-                again = []
-        better = [r for r in again if _score(by_name[r["kernel"]], r) < _score(by_name[r["kernel"]], best[r["kernel"]])]
-        best.update({r["kernel"]: r for r in better})
-        index.update({r["kernel"]: f"{name}.fatbin" for r in better})
-    for level in REGISTER_USAGE_LEVELS:  # a module whose every kernel did better elsewhere is not kept
-        if f"{unit}_rul{level}.fatbin" not in index.values():
-            _drop_module(out, f"{unit}_rul{level}")
+    kept = _retry_levels(arch, unit, unit, selected, best, index, by_name, out, toolchain)
+    for flight in FLIGHTS:  # the tuned kernels' other source variants, each at every level
+        name, tuned = f"{unit}_flight{flight}", tuple(replace(i, flight=flight) for i in selected if _tuned(i))
+        if tuned:
+            _better(_compile(arch, name, tuned, out, toolchain), name, best, index, by_name)
+            kept |= {name} | _retry_levels(arch, unit, name, tuned, best, index, by_name, out, toolchain)
+    for module in kept - {Path(v).stem for v in index.values()}:  # a module whose every kernel did better elsewhere
+        _drop_module(out, module)
     rows = [best[r["kernel"]] for r in rows]
     relaxed = tuple(replace(i, capped=False) for i in selected if _spills(best[i.name]) and i.min_blocks > 1)
     if relaxed:

@@ -7,13 +7,12 @@ strassenbench's CPU device (tests/support/cudasim/): real CuPy, its launches run
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 
 from .arch import BUILD_FOR_MAJOR, CudaError, build_arch
 from .program import Program, TensorMapArg, map_bytes
-from .modules import built_by, toolchain_for, unit_fresh
+from .modules import built_by, toolchain_for, unit_fresh, unit_of
 from .toolchain import ToolchainError
 
 __all__ = ["CudaError", "BUILD_FOR_MAJOR", "build_arch", "device_arch", "driver_mismatch", "runtime_mismatch",
@@ -83,7 +82,7 @@ def _read_index(path: str, mtime_ns: int, size: int) -> dict[str, str]:  # noqa:
 def _check_fresh(build_dir: str, arch: str, module_file: str) -> None:
     """A module built from other kernel sources, or by another toolchain than the one this machine's driver
     needs (its stamp; strassenbench.fused.modules.toolchain_for), is refused, naming the fix."""
-    unit = re.sub(r"_(uncapped|rul\d+)$", "", module_file.removesuffix(".fatbin"))  # build._build_unit's modules
+    unit = unit_of(module_file)
     try:
         fresh = unit_fresh(Path(build_dir), unit, arch)
         wanted = toolchain_for(arch).name

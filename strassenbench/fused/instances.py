@@ -152,6 +152,7 @@ class Instance:
     capped: bool = True  # False: built without the register cap (it spilled under it)
     reread: bool = False  # True: its terms read afresh every interior slice (it spilled otherwise)
     mode: str = SIMT  # a mode of the strategy's family (strassenbench.families), in one of the mode's dtypes
+    flight: int = 16  # SIMT: the registers of raw loads in flight on the interior path (mainloop.cuh's FLIGHT)
 
     def __post_init__(self) -> None:
         family = strategy_family(self.strategy)
@@ -211,7 +212,8 @@ class Instance:
         instance's own, else the strategy's attribute."""
         own = {"name": (self.name,), "ctype": (_CTYPE[self.dtype],), "min_blocks": (self.min_blocks,),
                "counts": self.counts, "atomic": (self.write_mode == "atomic",), "batch": (self.batch,),
-               "vector": (self.loads == "vector",), "reread": (self.reread,), "parts": (MODES[self.mode].parts,),
+               "vector": (self.loads == "vector",), "reread": (self.reread,), "flight": (self.flight,),
+               "parts": (MODES[self.mode].parts,),
                "smem": (self.shared_bytes,)}
         if name == "raw_stages":
             return (str(self.strategy.raw_stages(MODES[self.mode].parts, self.reduces)),)

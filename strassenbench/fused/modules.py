@@ -28,7 +28,7 @@ from .toolchain import (Toolchain, ToolchainError, choose, driver_cuda, find_too
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "blocks_row", "built_by",
            "compile_module", "disassemble", "parse_ptxas", "sass_counts", "toolchain_for", "unit_digest",
-           "unit_fresh"]
+           "unit_fresh", "unit_of"]
 
 # The opcode classes of a kernel's machine code (strassenbench.fused.sass.opcode_counts).
 OPCODE_COLUMNS = ["ffma", "lds128", "lds_other", "ldg", "local_mem_ops", "global_reductions", "tile_reductions"]
@@ -38,7 +38,7 @@ RESOURCE_COLUMNS = [
 ]
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
 FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 (the unit's PTX, --entry) on spills or "
-         "late loads, best kept, "
+         "late loads and for the tuned kernels, FLIGHT 8 for them too, best kept, "
          "uncapped then terms reread on spills left | fatbin sass+ptx")
 # The columns read from the machine code, raw counts only (the model derives rates from them:
 # strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).
@@ -190,6 +190,17 @@ def unit_fresh(out: Path, unit: str, arch: str, driver: tuple[int, int] | None =
         if rows.readline().strip().split(",") != RESOURCE_COLUMNS:
             return False
     return all((out / module).is_file() for module in json.loads(index.read_text()).values())
+
+
+# The modules a unit's build writes besides <unit>.fatbin (strassenbench.fused.build._build_unit): its kernels
+# assembled at a register-usage level (_rul<level>), compiled from another source variant (_flight<f>, then
+# perhaps _rul<level>), without the register cap (_uncapped) or with their terms reread (_reread).
+_MODULE_SUFFIXES = re.compile(r"(_(?:rul\d+|flight\d+|uncapped|reread))+$")
+
+
+def unit_of(module_file: str) -> str:
+    """The unit a module file of a build belongs to, whose stamp says whether it is fresh."""
+    return _MODULE_SUFFIXES.sub("", module_file.removesuffix(".fatbin"))
 
 
 def built_by(out: Path, unit: str) -> str:

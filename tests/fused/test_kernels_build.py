@@ -19,6 +19,7 @@ from strassenbench.fused import cutlass
 from strassenbench.fused import build as build_module
 from strassenbench.fused.build import RESOURCE_COLUMNS, build, parse_ptxas
 from strassenbench.fused.instances import instances, kernels_dir
+from strassenbench.fused.modules import unit_of
 from strassenbench.fused.toolchain import Toolchain, ToolchainError, choose, find_tool, parse_cuda_version, toolchains
 from strassenbench.model.issue import issue_fractions
 from strassenbench.occupancy import ARCHS, blocks_per_sm
@@ -181,57 +182,68 @@ def test_spilling_capped_kernels_are_rebuilt_uncapped(tmp_path, monkeypatch) -> 
     calls = _stub_compiler(monkeypatch, row_of)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((4, 4, 4),))
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [name for name, *_ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped"]
+    levels = [f"_rul{level}" for level in (4, 0, 8)]
+    assert [name for name, *_ in calls] == [
+        "unit", *(f"unit{s}" for s in levels), "unit_flight8", *(f"unit_flight8{s}" for s in levels), "unit_uncapped"]
     assert [c[2] for c in calls[1:4]] == [(f"--register-usage-level={level}",) for level in (4, 0, 8)]
-    # the levels assemble the unit's PTX again (no front end); the uncapped kernels' source differs
-    assert [c[3] for c in calls] == [None, "unit", "unit", "unit", None]
-    level4 = {i.name for i in calls[1][1] if i.loads == "vector"}
-    relaxed = calls[4][1]
+    # the levels assemble their module's PTX again (no front end); FLIGHT 8's and the uncapped kernels' source
+    # differs
+    assert [c[3] for c in calls] == [None, "unit", "unit", "unit", None, *["unit_flight8"] * 3, None]
+    level4 = {i.name for i in calls[1][1] if i.loads == "vector" and i.write_mode == "atomic"}
+    relaxed = calls[-1][1]
     assert {i.write_mode for i in relaxed} == {"atomic"} and not any(i.capped for i in relaxed)
     assert {i.loads for i in relaxed} == {"scalar"} and level4
     assert all(i.min_blocks == 1 for i in relaxed) and all(i.min_blocks == 2 for i in selected)
     index = json.loads((tmp_path / "unit.json").read_text())
     assert {k for k, v in index.items() if v == "unit_uncapped.fatbin"} == {i.name for i in relaxed}
     assert {k for k, v in index.items() if v == "unit_rul4.fatbin"} == level4
-    assert not (tmp_path / "unit_rul0.fatbin").exists()  # it fixed nothing: not kept
-    assert not (tmp_path / "unit_rul8.fatbin").exists()
+    # the others fixed nothing and bettered nothing: not kept
+    assert not [p.name for p in tmp_path.glob("unit_*.fatbin") if p.stem not in ("unit_rul4", "unit_uncapped")]
     table = pd.read_csv(tmp_path / "unit.csv")
     assert (table["spill_stores"] == 0).all() and set(table.loc[table["registers"] == 150, "kernel"]) == {
         i.name for i in relaxed}
     # unchanged: nothing compiles again
     assert not build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert len(calls) == 5
+    assert len(calls) == 9
 
 
-def test_kernels_that_load_late_keep_their_best_level(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """A float32 vector kernel whose main loop uses a global load fewer than LOAD_AHEAD instructions after it
-    was issued is compiled again at other register-usage levels and keeps its best compile (no spills, loads
-    in time, then fewest instructions). Here the plain kernel is in time only at level 0 (level 4, fewer
-    instructions but late, is superseded and its module not kept); the atomic one at no level: it keeps its
-    default compile, the fewest instructions. The scalar kernels, which load after their FFMAs by design, are
-    not compiled again."""
-    figures = {("plain", ""): (600, 120), ("plain", "4"): (590, 150), ("plain", "0"): (620, 230),
-               ("atomic", ""): (600, 100), ("atomic", "4"): (610, 180), ("atomic", "0"): (605, 190),
-               ("atomic", "8"): (640, 170)}
+def test_tuned_kernels_keep_their_best_source_and_level(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The Huge float32 vector kernels (_tuned) are compiled at every register-usage level, and again from the
+    source with FLIGHT 8 at every level, and each keeps its best compile (_score: no spills, then loads in time,
+    fewer than LOAD_AHEAD instructions before their use being late, then fewest instructions). Here the plain
+    kernel's best is FLIGHT 8 at the default level (its default source is late at the default level and level 4,
+    and needs more instructions at 0 and 8), the atomic one's FLIGHT 8 at level 8: late everywhere, it keeps the
+    fewest instructions. Only the modules a kernel keeps stay. The scalar kernels, which load after their FFMAs
+    by design, are not compiled again."""
+    figures = {("plain", 16, ""): (600, 120), ("plain", 16, "4"): (590, 150), ("plain", 16, "0"): (620, 230),
+               ("plain", 16, "8"): (615, 240), ("plain", 8, ""): (605, 260), ("plain", 8, "4"): (605, 260),
+               ("plain", 8, "0"): (640, 300), ("plain", 8, "8"): (600, 150),
+               ("atomic", 16, ""): (600, 100), ("atomic", 16, "4"): (610, 180), ("atomic", 16, "0"): (605, 190),
+               ("atomic", 16, "8"): (640, 170), ("atomic", 8, ""): (598, 120), ("atomic", 8, "4"): (598, 120),
+               ("atomic", 8, "0"): (650, 150), ("atomic", 8, "8"): (597, 90)}
+
     def row_of(i, ptxas_options):  # noqa: ANN001, ANN202
         level = "".join(o.removeprefix("--register-usage-level=") for o in ptxas_options)
-        instructions, lu = figures[i.write_mode, level] if i.loads == "vector" else (700, 20)
+        instructions, lu = figures[i.write_mode, i.flight, level] if i.loads == "vector" else (700, 20)
         return {"registers": 128, "loop_instructions": instructions, "load_use_distance": lu}
 
     calls = _stub_compiler(monkeypatch, row_of)
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((2, 2, 2),))
     vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
+    modules = ["unit", *(f"unit{f}{r}" for f in ("", "_flight8") for r in ("_rul4", "_rul0", "_rul8"))]
+    modules.insert(4, "unit_flight8")
     assert [(name, {i.name for i in kernels}) for name, kernels, *_ in calls] == [
-        ("unit", {i.name for i in selected}), ("unit_rul4", set(vector.values())), ("unit_rul0", set(vector.values())),
-        ("unit_rul8", {vector["atomic"]})]  # the plain kernel is settled at level 0
+        ("unit", {i.name for i in selected}), *((m, set(vector.values())) for m in modules[1:])]
+    assert all(i.flight == (8 if "flight8" in name else 16) for name, kernels, *_ in calls for i in kernels)
     index = json.loads((tmp_path / "unit.json").read_text())
-    assert index[vector["plain"]] == "unit_rul0.fatbin" and index[vector["atomic"]] == "unit.fatbin"
-    assert (tmp_path / "unit_rul0.fatbin").exists()
-    assert not (tmp_path / "unit_rul4.fatbin").exists() and not (tmp_path / "unit_rul8.fatbin").exists()
+    assert index[vector["plain"]] == "unit_flight8.fatbin" and index[vector["atomic"]] == "unit_flight8_rul8.fatbin"
+    assert sorted(p.stem for p in tmp_path.glob("unit*.fatbin")) == ["unit", "unit_flight8", "unit_flight8_rul8"]
+    flight8 = (tmp_path / "unit_flight8.cu").read_text().splitlines()
+    assert all(line.endswith(", 8)") for line in flight8 if line.startswith("SB_STRASSEN_INSTANCE"))
     table = pd.read_csv(tmp_path / "unit.csv").set_index("kernel")
-    assert table.loc[vector["plain"], "load_use_distance"] == 230
-    assert table.loc[vector["atomic"], ["loop_instructions", "load_use_distance"]].tolist() == [600, 100]
+    assert table.loc[vector["plain"], ["loop_instructions", "load_use_distance"]].tolist() == [605, 260]
+    assert table.loc[vector["atomic"], ["loop_instructions", "load_use_distance"]].tolist() == [597, 90]
 
 
 def test_vector_kernels_that_spill_uncapped_read_their_terms_afresh(tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -249,13 +261,14 @@ def test_vector_kernels_that_spill_uncapped_read_their_terms_afresh(tmp_path, mo
     selected = instances(dtypes=("float32",), strategies=("Huge",), counts=((16, 8, 2),))
     vector = {i.write_mode: i.name for i in selected if i.loads == "vector"}
     assert build_module._build_unit("sm_90", "unit", selected, tmp_path, force=False, driver=None)
-    assert [name for name, *_ in calls] == [
-        "unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_uncapped", "unit_reread"]
+    assert [name for name, *_ in calls] == ["unit", "unit_rul4", "unit_rul0", "unit_rul8", "unit_flight8",
+                                            "unit_flight8_rul4", "unit_flight8_rul0", "unit_flight8_rul8",
+                                            "unit_uncapped", "unit_reread"]
     reread = calls[-1][1]
     assert {i.name for i in reread} == set(vector.values())
     assert all(i.reread and not i.capped and i.min_blocks == 1 for i in reread)
-    assert all(line.endswith(", true)") for line in (tmp_path / "unit_reread.cu").read_text().splitlines()
-               if line.startswith("SB_STRASSEN_INSTANCE"))
+    assert all(line.endswith(", true, 16)") for line in (tmp_path / "unit_reread.cu").read_text().splitlines()
+               if line.startswith("SB_STRASSEN_INSTANCE"))  # REREAD on, FLIGHT the default
     index = json.loads((tmp_path / "unit.json").read_text())
     assert index[vector["plain"]] == "unit_reread.fatbin" and index[vector["atomic"]] == "unit_uncapped.fatbin"
     table = pd.read_csv(tmp_path / "unit.csv").set_index("kernel")
@@ -416,6 +429,36 @@ def test_loading_refuses_a_cubin_from_other_sources(tmp_path, monkeypatch) -> No
         cached.cache_clear()
     with pytest.raises(cuda.CudaError, match="is stale: built by nvcc 13"):
         cuda.function(str(out), "sm_80", kernel)
+
+
+@pytest.mark.parametrize(("module_file", "unit"), [
+    ("u.fatbin", "u"), ("u_rul4.fatbin", "u"), ("u_flight8.fatbin", "u"), ("u_flight8_rul0.fatbin", "u"),
+    ("u_uncapped.fatbin", "u"), ("u_reread.fatbin", "u"),
+    ("strassen_sm_90_float32_huge_w2x2x2_flight8_rul8.fatbin", "strassen_sm_90_float32_huge_w2x2x2")])
+def test_every_module_of_a_unit_names_its_unit(module_file: str, unit: str) -> None:
+    """The stamp a module is checked by is its unit's, whichever of the build's modules holds the kernel."""
+    assert unit_of(module_file) == unit
+
+
+@pytest.mark.xdist_group("test_kernels_build.py::float32_sm90")
+def test_every_kernel_of_a_build_loads_fresh(float32_sm90_build, monkeypatch) -> None:  # noqa: ANN001
+    """Every kernel of the sm_90 float32 build, from whichever module the build kept (levels, FLIGHT 8, uncapped,
+    reread), passes the cuda engine's freshness check (CuPy's module loading stubbed: no GPU needed); the
+    search kept some kernels outside their unit's first module."""
+    from strassenbench.fused import cuda
+
+    class Loaded:
+        def get_function(self, name: str) -> str:
+            return f"loaded {name}"
+
+    monkeypatch.setattr(cuda, "module", lambda build_dir, cubin: Loaded())
+    out = Path(float32_sm90_build[0])
+    index = json.loads((out / "strassen_sm_90.json").read_text())
+    for cached in (cuda._read_index, cuda._check_fresh, cuda.function):
+        cached.cache_clear()
+    kernels = [k for k in index if k.startswith("strassen_f32_")]
+    assert kernels and all(cuda.function(str(out), "sm_90", k) == f"loaded {k}" for k in kernels)
+    assert any(unit_of(index[k]) != index[k].removesuffix(".fatbin") for k in kernels)
 
 
 NVCC13 = Toolchain((13, 0), "nvcc", "/cuda-13/bin/nvcc", "/cuda-13/bin/ptxas")

@@ -276,29 +276,42 @@ def test_processes_that_need_one_library_compile_it_once(tmp_path) -> None:  # n
     assert len(list((tmp_path / "cache").glob("*.so"))) == 1
 
 
-def test_terms_read_afresh_every_slice_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The build's last remedy for a vector kernel that spills (terms reread every interior slice,
-    strassenbench.fused.build._reread_spilling): the same sources with REREAD on are exact on shapes with
-    interior tiles (the pipelined path that rereads), both dtypes, one product per launch and batched."""
+# The sources the build may compile instead of a kernel's default, and where they are exercised: REREAD (the last
+# remedy for a vector kernel that spills, strassenbench.fused.build._reread_spilling) on Small in both dtypes, and
+# FLIGHT 8 (FLIGHTS: the tuned Huge float32 kernels, 8 registers of raw loads in flight) on Huge at 1 and 2 levels.
+# Each shape has interior tiles, so the pipelined path the variant changes runs.
+BUILD_VARIANTS = {
+    "reread": ({"reread": True}, -2, "true",
+               [(1, (128, 96, 128), "float32", "Small"), (1, (128, 96, 128), "float64", "Small")]),
+    "flight8": ({"flight": 8}, -1, "8",
+                [(1, (256, 64, 256), "float32", "Huge"), (2, (512, 64, 512), "float32", "Huge")]),
+}
+
+
+@pytest.mark.parametrize("variant", list(BUILD_VARIANTS))
+def test_build_variants_compute_the_same(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same sources with a build variant's instance fields (BUILD_VARIANTS) are exact, one product per launch
+    (sequential) and batched (atomic); the library the emulator ran was rendered with them."""
     from dataclasses import replace
 
     from strassenbench.fused import emu as emu_module
 
+    fields, position, value, cases = BUILD_VARIANTS[variant]
     real_render = emu_module.render
     rendered: list[str] = []
 
-    def render_reread(selected):  # noqa: ANN001, ANN202
-        text = real_render(tuple(replace(i, reread=not i.tensor) for i in selected))
+    def render_variant(selected):  # noqa: ANN001, ANN202
+        text = real_render(tuple(i if i.tensor else replace(i, **fields) for i in selected))
         rendered.append(text)
         return text
 
-    monkeypatch.setattr(emu_module, "render", render_reread)
+    monkeypatch.setattr(emu_module, "render", render_variant)
     emu_module.library.cache_clear()
     try:
-        for dtype, scheme in itertools.product(("float32", "float64"), ("sequential", "atomic")):
-            expected, got = run_both(1, (128, 96, 128), dtype, 1.0, 1.0, strategy="Small", scheme=scheme)
-            np.testing.assert_array_equal(got, expected, err_msg=f"{dtype} {scheme}")
+        for (levels, shape, dtype, strategy), scheme in itertools.product(cases, ("sequential", "atomic")):
+            expected, got = run_both(levels, shape, dtype, 1.0, 1.0, strategy=strategy, scheme=scheme)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{variant} {levels} {shape} {dtype} {scheme}")
     finally:
         emu_module.library.cache_clear()
     lines = [line for text in rendered for line in text.splitlines() if line.startswith("SB_STRASSEN_INSTANCE")]
-    assert lines and all(line.endswith(", true)") for line in lines)  # REREAD, the last argument, on
+    assert lines and all(line.removesuffix(")").split(", ")[position] == value for line in lines)
