@@ -117,9 +117,9 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   // Two paths. Interior tiles of the vector kernels (gemm_iters) keep the next slice's loads in flight during
   // the current one, issued in G groups at an unpredicated offset; the registers of raw data in flight at once
   // are FLIGHT (float32; twice as many in float64). 16 leaves the Huge kernel its 128-register budget (64
-  // accumulators, 32 fragment registers); 8 (two groups where each operand fits: A's terms, then B's) leaves
-  // ptxas more room. The build compiles both for the Huge float32 kernels and keeps the better machine code
-  // (strassenbench.fused.build). Everything else (wind_down: edge tiles, the last slices, and the scalar
+  // accumulators, 32 fragment registers); fewer (8: two groups where each operand fits, A's terms then B's; 4:
+  // about a term a group) leave ptxas more room. The build compiles the Huge float32 kernels with each and keeps
+  // the best machine code (strassenbench.fused.build.FLIGHTS). Everything else (wind_down: edge tiles, the last slices, and the scalar
   // kernels, whose terms are not aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the
   // next slice after the current one's FFMAs, a term at a time (fill), which needs few registers beyond the
   // accumulator and the fragments.

@@ -88,8 +88,9 @@ def _compile(arch: str, name: str, selected: tuple[Instance, ...], out: Path, to
 # level that scores best.
 REGISTER_USAGE_LEVELS = (4, 0, 8)
 # The FLIGHT values (kernels/mainloop.cuh: registers of raw loads in flight) compiled for the tuned kernels
-# (_tuned) besides Instance.flight's default: each such module is assembled at every level too.
-FLIGHTS = (8,)
+# (_tuned) besides Instance.flight's default (16), each module assembled at every level too. On sm_90 with nvcc
+# 13, 8 (two groups, by operand) suits most 1-level kernels and 4 (a group per term) the 2-level ones.
+FLIGHTS = (8, 4)
 
 # Instructions between a global load of the main loop and its first use that hide the load's latency: with 2
 # blocks of 8 warps per SM, each sub-partition's 4 warps issue about 800 instructions meanwhile, more than a

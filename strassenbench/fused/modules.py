@@ -38,7 +38,7 @@ RESOURCE_COLUMNS = [
 ]
 # What the stamp records of the compile (strassenbench.fused.toolchain.Toolchain.ptx and .assemble).
 FLAGS = ("c++17 lineinfo | ptxas -O3 -lineinfo, register-usage levels 4 0 8 (the unit's PTX, --entry) on spills or "
-         "late loads and for the tuned kernels, FLIGHT 8 for them too, best kept, "
+         "late loads and for the tuned kernels, FLIGHT 8 and 4 for them too, best kept, "
          "uncapped then terms reread on spills left | fatbin sass+ptx")
 # The columns read from the machine code, raw counts only (the model derives rates from them:
 # strassenbench.model.issue.issue_fractions); empty where the disassembler does not read the architecture (sm_70).

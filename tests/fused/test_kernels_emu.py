@@ -17,6 +17,7 @@ import pytest
 from strassenbench.options import PAPER_SCHEMES  # splitk: tests/fused/test_splitk.py
 from strassenbench.algebra.primitives import variants
 from strassenbench.engines import ENGINES
+from strassenbench.fused.build import FLIGHTS
 from strassenbench.fused.instances import Instance, operand_counts
 from strassenbench.fused.launch import FusedError, normalised, param_bytes, plan_launches
 from strassenbench.plan import make_plan
@@ -278,13 +279,14 @@ def test_processes_that_need_one_library_compile_it_once(tmp_path) -> None:  # n
 
 # The sources the build may compile instead of a kernel's default, and where they are exercised: REREAD (the last
 # remedy for a vector kernel that spills, strassenbench.fused.build._reread_spilling) on Small in both dtypes, and
-# FLIGHT 8 (FLIGHTS: the tuned Huge float32 kernels, 8 registers of raw loads in flight) on Huge at 1 and 2 levels.
+# each FLIGHTS value (the tuned Huge float32 kernels' registers of raw loads in flight) on Huge at 1 and 2 levels.
 # Each shape has interior tiles, so the pipelined path the variant changes runs.
 BUILD_VARIANTS = {
     "reread": ({"reread": True}, -2, "true",
                [(1, (128, 96, 128), "float32", "Small"), (1, (128, 96, 128), "float64", "Small")]),
-    "flight8": ({"flight": 8}, -1, "8",
-                [(1, (256, 64, 256), "float32", "Huge"), (2, (512, 64, 512), "float32", "Huge")]),
+    **{f"flight{f}": ({"flight": f}, -1, str(f),
+                      [(1, (256, 64, 256), "float32", "Huge"), (2, (512, 64, 512), "float32", "Huge")])
+       for f in FLIGHTS},
 }
 
 
