@@ -119,10 +119,10 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
   // are FLIGHT (float32; twice as many in float64). 16 leaves the Huge kernel its 128-register budget (64
   // accumulators, 32 fragment registers); fewer (8: two groups where each operand fits, A's terms then B's; 4:
   // about a term a group) leave ptxas more room. The build compiles the Huge float32 kernels with each and keeps
-  // the best machine code (strassenbench.fused.build.FLIGHTS). Everything else (wind_down: edge tiles, the last slices, and the scalar
-  // kernels, whose terms are not aligned to 128 bits: odd shapes, unaligned views) is predicated and fills the
-  // next slice after the current one's FFMAs, a term at a time (fill), which needs few registers beyond the
-  // accumulator and the fragments.
+  // the best machine code (strassenbench.fused.build.FLIGHTS). Everything else (wind_down: edge tiles, the last
+  // slices, and the scalar kernels, whose terms are not aligned to 128 bits: odd shapes, unaligned views) is
+  // predicated and fills the next slice after the current one's FFMAs, a term at a time (fill), which needs few
+  // registers beyond the accumulator and the fragments.
   constexpr bool kPipelined = V_A * V_B > 1;
   constexpr int kFlightRegisters = FLIGHT * static_cast<int>(sizeof(T)) / 4;
   constexpr int G = cmin(cmin(W_A + W_B, K_S), cdiv(LoaderA::kRegisters + LoaderB::kRegisters, kFlightRegisters));

@@ -140,7 +140,7 @@ def _better(rows: list[dict], module: str, best: dict[str, dict], index: dict[st
             index[r["kernel"]] = f"{module}.fatbin"
 
 
-def _retry_levels(arch: str, unit: str, source: str, selected: tuple[Instance, ...], best: dict[str, dict],
+def _retry_levels(arch: str, source: str, selected: tuple[Instance, ...], best: dict[str, dict],
                   index: dict[str, str], by_name: dict[str, Instance], out: Path, toolchain: Toolchain) -> set[str]:
     """The kernels of module ``source`` that spill, issue a load late (_late) or are tuned (_tuned) assembled again
     from its PTX at each of REGISTER_USAGE_LEVELS into ``<source>_rul<level>``, each kept where it scores better
@@ -181,12 +181,12 @@ def _build_unit(arch: str, unit: str, selected: tuple[Instance, ...], out: Path,
     index = {name: f"{unit}.fatbin" for name in (*helper_kernels(selected), *(inst.name for inst in selected))}
     by_name = {inst.name: inst for inst in selected}
     best = {r["kernel"]: r for r in rows}
-    kept = _retry_levels(arch, unit, unit, selected, best, index, by_name, out, toolchain)
+    kept = _retry_levels(arch, unit, selected, best, index, by_name, out, toolchain)
     for flight in FLIGHTS:  # the tuned kernels' other source variants, each at every level
         name, tuned = f"{unit}_flight{flight}", tuple(replace(i, flight=flight) for i in selected if _tuned(i))
         if tuned:
             _better(_compile(arch, name, tuned, out, toolchain), name, best, index, by_name)
-            kept |= {name} | _retry_levels(arch, unit, name, tuned, best, index, by_name, out, toolchain)
+            kept |= {name} | _retry_levels(arch, name, tuned, best, index, by_name, out, toolchain)
     for module in kept - {Path(v).stem for v in index.values()}:  # a module whose every kernel did better elsewhere
         _drop_module(out, module)
     rows = [best[r["kernel"]] for r in rows]
