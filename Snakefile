@@ -1,12 +1,11 @@
 # strassenbench: reproduce FLAME Working Note #88 ("Implementing Strassen's Algorithm with CUTLASS on
 # NVIDIA Volta GPUs"). `snakemake --cores 1` runs it; `--config profile=smoke` picks the small grid.
-from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 import yaml
 
 from strassenbench.configfile import ConfigFileError, check_config_file, check_finite, schema_error, yaml_types
-from strassenbench.workflow_config import WorkflowConfigError, check_bounded, check_strings, number_as_text
+from strassenbench.workflow_config import WorkflowConfigError, check_bounded, check_strings, number_as_text, refuse
 
 min_version("8.0")
 
@@ -17,7 +16,7 @@ try:
     for path in CONFIG_FILES:
         check_config_file(path)
 except ConfigFileError as err:
-    raise WorkflowError(str(err)) from None
+    refuse(str(err))
 
 
 configfile: "config/config.yaml"
@@ -33,14 +32,14 @@ try:
     check_bounded(config)
     check_strings(config)  # "paper\n" would pass the schema's patterns
 except WorkflowConfigError as err:
-    raise WorkflowError(str(err)) from None
+    refuse(str(err))
 _problem = schema_error(config, _rules)  # a schema violation in at most three lines, not the schema dump
 if _problem:
-    raise WorkflowError(_problem)
+    refuse(_problem)
 try:
     check_finite(config)
 except ConfigFileError as err:
-    raise WorkflowError(str(err)) from None
+    refuse(str(err))
 validate(config, schema=SCHEMA)  # fills in the schema's defaults
 
 

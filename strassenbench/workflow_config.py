@@ -2,20 +2,22 @@
 aliases expanded), no control character or surrounding blank in any string, names of algorithms and
 implementations that stay inside the project's folders, compare folders inside results/, data/ or report/, and
 GPUs whose device folders are non-empty and distinct. Every problem is a WorkflowConfigError of one line naming
-the key; the Snakefile turns it into a WorkflowError. (The rules quote every value they give a shell command.)"""
+the key; the Snakefile stops with it (`refuse`). (The rules quote every value they give a shell command.)"""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 
 from strassenbench.configfile import MAX_DEPTH, MAX_VALUES
 
-__all__ = ["WorkflowConfigError", "ROOTS", "MAX_NAME", "check_bounded", "check_strings", "number_as_text",
+__all__ = ["WorkflowConfigError", "refuse", "ROOTS", "MAX_NAME", "check_bounded", "check_strings", "number_as_text",
            "check_names", "check_compare", "listed_gpus"]
 
 ROOTS = ("results", "data", "report")  # the folders the workflow writes (besides build/ and logs/)
@@ -26,6 +28,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 class WorkflowConfigError(ValueError):
     """A config value the workflow cannot use, in one line naming the key."""
+
+
+def refuse(message: str) -> NoReturn:
+    """Stop the workflow on bad input before any job: ``message`` in one line on stderr (its lines joined), exit
+    status 2, no traceback. (An exception raised while Snakemake reads the Snakefile is reported with its frames
+    and exit status 1; SystemExit passes through Snakemake untouched.)"""
+    print("; ".join(line.strip() for line in str(message).splitlines() if line.strip()), file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def check_bounded(value: object, where: str = "config") -> None:

@@ -209,7 +209,8 @@ def test_config_file_errors_name_the_file_and_line(workdir, text, message):
     else:
         config.write_text(text)
     proc = _snakemake(["-n"], workdir)
-    assert proc.returncode != 0 and message in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and message in proc.stderr, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_config_errors_stop_the_run_before_any_job(workdir):
@@ -222,7 +223,7 @@ def test_config_errors_stop_the_run_before_any_job(workdir):
                                 ("algorithm", "strassen+", "config: algorithm 'strassen+': algorithm spec")):
         proc = _snakemake(["-n", "--config", f"{key}={value}"], workdir)
         out = proc.stdout + proc.stderr
-        assert proc.returncode != 0 and message in out and "Traceback" not in out, out[-2000:]
+        assert proc.returncode == 2 and message in proc.stderr and 'File "' not in out, out[-2000:]
     config = workdir / "config/config.yaml"
     text = config.read_text()
     assert 'square: {sizes: "64,128,192"}' in text
@@ -235,8 +236,17 @@ def test_config_errors_stop_the_run_before_any_job(workdir):
 
 def test_bad_config_key_is_rejected(workdir):
     proc = _snakemake(["-n", "--config", "profile=enormous"], workdir)
-    assert proc.returncode != 0
-    assert "enormous" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("config: profile = 'enormous'"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not list(workdir.glob("results")), proc.stderr
+
+
+def test_backend_cuda_without_a_gpu_is_refused(workdir, monkeypatch):
+    """`backend: cuda` where no GPU is visible (CUDA_VISIBLE_DEVICES empty hides every one) stops the workflow
+    in one line, not with the device module's exception."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    proc = _snakemake(["-n", "--config", "backend=cuda"], workdir)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "config: backend 'cuda': backend cuda requested but no NVIDIA GPU is visible"
 
 
 def test_smoke_run_end_to_end_on_cpu(local_smoke):

@@ -4,12 +4,10 @@
 import os
 import sys
 
-from snakemake.exceptions import WorkflowError
-
 from strassenbench.device import gpu_arch, resolve_backend, slug, spec_key, visible_gpus
 from strassenbench.fused.cuda import build_arch
 from strassenbench.strategies import STRATEGIES
-from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus
+from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus, refuse
 
 # Names accepted in any case by the schema, used as spelled in the project from here on.
 config["profile"] = config["profile"].lower()
@@ -17,11 +15,11 @@ config["strategy"] = {s.lower(): s for s in ["best", *STRATEGIES]}[config["strat
 
 
 def _config_error(check, *args):
-    """A check of strassenbench.workflow_config, its refusal as one WorkflowError naming the key."""
+    """A check of strassenbench.workflow_config; its refusal stops the workflow (refuse), naming the key."""
     try:
         return check(*args)
     except WorkflowConfigError as err:
-        raise WorkflowError(str(err)) from None
+        refuse(str(err))
 
 
 # Names that become file names, and compare folders, stay inside the project (checked before anything else).
@@ -37,7 +35,10 @@ if config["gpus"] or config["assume_gpu"]:
     BACKEND = "cuda"
     BACKEND_REASON = f"listed GPUs {', '.join(g['name'] for g in GPUS.values())}"
 else:
-    BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
+    try:
+        BACKEND, BACKEND_REASON = resolve_backend(config["backend"])
+    except ValueError as err:  # cuda asked for, and no GPU or no CuPy
+        refuse(f"config: backend {config['backend']!r}: {err}")
     if BACKEND == "cuda":  # sm_86 runs the sm_80 build
         GPUS = {slug(visible_gpus()[0]): {"name": visible_gpus()[0], "arch": build_arch(gpu_arch()[len("sm_"):]),
                                           "model": ""}}
@@ -112,7 +113,7 @@ def _check_config():
             try:
                 parse_sizes(text)
             except ValueError as err:
-                raise WorkflowError(f"config: profiles.{name}.{where}.sizes {text!r}: {err}") from None
+                refuse(f"config: profiles.{name}.{where}.sizes {text!r}: {err}")
     checks = [("algorithm", config["algorithm"], algorithm_impl)]
     checks += [("algorithms", alg, algorithm_impl) for alg in config["algorithms"]]
     checks += [("impls", impl, get_impl) for impl in config["impls"]]
@@ -123,7 +124,7 @@ def _check_config():
         try:
             check(value)
         except (AlgorithmError, ImplError) as err:
-            raise WorkflowError(f"config: {key} {value!r}: {err}") from None
+            refuse(f"config: {key} {value!r}: {err}")
 
 
 _check_config()

@@ -41,7 +41,7 @@ def run_timing():
     try:
         choice = plan_timing(GRID["timing"].get("method", "auto"), timed_points())
     except (ValueError, ImplError) as err:
-        raise WorkflowError(f"config: profiles.{PROFILE}.timing.method: {err}") from None
+        refuse(f"config: profiles.{PROFILE}.timing.method: {err}")
     if choice.reason:
         print(f"strassenbench: {choice.reason}", file=sys.stderr)
     return choice.method
