@@ -239,7 +239,10 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
           tb = terms_b.reread();
         }
       };
-      for (; s + 1 < at.fast; s += 2) {
+      // A count of pairs, down to zero: one uniform add, compare and branch a pair (a count of slices up to
+      // `fast` took an add more, and on sm_90 half an instruction a slice).
+      const int pairs = at.fast > 0 ? at.fast / 2 : 0;
+      for (int n = pairs; n > 0; --n) {
         fresh();
         slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);
         at.advance();
@@ -247,6 +250,7 @@ __device__ __forceinline__ void mainloop(T (&acc)[M_R][N_R], const TermsA& terms
         slice(stdx::integral_constant<int, 1>{}, stdx::true_type{}, issue_at);
         at.advance();
       }
+      s = 2 * pairs;
       if (s < at.fast) {
         fresh();
         slice(stdx::integral_constant<int, 0>{}, stdx::true_type{}, issue_at);

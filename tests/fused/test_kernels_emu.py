@@ -47,6 +47,18 @@ def run_both(levels, shape, dtype, alpha, beta, **options):  # noqa: ANN001, ANN
     return expected, got
 
 
+@pytest.mark.parametrize("slices", range(1, 7))
+def test_every_count_of_interior_slices_is_exact(slices: int) -> None:
+    """The interior path runs its slices in pairs, counted down, then the one left of an odd count, and the
+    predicated path the rest (mainloop.cuh, gemm_iters): a 1-level Huge float32 product whose term blocks are
+    one tile and `slices` k_S slices deep, exact with every count of pairs, odd and even, in both write modes."""
+    huge = STRATEGIES["Huge"]
+    shape = (2 * huge.m_S, 2 * huge.k_S * slices, 2 * huge.n_S)
+    for scheme in ("sequential", "atomic"):
+        expected, got = run_both(1, shape, "float32", 1.0, 1.0, strategy="Huge", scheme=scheme)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{slices} slices, {scheme}")
+
+
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 @pytest.mark.parametrize("scheme", ["sequential", "atomic"])
 def test_one_level_every_strategy_and_write_mode_exact(strategy: str, scheme: str) -> None:
@@ -226,7 +238,9 @@ def test_terms_beyond_the_kernel_parameters_are_refused(monkeypatch: pytest.Monk
 
 
 def test_sanitizer_subset(tmp_path) -> None:  # noqa: ANN001
-    """AddressSanitizer + UBSan over fringe shapes: any read or write past an operand is an error."""
+    """AddressSanitizer + UBSan over fringe shapes, and interior tiles with an odd count of interior slices (the
+    unpredicated loads of the slice in flight stop at the terms' k extent): any read or write past an operand is
+    an error."""
     libasan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(libasan):
         pytest.fail("g++ has no AddressSanitizer runtime (libasan)")
@@ -242,6 +256,8 @@ def test_sanitizer_subset(tmp_path) -> None:  # noqa: ANN001
         ("2", "9", "33", "17", "Small", "streams", "float64"),
         ("2", "17", "33", "33", "Small", "sequential", "float32"),
         ("1", "130", "17", "33", "Huge", "sequential", "float32"),
+        ("1", "256", "256", "32", "Huge", "sequential", "float32"),  # 1 interior slice, then the last
+        ("1", "256", "256", "64", "Huge", "atomic", "float32"),  # a pair and 1 interior slice, then the last
     ]
     for levels, m, n, k, strategy, scheme, dtype in cases:
         result = subprocess.run(
