@@ -60,14 +60,21 @@ extern "C" unsigned long long emu_trace_size() { return emu::trace_log.size(); }
 extern "C" void emu_trace_copy(void* out) {
   std::copy(emu::trace_log.begin(), emu::trace_log.end(), static_cast<emu::SmemRecord*>(out));
 }
-// The first misaligned access since the last call (emu::check_aligned), copied NUL-terminated into out (cut
-// to size bytes) and cleared; returns its length, 0 when there is none. Read by strassenbench.fused.emu.
+// The first fault since the last call (a misaligned access, emu::check_aligned; one outside the launch's global
+// memory, emu::inside_global; ...), copied NUL-terminated into out (cut to size bytes) and cleared; returns its
+// length, 0 when there is none. Read by strassenbench.fused.emu.
 extern "C" unsigned long long emu_fault_take(char* out, unsigned long long size) {
   std::lock_guard<std::mutex> lock(emu::fault_mutex);
   const unsigned long long length = emu::fault.size();
   if (size > 0) out[emu::fault.copy(out, std::min(length, size - 1))] = '\0';
   emu::fault.clear();
   return length;
+}
+
+// The global memory the next launches may touch: n [first, last) byte ranges, 2n numbers (none: unchecked).
+extern "C" void emu_bounds_set(const unsigned long long* ranges, unsigned long long n) {
+  emu::global_bounds.clear();
+  for (unsigned long long i = 0; i < n; ++i) emu::global_bounds.emplace_back(ranges[2 * i], ranges[2 * i + 1]);
 }
 
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)                                                                   \

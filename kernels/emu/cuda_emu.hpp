@@ -31,7 +31,8 @@
 //
 // Alignment: every access of sb::ldg / ldg_at / lds / sts and of the epilogue's vectors (emu::load, emu::store)
 // and every ldmatrix row address is checked (check_aligned); the first misaligned one, which faults on the
-// GPU, is kept for emu_fault_take.
+// GPU, is kept for emu_fault_take. Bounds: those global accesses (and red_add's, cp.async's sources) lie inside
+// the launch's operands and workspaces where the engine gave them (inside_global), or are a fault too.
 #pragma once
 
 #include <algorithm>
@@ -170,14 +171,39 @@ inline void check_aligned(const void* p, unsigned bytes, const char* what) {
   fault = message;
 }
 
+// The global memory a launch may touch: [first, last) byte ranges (its operands, views included, and
+// workspaces) that the engine gives before the launch (emu_bounds_set); none given, nothing is checked (a
+// kernel run through the emulator's entry points by the CPU device). Set between launches, read during one.
+inline std::vector<std::pair<std::uintptr_t, std::uintptr_t>> global_bounds;
+
+// Whether [p, p + bytes) lies inside one range of global_bounds. An access outside them (on a GPU a read of
+// another allocation's data or an illegal-address fault) is recorded as the launch's fault and not made: the
+// caller reads zeros and writes nothing, so that the emulator's own process never touches memory it does not
+// own. `what` names the access ("global load", ...); shared-memory accesses are not checked here.
+inline bool inside_global(const void* p, unsigned bytes, const char* what) {
+  if (global_bounds.empty() || what[0] != 'g') return true;
+  const auto first = reinterpret_cast<std::uintptr_t>(p);
+  for (const auto& [lo, hi] : global_bounds)
+    if (first >= lo && first + bytes <= hi) return true;
+  std::lock_guard<std::mutex> lock(fault_mutex);
+  if (!fault.empty()) return false;
+  char message[512];
+  std::snprintf(message, sizeof message, "out-of-bounds %u-byte %s at 0x%llx in %s (block (%u,%u,%u), thread %u)",
+                bytes, what, static_cast<unsigned long long>(first), kernel_name, blockIdx.x, blockIdx.y,
+                blockIdx.z, threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  fault = message;
+  return false;
+}
+
 // One checked access of a V at p, by memcpy through a void pointer (whose alignment the compiler cannot take
 // from V): a misaligned one then reads and writes what it would if it were allowed, where *p would be
 // undefined (g++ moves a 16-byte aligned Vec with movaps, which faults on x86).
 template <class V>
 inline V load(const V* p, const char* what) {
   check_aligned(p, sizeof(V), what);
+  V value{};
+  if (!inside_global(p, sizeof(V), what)) return value;
   const void* from = p;
-  V value;
   std::memcpy(&value, from, sizeof(V));
   return value;
 }
@@ -185,6 +211,7 @@ inline V load(const V* p, const char* what) {
 template <class V>
 inline void store(V* p, const V& value, const char* what) {
   check_aligned(p, sizeof(V), what);
+  if (!inside_global(p, sizeof(V), what)) return;
   void* to = p;
   std::memcpy(to, &value, sizeof(V));
 }
@@ -194,6 +221,7 @@ inline void store(V* p, const V& value, const char* what) {
 template <class V>
 inline void red_add(V* p, const V& value, const char* what) {
   check_aligned(p, sizeof(V), what);
+  if (!inside_global(p, sizeof(V), what)) return;
   using T = std::remove_cvref_t<decltype(value.v[0])>;
   T* first = reinterpret_cast<T*>(static_cast<void*>(p));
   for (const T& x : value.v) atomic_add(first++, x);
@@ -236,6 +264,7 @@ inline thread_local Groups<AsyncCopy> async_copies;
 inline void cp_async(void* dst, const void* src, unsigned bytes, unsigned src_bytes) {
   check_aligned(dst, bytes, "cp.async shared destination");
   if (src_bytes > 0) check_aligned(src, bytes, "cp.async global source");
+  if (src_bytes > 0 && !inside_global(src, src_bytes, "global source of a cp.async")) src_bytes = 0;
   async_copies.open.push_back({dst, src, bytes, src_bytes});
 }
 

@@ -40,7 +40,7 @@ def prepare(engine: str, plan: Plan, A, B, C, alpha: float = 1.0, beta: float = 
         return cuda.Prepared(program, options.build_dir, (A, B, C))
     from ..fused import emu
 
-    return lambda: emu.run(program)
+    return lambda: emu.run(program, operands=(A, B, C))
 
 
 def run(engine: str, plan: Plan, A, B, C, alpha: float, beta: float, options: RunOptions) -> None:  # noqa: ANN001

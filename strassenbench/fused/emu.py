@@ -65,8 +65,9 @@ class EmuFault(EmuError):
 
 
 def _take(lib: ctypes.CDLL) -> str | None:
-    """The first misaligned access since the last take (kernels/instances.cuh: emu_fault_take), cleared. g++
-    makes the emulator's globals unique symbols, which every loaded library shares: one fault per process."""
+    """The first fault (a misaligned or out-of-bounds access) since the last take (kernels/instances.cuh:
+    emu_fault_take), cleared. g++ makes the emulator's globals unique symbols, which every loaded library
+    shares: one fault per process (and one set of bounds, emu_bounds_set)."""
     take = lib.emu_fault_take
     take.argtypes, take.restype = [ctypes.c_char_p, ctypes.c_ulonglong], ctypes.c_ulonglong
     out = ctypes.create_string_buffer(1024)
@@ -74,8 +75,8 @@ def _take(lib: ctypes.CDLL) -> str | None:
 
 
 def take_fault(kernel: str) -> str | None:
-    """After a launch of ``kernel`` through entry: the message of the first misaligned access since the last
-    take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
+    """After a launch of ``kernel`` through entry: the message of the first misaligned (or, given its memory,
+    out-of-bounds) access since the last take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
     cleared, from the loaded libraries that have the kernel (none is built)."""
     faults = [_take(lib) for lib in list(_LOADED.values()) if hasattr(lib, f"emu_{kernel}")]
     return next((fault for fault in faults if fault), None)
@@ -268,34 +269,72 @@ def _default_library(kernel: str, extra_flags: tuple[str, ...]) -> ctypes.CDLL:
     return library(inst.precision, inst.strategy.name, extra_flags, level=default_level(inst.counts))
 
 
-def run(program: Program, extra_flags: tuple[str, ...] = ()) -> None:
+def _extent(x: np.ndarray) -> tuple[int, int]:
+    """The bytes [first, last) that the elements of ``x`` (a view: any strides) lie in."""
+    first = last = x.ctypes.data
+    for n, stride in zip(x.shape, x.strides):
+        if stride < 0:
+            first += (n - 1) * stride
+        else:
+            last += (n - 1) * stride
+    return first, last + x.itemsize
+
+
+def global_memory(program: Program, operands: tuple) -> np.ndarray:  # noqa: ANN001 - NumPy arrays
+    """The byte ranges the launches of ``program`` may touch, as the emulator's emu_bounds_set takes them: the
+    operands (A, B, C, or views of them), the program's workspaces, the arrays its launches take and its tensor
+    maps' operands; none (nothing checked) without operands."""
+    arrays = [*operands, *program.workspace] if operands else []
+    for launch in program.launches if operands else ():
+        arrays += [a.array if isinstance(a, TensorMapArg) else a for a in launch.args]
+    ranges = [_extent(a) for a in arrays if isinstance(a, np.ndarray) and not a.dtype.names and a.size]
+    return np.array(ranges, dtype=np.uint64).reshape(-1, 2)
+
+
+def _bound(lib: ctypes.CDLL, memory: np.ndarray) -> None:
+    """The global memory the next launches of ``lib`` may touch (global_memory's form; none: unchecked)."""
+    memory = np.ascontiguousarray(memory, dtype=np.uint64)
+    lib.emu_bounds_set(memory.ctypes.data_as(ctypes.c_void_p), ctypes.c_ulonglong(len(memory)))
+
+
+def run(program: Program, extra_flags: tuple[str, ...] = (), operands: tuple = ()) -> None:  # noqa: ANN001
     """Run ``program`` stage by stage, stream by stream (the emulator has one stream; any order that
-    respects the stages is an order the GPU may choose)."""
+    respects the stages is an order the GPU may choose). Given ``operands`` (A, B, C: NumPy arrays or views),
+    its global loads and stores must stay inside them and the program's own arrays (global_memory): one that
+    does not is an EmuFault, as a misaligned one is."""
     libraries = _libraries(program, extra_flags)
-    for launch in program.launches:
-        lib = libraries[launch.kernel]
-        lib.emu_trace_enable(int(_TRACING))
-        fn = getattr(lib, f"emu_{launch.kernel}")
-        converted = [_ctype(a, lib) for a in launch.args]  # a tensor map's third item: its bytes, kept alive
-        types, values = [c[0] for c in converted], [c[1] for c in converted]
-        fn.argtypes = [ctypes.c_uint] * 6 + list(types)
-        fn.restype = None
-        grid = launch.grid if not launch.persistent else (min(launch.grid[0], PERSISTENT_BLOCKS), *launch.grid[1:])
-        fn(*grid, *launch.block, *values)
-        fault = _take(lib)
-        if fault:
-            raise EmuFault(fault)
+    bounds = global_memory(program, operands)
+    try:
+        for launch in program.launches:
+            lib = libraries[launch.kernel]
+            lib.emu_trace_enable(int(_TRACING))
+            _bound(lib, bounds)
+            fn = getattr(lib, f"emu_{launch.kernel}")
+            converted = [_ctype(a, lib) for a in launch.args]  # a tensor map's third item: its bytes, kept alive
+            types, values = [c[0] for c in converted], [c[1] for c in converted]
+            fn.argtypes = [ctypes.c_uint] * 6 + list(types)
+            fn.restype = None
+            grid = launch.grid if not launch.persistent else (min(launch.grid[0], PERSISTENT_BLOCKS), *launch.grid[1:])
+            fn(*grid, *launch.block, *values)
+            fault = _take(lib)
+            if fault:
+                raise EmuFault(fault)
+    finally:
+        for lib in set(libraries.values()):
+            _bound(lib, np.zeros((0, 2), np.uint64))
 
 
-def entry(kernel: str, extra_flags: tuple[str, ...] = ()):  # noqa: ANN201 - a ctypes function
+def entry(kernel: str, extra_flags: tuple[str, ...] = (), memory: np.ndarray | None = None):  # noqa: ANN201
     """The emulator's entry point ``emu_<kernel>(grid, block, kernel parameters...)`` of any kernel the build
     names (a default kernel, another algorithm's, scale or blocking), from the library that has it; its
-    argtypes are the caller's to set (strassenbench's CPU device sets them from the kernel's PTX). After a
-    launch through it, take_fault(kernel) says whether the launch made a misaligned access."""
+    argtypes are the caller's to set (strassenbench's CPU device sets them from the kernel's PTX). ``memory``:
+    the [first, last) byte ranges its launches may touch (global_memory's form; None: unchecked). After a
+    launch through it, take_fault(kernel) says whether the launch made a misaligned or out-of-bounds access."""
     inst = parse_instance(kernel)
     if inst is None or inst.counts in set(operand_counts()):
         lib = _default_library(kernel, extra_flags)
     else:
         lib = library(inst.precision, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
     lib.emu_trace_enable(int(_TRACING))
+    _bound(lib, np.zeros((0, 2), np.uint64) if memory is None else memory)
     return getattr(lib, f"emu_{kernel}")

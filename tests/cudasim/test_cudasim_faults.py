@@ -84,6 +84,27 @@ def test_a_misaligned_access_poisons_the_context(cpu_device, sim_build,  # noqa:
     assert "0x1004 in strassen_f32_small" in cpu_device.device.fault
 
 
+def test_an_access_outside_every_allocation_poisons_the_context(cpu_device, sim_build) -> None:  # noqa: ANN001
+    """A kernel that reads past its allocation (B's recorded one row short on the device: the kernel's last
+    loads of B fall outside every allocation) faults as on a GPU: cudaErrorIllegalAddress, the kernel's name and
+    the access in the device's record, and the context is unusable after."""
+    import cupy
+    from cupy_backends.cuda.api.runtime import CUDARuntimeError
+
+    A, B, C = (cupy.asarray(x) for x in _operands((64, 64, 64)))
+    device = cpu_device.device
+    host = device.pooled[B.data.ptr]
+    device.pooled[B.data.ptr] = host[:host.nbytes - B.strides[0]]
+    with pytest.raises(CUDARuntimeError) as caught:
+        get_impl("gemm")(A, B, C, 1.0, 0.0, engine="cuda", build_dir=sim_build, strategy="Small")
+        cupy.cuda.runtime.deviceSynchronize()
+    assert caught.value.status == cudasim.ERR_ILLEGAL_ADDRESS
+    assert device.fault.startswith("out-of-bounds") and "global load" in device.fault, device.fault
+    assert "in strassen_f32_small_w1x1x1" in device.fault
+    with pytest.raises(CUDARuntimeError):
+        cupy.cuda.runtime.deviceSynchronize()
+
+
 def test_queue_counts_are_what_the_device_sees(cpu_device, sim_build) -> None:  # noqa: ANN001
     """strassenbench.bench.queue counts without a device; each call's enqueued operations, as the CPU device
     counts them, are that number, for every kind of implementation, even and odd shapes, every scheme."""

@@ -51,7 +51,7 @@ def _run_split(levels: int, shape: tuple[int, int, int], dtype: str, strategy, *
     whole = plan_launches(plan, A, B, got, 1.0, 0.5, strategy=strategy, **options)
     assert all(_fits(launch.grid, SMALL_GRID) for launch in split.launches)
     assert len(split.launches) > len(whole.launches)
-    emu.run(split)
+    emu.run(split, operands=(A, B, got))
     np.testing.assert_array_equal(got, A.astype(np.float64) @ B + 0.5 * C, err_msg=f"{levels} {shape} {dtype}")
     return split
 

@@ -112,7 +112,7 @@ def test_splitk_is_exact_on_the_emulator(mode: str, strategy, dtype: str, shapes
         got = C.copy()
         plan = make_plan("strassen", levels, m, k, n)
         emu.run(plan_launches(plan, A, B, got, -1.5, 0.5, strategy=strategy, scheme="splitk", split_k=split,
-                              mode=mode))
+                              mode=mode), operands=(A, B, got))
         np.testing.assert_array_equal(got, _want(A, B, C, -1.5, 0.5), err_msg=f"{mode} {m}x{k}x{n} L{levels} S{split}")
 
 

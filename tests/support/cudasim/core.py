@@ -123,6 +123,14 @@ class CpuDevice:
         return any(base <= address and address + nbytes <= base + host.nbytes
                    for buffers in (self.buffers, self.pooled) for base, host in buffers.items())
 
+    def global_memory(self) -> np.ndarray:
+        """[first, last) of every live allocation and of memory freed while work was queued (stream-ordered
+        frees): what a kernel may touch, as strassenbench.fused.emu.entry takes it (the emulator checks a
+        launch's global loads, stores and reductions against it)."""
+        hosts = [*self.buffers.values(), *self.pooled.values(), *self.freed]
+        return np.array([(h.ctypes.data, h.ctypes.data + h.nbytes) for h in hosts if h.nbytes],
+                        dtype=np.uint64).reshape(-1, 2)
+
     def mapped(self, address: int, nbytes: int) -> bool:
         """Whether [address, address + nbytes) lies in mapped host memory (hostAlloc with hostAllocMapped)."""
         return any(base <= address and address + nbytes <= base + self.buffers[base].nbytes

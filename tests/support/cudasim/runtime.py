@@ -268,7 +268,7 @@ class RawKernel:
                 address = int.from_bytes(raw, "little")
                 if not device().mapped(address, 4):
                     raise CudaFault(ERR_ILLEGAL_ADDRESS, f"{self.name} read address {address:#x}: not mapped")
-        fn = emu.entry(self.name)
+        fn = emu.entry(self.name, memory=device().global_memory())
         types, converted, kept = [], [], []
         for (kind, width), raw, by_address in zip(self.params, values, self.info.by_address or [False] * len(values)):
             if by_address:  # a tensor map: the parameter's copy, passed by its address
@@ -283,8 +283,8 @@ class RawKernel:
         fn.restype = None
         fn(*grid, *block, *converted)
         fault = emu.take_fault(self.name)
-        if fault:
-            raise CudaFault(ERR_MISALIGNED_ADDRESS, fault)
+        if fault:  # an access outside every allocation: cudaErrorIllegalAddress, as a GPU's
+            raise CudaFault(ERR_ILLEGAL_ADDRESS if fault.startswith("out-of-bounds") else ERR_MISALIGNED_ADDRESS, fault)
 
 
 def _block_kernel() -> str:
