@@ -62,9 +62,11 @@ __device__ __forceinline__ void write_back_term(const T (&acc)[M_R][N_R], const 
         if (ATOMIC) {
           atomicAdd(out + col + v, value);
         } else if (beta == T(0)) {  // C is not read when beta = 0 (no NaN from uninitialised C)
-          out[col + v] = value;
+          SB_STORE(&out[col + v], value, "global store");
         } else {
-          out[col + v] = (beta == T(1) ? out[col + v] : beta * out[col + v]) + value;
+          SB_STORE(&out[col + v], (beta == T(1) ? SB_LOAD(&out[col + v], "global load")
+                                                : beta * SB_LOAD(&out[col + v], "global load")) + value,
+                   "global store");
         }
       }
     }

@@ -79,7 +79,7 @@ __device__ __forceinline__ void scale_matrix(T* C, int m, int n, int ldc, T beta
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     T* p = C + (e / n) * ldc + e % n;
-    *p = beta == T(0) ? T(0) : beta * *p;
+    SB_STORE(p, beta == T(0) ? T(0) : beta * SB_LOAD(p, "global load"), "global store");
   }
 }
 

@@ -874,4 +874,11 @@ using emu::threadIdx;
 #define __shared__ static
 #define __restrict__ __restrict
 #define __syncthreads() ::emu::block_barrier->arrive_and_wait()
-#define atomicAdd ::emu::atomic_add
+namespace emu {
+// The kernels' atomicAdd: a global reduction (they make no shared-memory atomics), bounds-checked as red_add's.
+template <class T>
+inline T atomic_add_global(T* address, T value) {
+  return inside_global(address, sizeof(T), "global reduction") ? atomic_add(address, value) : T(0);
+}
+}  // namespace emu
+#define atomicAdd ::emu::atomic_add_global

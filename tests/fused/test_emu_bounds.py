@@ -65,3 +65,25 @@ def test_accesses_outside_the_operands_fault_and_are_not_made(scheme: str, write
         C[...] = original
         emu.run(program, operands=operands)
         np.testing.assert_array_equal(C, expected)
+
+
+@pytest.mark.parametrize(("scheme", "kernel", "access"), [
+    ("sequential", "strassen_f32_small_w2x2x2_plain_scalar", "global load"),  # C read before it is written
+    ("atomic", "strassen_f32_small_w2x2x2_atomic_scalar", "global reduction"),
+    ("presum", "presum_f32", "global load"),  # the operand sums, formed into the workspace first
+])
+def test_the_scalar_write_back_and_the_presum_kernel_are_checked(scheme: str, kernel: str, access: str) -> None:
+    """An odd shape (the scalar kernels) with C one row short, and the presum scheme with B one row short: the
+    scalar write-back's loads, stores and atomicAdd and the presum kernel's loads are checked as the vector
+    kernels' are (a plain store outside is not made: only C's last row is outside, and it is unchanged)."""
+    rng = np.random.default_rng(4)
+    m, k, n = 33, 17, 30
+    A, B, C = (rng.integers(-2, 3, shape).astype(np.float32) for shape in ((m, k), (k, n), (m, n)))
+    original = C.copy()
+    program = plan_launches(make_plan("strassen", 1, m, k, n), A, B, C, 1.0, 1.0, strategy=STRATEGIES["Small"],
+                            scheme=scheme)
+    operands = (A, B[:-1], C) if scheme == "presum" else (A, B, C[:-1])
+    with pytest.raises(emu.EmuFault, match=rf"^out-of-bounds \d-byte {access} at 0x[0-9a-f]+ in {kernel} "):
+        emu.run(program, operands=operands)
+    if scheme != "presum":
+        np.testing.assert_array_equal(C[-1], original[-1])
