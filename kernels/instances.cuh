@@ -76,6 +76,7 @@ extern "C" void emu_bounds_set(const unsigned long long* ranges, unsigned long l
   emu::global_bounds.clear();
   for (unsigned long long i = 0; i < n; ++i) emu::global_bounds.emplace_back(ranges[2 * i], ranges[2 * i + 1]);
 }
+extern "C" unsigned long long emu_bounds_count() { return emu::global_bounds.size(); }
 
 #define SB_EMU_ENTRY(NAME, PARAMS, ARGS)                                                                   \
   extern "C" void emu_##NAME(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \

@@ -25,10 +25,10 @@ __device__ __forceinline__ void presum(int ld_in, int ld_out, const Products<T, 
     for (int t = 1; t <= W; ++t) {  // in term order, as the NumPy engine adds them
       if (r < sums.rows[z][t] && c < sums.cols[z][t]) {
         const T* x = reinterpret_cast<const T*>(sums.address[z][t]);
-        s += sums.coeff[z][t] * SB_LOAD(x + static_cast<long long>(r) * ld_in + c, "global load");
+        s += sums.coeff[z][t] * SB_LOAD(&x[static_cast<long long>(r) * ld_in + c], "global load");
       }
     }
-    SB_STORE(out + static_cast<long long>(r) * ld_out + c, s, "global store");
+    SB_STORE(&out[static_cast<long long>(r) * ld_out + c], s, "global store");
   }
 }
 

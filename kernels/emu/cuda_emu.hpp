@@ -179,9 +179,11 @@ inline std::vector<std::pair<std::uintptr_t, std::uintptr_t>> global_bounds;
 // Whether [p, p + bytes) lies inside one range of global_bounds. An access outside them (on a GPU a read of
 // another allocation's data or an illegal-address fault) is recorded as the launch's fault and not made: the
 // caller reads zeros and writes nothing, so that the emulator's own process never touches memory it does not
-// own. `what` names the access ("global load", ...); shared-memory accesses are not checked here.
+// own. `what` names the access: "global load", "global store", "global reduction", "global source of a
+// cp.async" are checked, shared-memory accesses ("shared load", ...) are not. Not thread-safe against
+// emu_bounds_set: the engine sets the bounds between launches (strassenbench.fused.emu.run holds a lock).
 inline bool inside_global(const void* p, unsigned bytes, const char* what) {
-  if (global_bounds.empty() || what[0] != 'g') return true;
+  if (global_bounds.empty() || std::strncmp(what, "global ", 7) != 0) return true;
   const auto first = reinterpret_cast<std::uintptr_t>(p);
   for (const auto& [lo, hi] : global_bounds)
     if (first >= lo && first + bytes <= hi) return true;

@@ -42,6 +42,7 @@ __all__ = ["EmuError", "EmuFault", "CXX_FLAGS", "cache_dir", "entry", "library",
 CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
 _LOCK = threading.Lock()
 _LOADED: dict[str, ctypes.CDLL] = {}
+_BOUNDS_LOCK = threading.Lock()  # emu.run's bounds are the process's (the emulator's globals are shared)
 _TRACING = False
 
 
@@ -75,8 +76,8 @@ def _take(lib: ctypes.CDLL) -> str | None:
 
 
 def take_fault(kernel: str) -> str | None:
-    """After a launch of ``kernel`` through entry: the message of the first misaligned (or, given its memory,
-    out-of-bounds) access since the last take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
+    """After a launch of ``kernel`` through entry: the message of the first misaligned (or, given its
+    memory, out-of-bounds) access since the last take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
     cleared, from the loaded libraries that have the kernel (none is built)."""
     faults = [_take(lib) for lib in list(_LOADED.values()) if hasattr(lib, f"emu_{kernel}")]
     return next((fault for fault in faults if fault), None)
@@ -270,8 +271,11 @@ def _default_library(kernel: str, extra_flags: tuple[str, ...]) -> ctypes.CDLL:
 
 
 def _extent(x: np.ndarray) -> tuple[int, int]:
-    """The bytes [first, last) that the elements of ``x`` (a view: any strides) lie in."""
+    """The bytes [first, last) from the first element of ``x`` (a view: any strides) to its last, gaps between
+    its rows included (an over-read into a gap, or into a neighbouring row of a contiguous array, is inside)."""
     first = last = x.ctypes.data
+    if x.size == 0:
+        return first, first
     for n, stride in zip(x.shape, x.strides):
         if stride < 0:
             first += (n - 1) * stride
@@ -292,9 +296,25 @@ def global_memory(program: Program, operands: tuple) -> np.ndarray:  # noqa: ANN
 
 
 def _bound(lib: ctypes.CDLL, memory: np.ndarray) -> None:
-    """The global memory the next launches of ``lib`` may touch (global_memory's form; none: unchecked)."""
+    """The global memory the next launches may touch (global_memory's form; none: unchecked). One set for the
+    process: every loaded library shares the emulator's globals (_take)."""
     memory = np.ascontiguousarray(memory, dtype=np.uint64)
     lib.emu_bounds_set(memory.ctypes.data_as(ctypes.c_void_p), ctypes.c_ulonglong(len(memory)))
+
+
+def clear_bounds() -> None:
+    """No bounds: the launches that follow are not checked (after a launch through entry with its memory)."""
+    for lib in list(_LOADED.values())[:1]:  # one is all: the bounds are shared
+        _bound(lib, np.zeros((0, 2), np.uint64))
+
+
+def bounds_count() -> int:
+    """How many byte ranges the emulator checks global accesses against now (0: unchecked)."""
+    libs = list(_LOADED.values())
+    if not libs:
+        return 0
+    libs[0].emu_bounds_count.restype = ctypes.c_ulonglong
+    return int(libs[0].emu_bounds_count())
 
 
 def run(program: Program, extra_flags: tuple[str, ...] = (), operands: tuple = ()) -> None:  # noqa: ANN001
@@ -304,7 +324,8 @@ def run(program: Program, extra_flags: tuple[str, ...] = (), operands: tuple = (
     does not is an EmuFault, as a misaligned one is."""
     libraries = _libraries(program, extra_flags)
     bounds = global_memory(program, operands)
-    try:
+    with _BOUNDS_LOCK, contextlib.ExitStack() as clear:  # one run's bounds at a time, cleared however it ends
+        clear.callback(clear_bounds)
         for launch in program.launches:
             lib = libraries[launch.kernel]
             lib.emu_trace_enable(int(_TRACING))
@@ -319,9 +340,6 @@ def run(program: Program, extra_flags: tuple[str, ...] = (), operands: tuple = (
             fault = _take(lib)
             if fault:
                 raise EmuFault(fault)
-    finally:
-        for lib in set(libraries.values()):
-            _bound(lib, np.zeros((0, 2), np.uint64))
 
 
 def entry(kernel: str, extra_flags: tuple[str, ...] = (), memory: np.ndarray | None = None):  # noqa: ANN201

@@ -91,6 +91,8 @@ def test_an_access_outside_every_allocation_poisons_the_context(cpu_device, sim_
     import cupy
     from cupy_backends.cuda.api.runtime import CUDARuntimeError
 
+    from strassenbench.fused import emu
+
     A, B, C = (cupy.asarray(x) for x in _operands((64, 64, 64)))
     device = cpu_device.device
     host = device.pooled[B.data.ptr]
@@ -101,6 +103,7 @@ def test_an_access_outside_every_allocation_poisons_the_context(cpu_device, sim_
     assert caught.value.status == cudasim.ERR_ILLEGAL_ADDRESS
     assert device.fault.startswith("out-of-bounds") and "global load" in device.fault, device.fault
     assert "in strassen_f32_small_w1x1x1" in device.fault
+    assert emu.bounds_count() == 0  # the device's allocations bound its launches only
     with pytest.raises(CUDARuntimeError):
         cupy.cuda.runtime.deviceSynchronize()
 

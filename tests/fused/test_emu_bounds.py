@@ -15,7 +15,7 @@ from strassenbench.plan import make_plan
 from strassenbench.strategies import STRATEGIES
 
 
-def test_a_views_extent_spans_its_elements_only() -> None:
+def test_a_views_extent_spans_its_first_to_its_last_element() -> None:
     base = np.zeros((8, 6), np.float32)
     start, row = base.ctypes.data, 6 * 4
     assert emu._extent(base) == (start, start + 8 * row)
@@ -23,6 +23,8 @@ def test_a_views_extent_spans_its_elements_only() -> None:
     assert emu._extent(base[::-1]) == (start, start + 8 * row)  # negative strides
     assert emu._extent(base.T) == (start, start + 8 * row)
     assert emu._extent(base[3:4, 5:6]) == (start + 3 * row + 5 * 4, start + 3 * row + 6 * 4)
+    first, last = emu._extent(base[2:2])
+    assert first == last  # empty: no byte
 
 
 def test_global_memory_is_the_operands_workspaces_and_arrays_of_the_launches() -> None:
@@ -59,12 +61,14 @@ def test_accesses_outside_the_operands_fault_and_are_not_made(scheme: str, write
     C[...] = original
     with pytest.raises(emu.EmuFault, match=rf"^out-of-bounds 16-byte {writes} at 0x[0-9a-f]+ in strassen_f32_huge"):
         emu.run(program, operands=(A, B, C[:-1]))
+    assert emu.bounds_count() == 0  # a faulting run's bounds do not outlive it
     written = C != original
     assert not written[-1].any() and written[:-1].any()  # the writes inside were made, none outside
     for operands in ((A, B, C), ()):
         C[...] = original
         emu.run(program, operands=operands)
         np.testing.assert_array_equal(C, expected)
+        assert emu.bounds_count() == 0
 
 
 @pytest.mark.parametrize(("scheme", "kernel", "access"), [

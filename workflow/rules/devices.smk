@@ -5,7 +5,7 @@ import os
 import sys
 
 from strassenbench.device import gpu_arch, resolve_backend, slug, spec_key, visible_gpus
-from strassenbench.fused.cuda import build_arch
+from strassenbench.fused.arch import CudaError, build_arch
 from strassenbench.strategies import STRATEGIES
 from strassenbench.workflow_config import WorkflowConfigError, check_compare, check_names, listed_gpus, refuse
 
@@ -40,8 +40,13 @@ else:
     except ValueError as err:  # cuda asked for, and no GPU or no CuPy
         refuse(f"config: backend {config['backend']!r}: {err}")
     if BACKEND == "cuda":  # sm_86 runs the sm_80 build
-        GPUS = {slug(visible_gpus()[0]): {"name": visible_gpus()[0], "arch": build_arch(gpu_arch()[len("sm_"):]),
-                                          "model": ""}}
+        _name, _arch = visible_gpus()[0], gpu_arch()
+        try:
+            if _arch is None:
+                raise CudaError("its compute capability could not be read (pynvml)")
+            GPUS = {slug(_name): {"name": _name, "arch": build_arch(_arch[len("sm_"):]), "model": ""}}
+        except CudaError as err:  # a GPU older than every build (before the V100)
+            refuse(f"config: backend {config['backend']!r}: GPU {_name}: {err}")
     else:
         GPUS = {"cpu": {"name": "cpu", "arch": None, "model": ""}}
 DEVICES = list(GPUS)

@@ -281,7 +281,10 @@ class RawKernel:
             converted.append(ctype.from_buffer_copy(raw))
         fn.argtypes = [ctypes.c_uint] * 6 + types
         fn.restype = None
-        fn(*grid, *block, *converted)
+        try:
+            fn(*grid, *block, *converted)
+        finally:
+            emu.clear_bounds()  # the device's allocations bound this launch only
         fault = emu.take_fault(self.name)
         if fault:  # an access outside every allocation: cudaErrorIllegalAddress, as a GPU's
             raise CudaFault(ERR_ILLEGAL_ADDRESS if fault.startswith("out-of-bounds") else ERR_MISALIGNED_ADDRESS, fault)
