@@ -33,7 +33,7 @@ try:
     check_strings(config)  # "paper\n" would pass the schema's patterns
 except WorkflowConfigError as err:
     refuse(str(err))
-_problem = schema_error(config, _rules)  # a schema violation in at most three lines, not the schema dump
+_problem = schema_error(config, _rules)  # a schema violation (key, value, what is allowed), not the schema dump
 if _problem:
     refuse(_problem)
 try:

@@ -43,6 +43,7 @@ CXX_FLAGS = ["-std=c++20", "-O1", "-fPIC", "-shared", "-pthread"]
 _LOCK = threading.Lock()
 _LOADED: dict[str, ctypes.CDLL] = {}
 _BOUNDS_LOCK = threading.Lock()  # emu.run's bounds are the process's (the emulator's globals are shared)
+_NO_BOUNDS = np.zeros((0, 2), np.uint64)  # global_memory's form of "nothing checked"
 _TRACING = False
 
 
@@ -76,9 +77,9 @@ def _take(lib: ctypes.CDLL) -> str | None:
 
 
 def take_fault(kernel: str) -> str | None:
-    """After a launch of ``kernel`` through entry: the message of the first misaligned (or, given its
-    memory, out-of-bounds) access since the last take (it names the kernel, the access, its address, the block and the thread), or None; taken, that is
-    cleared, from the loaded libraries that have the kernel (none is built)."""
+    """After a launch of ``kernel`` through entry: the message of the first misaligned (or, given its memory,
+    out-of-bounds) access since the last take (it names the kernel, the access, its address, the block and the
+    thread), or None; taken, that is cleared, from the loaded libraries that have the kernel (none is built)."""
     faults = [_take(lib) for lib in list(_LOADED.values()) if hasattr(lib, f"emu_{kernel}")]
     return next((fault for fault in faults if fault), None)
 
@@ -288,8 +289,10 @@ def global_memory(program: Program, operands: tuple) -> np.ndarray:  # noqa: ANN
     """The byte ranges the launches of ``program`` may touch, as the emulator's emu_bounds_set takes them: the
     operands (A, B, C, or views of them), the program's workspaces, the arrays its launches take and its tensor
     maps' operands; none (nothing checked) without operands."""
-    arrays = [*operands, *program.workspace] if operands else []
-    for launch in program.launches if operands else ():
+    if not operands:
+        return _NO_BOUNDS
+    arrays = [*operands, *program.workspace]
+    for launch in program.launches:
         arrays += [a.array if isinstance(a, TensorMapArg) else a for a in launch.args]
     ranges = [_extent(a) for a in arrays if isinstance(a, np.ndarray) and not a.dtype.names and a.size]
     return np.array(ranges, dtype=np.uint64).reshape(-1, 2)
@@ -305,7 +308,7 @@ def _bound(lib: ctypes.CDLL, memory: np.ndarray) -> None:
 def clear_bounds() -> None:
     """No bounds: the launches that follow are not checked (after a launch through entry with its memory)."""
     for lib in list(_LOADED.values())[:1]:  # one is all: the bounds are shared
-        _bound(lib, np.zeros((0, 2), np.uint64))
+        _bound(lib, _NO_BOUNDS)
 
 
 def bounds_count() -> int:
@@ -323,23 +326,32 @@ def run(program: Program, extra_flags: tuple[str, ...] = (), operands: tuple = (
     its global loads and stores must stay inside them and the program's own arrays (global_memory): one that
     does not is an EmuFault, as a misaligned one is."""
     libraries = _libraries(program, extra_flags)
-    bounds = global_memory(program, operands)
-    with _BOUNDS_LOCK, contextlib.ExitStack() as clear:  # one run's bounds at a time, cleared however it ends
-        clear.callback(clear_bounds)
-        for launch in program.launches:
-            lib = libraries[launch.kernel]
-            lib.emu_trace_enable(int(_TRACING))
-            _bound(lib, bounds)
-            fn = getattr(lib, f"emu_{launch.kernel}")
-            converted = [_ctype(a, lib) for a in launch.args]  # a tensor map's third item: its bytes, kept alive
-            types, values = [c[0] for c in converted], [c[1] for c in converted]
-            fn.argtypes = [ctypes.c_uint] * 6 + list(types)
-            fn.restype = None
-            grid = launch.grid if not launch.persistent else (min(launch.grid[0], PERSISTENT_BLOCKS), *launch.grid[1:])
-            fn(*grid, *launch.block, *values)
-            fault = _take(lib)
-            if fault:
-                raise EmuFault(fault)
+    one = list(libraries.values())[:1]  # the bounds are set once: every library shares them
+    with _BOUNDS_LOCK:  # one run's bounds at a time, cleared however it ends
+        for lib in one:
+            _bound(lib, global_memory(program, operands))
+        try:
+            _launch_all(program, libraries)
+        finally:
+            for lib in one:
+                _bound(lib, _NO_BOUNDS)
+
+
+def _launch_all(program: Program, libraries: dict[str, ctypes.CDLL]) -> None:
+    """Every launch of ``program``, in order; an EmuFault at the first that faults."""
+    for launch in program.launches:
+        lib = libraries[launch.kernel]
+        lib.emu_trace_enable(int(_TRACING))
+        fn = getattr(lib, f"emu_{launch.kernel}")
+        converted = [_ctype(a, lib) for a in launch.args]  # a tensor map's third item: its bytes, kept alive
+        types, values = [c[0] for c in converted], [c[1] for c in converted]
+        fn.argtypes = [ctypes.c_uint] * 6 + list(types)
+        fn.restype = None
+        grid = launch.grid if not launch.persistent else (min(launch.grid[0], PERSISTENT_BLOCKS), *launch.grid[1:])
+        fn(*grid, *launch.block, *values)
+        fault = _take(lib)
+        if fault:
+            raise EmuFault(fault)
 
 
 def entry(kernel: str, extra_flags: tuple[str, ...] = (), memory: np.ndarray | None = None):  # noqa: ANN201
@@ -354,5 +366,5 @@ def entry(kernel: str, extra_flags: tuple[str, ...] = (), memory: np.ndarray | N
     else:
         lib = library(inst.precision, inst.strategy.name, extra_flags, (replace(inst, capped=True),))
     lib.emu_trace_enable(int(_TRACING))
-    _bound(lib, np.zeros((0, 2), np.uint64) if memory is None else memory)
+    _bound(lib, _NO_BOUNDS if memory is None else memory)
     return getattr(lib, f"emu_{kernel}")

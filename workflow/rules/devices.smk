@@ -41,9 +41,9 @@ else:
         refuse(f"config: backend {config['backend']!r}: {err}")
     if BACKEND == "cuda":  # sm_86 runs the sm_80 build
         _name, _arch = visible_gpus()[0], gpu_arch()
+        if _arch is None:
+            refuse(f"config: backend {config['backend']!r}: GPU {_name}: its compute capability could not be read")
         try:
-            if _arch is None:
-                raise CudaError("its compute capability could not be read (pynvml)")
             GPUS = {slug(_name): {"name": _name, "arch": build_arch(_arch[len("sm_"):]), "model": ""}}
         except CudaError as err:  # a GPU older than every build (before the V100)
             refuse(f"config: backend {config['backend']!r}: GPU {_name}: {err}")
