@@ -141,8 +141,9 @@ __device__ __forceinline__ Vec<T, N> ldg(const T* p, bool guard) {
 
 // An unpredicated global load of one 32/64/128-bit vector at byte offset `offset` from `base`: the loads of
 // interior tiles, whose every element is inside its term (mainloop.cuh). `base` is block-uniform (a kernel
-// parameter) and `offset` the thread's, so the GPU compiler can address it as [R.64 + UR] with no
-// arithmetic per term.
+// parameter, in a uniform register) and `offset` the thread's: LDG takes only a 64-bit register address plus
+// an immediate, so each term's address is an add and an add with carry (a second load at a constant distance
+// reuses it at an immediate offset).
 template <class T, int N>
 __device__ __forceinline__ Vec<T, N> ldg_at(const T* base, long long offset) {
   const Vec<T, N>* p = reinterpret_cast<const Vec<T, N>*>(reinterpret_cast<const char*>(base) + offset);
