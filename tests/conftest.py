@@ -160,7 +160,7 @@ def _group(item: pytest.Item) -> str | None:
     marked = [m.args[0] if m.args else m.kwargs.get("name") for m in item.iter_markers("xdist_group")]
     if marked:
         return str(marked[0])
-    if "gpu" in item.keywords:
+    if item.get_closest_marker("gpu"):  # the marker, not a keyword: tests/gpu/ is a keyword of its every test
         return "gpu"  # one GPU: its tests one after another, never two timings at once
     module = item.path.name
     if module in WORKFLOW_MODULES:
@@ -218,7 +218,7 @@ def _mark_gpu_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     mark = pytest.mark.usefixtures("_broken_gpu_setup") if broken else pytest.mark.skip(reason=f"gpu test: {reason}")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu"):
             item.add_marker(mark)
 
 
