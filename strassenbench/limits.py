@@ -47,7 +47,7 @@ MAX_VALIDATE_ROWS = MAX_SWEEP_POINTS
 # A file name the operating system takes (NAME_MAX of Linux file systems).
 MAX_PATH_BYTES = 255
 
-_DECIMAL = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")  # no padding: not 064, nor -0
 
 
 class LimitError(ValueError):
@@ -56,9 +56,10 @@ class LimitError(ValueError):
 
 def decimal(text: str, what: str = "number") -> int:
     """A plain ASCII decimal integer, as the tables write them: digits 0-9 and an optional minus sign; no
-    spaces, underscores, signs other than '-', or digits of other scripts (which Python's int() takes)."""
+    spaces, underscores, leading zeros, signs other than '-', or digits of other scripts (which Python's int()
+    takes)."""
     if not _DECIMAL.fullmatch(text):
-        raise LimitError(f"{what} '{text}' is not a plain decimal integer (digits 0-9, e.g. 1024)")
+        raise LimitError(f"{what} '{text}' is not a plain decimal integer (digits 0-9, no leading zero, e.g. 1024)")
     return int(text)
 
 

@@ -37,7 +37,7 @@ def parse_sizes(text: str) -> list[int]:
     """'1024,2048' or 'start:stop:step' (stop included), or a mix separated by commas; plain ASCII decimals, at
     most MAX_SWEEP_POINTS sizes (counted before any list is made)."""
     sizes: list[int] = []
-    parts = [p.strip() for p in text.split(",")]
+    parts = text.split(",")  # no blanks around a size: a plain decimal is its digits alone
     if "" in parts and any(parts):
         raise ValueError(f"empty item in sizes {text!r} (a stray comma?)")
     for part in filter(None, parts):

@@ -44,7 +44,7 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "m
 
 def parse_bytes(text: str) -> int:
     """'268435456', '256MiB', '16GB' -> bytes."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)  # ASCII digits: float() takes others
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(f"bad size '{text}': use bytes or a unit such as 256MiB, 16GB")
     value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])

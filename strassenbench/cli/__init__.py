@@ -48,7 +48,7 @@ INPUT_ERRORS = (PlanError, GemmError, UsageError, ImplError, FusedError, BuildEr
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")  # a value's control characters escaped
 
 
 def build_parser() -> argparse.ArgumentParser:

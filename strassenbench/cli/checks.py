@@ -86,8 +86,10 @@ def _imports_every_key(args: argparse.Namespace) -> bool:
 def check_outputs(args: argparse.Namespace) -> None:
     """Every command's --out, checked before it does any work."""
     out = getattr(args, "out", None)
-    if not out:
+    if out is None:
         return
+    if Path(out).name in ("", ".", ".."):  # "" would be the current folder; a lock is named after its output
+        raise UsageError(f"--out {out!r} names no file or folder of its own: give one, e.g. a new folder's name")
     if args.command in FOLDER_OUTPUTS or _imports_every_key(args):
         if Path(out).exists() and not Path(out).is_dir():
             raise UsageError(f"output folder {out} is a file")

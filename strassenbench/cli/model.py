@@ -225,6 +225,8 @@ def _tables(args: argparse.Namespace) -> int:
     from ..model.files import PREDICTIONS, read_model
 
     if args.model_command == "spec":
+        for name in args.gpu:
+            gpu_spec(name)  # the visible device's, where named: one line without one
         frame = tables.spec_rows(args.gpu)
     elif args.model_command == "speedup":
         frame = tables.speedup_rows(pd.concat([read_model(p, PREDICTIONS) for p in args.predictions]))

@@ -15,7 +15,7 @@ from ..fused.launch import FusedError
 from ..gemm import DTYPES
 from ..impls import ImplError, get_impl
 from ..io import check_replace, csv_text, write_atomic, write_table
-from ..limits import MAX_STREAMS
+from ..limits import MAX_DIMENSION, MAX_STREAMS
 from ..options import MAX_SPLIT, SCHEMES, RunOptions
 from ..results import check_folder_device
 from ..families import ALL_STRATEGIES, FAMILIES
@@ -40,7 +40,8 @@ def _verify_parser(sub: argparse._SubParsersAction) -> None:
     plan_arguments(p, fmt=False, levels_required=False)
     p.add_argument("--engine", choices=sorted(ENGINES), default="numpy", help="engine that runs the plan")
     for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=types.integer(1), help=f"problem dimension {dim} (or --shape)")
+        p.add_argument(f"--{dim}", type=types.integer(1, MAX_DIMENSION),
+                       help=f"problem dimension {dim} (or --shape)")
     p.add_argument("--shape", action="append", type=types.shape, metavar="MxKxN",
                    help="repeat, instead of --m --k --n: one multiplication per shape, each a row of --out")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -152,6 +153,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     commands = {"verify": _verify, "accuracy": _accuracy, "bench": _bench, "memlimit": _memlimit,
                 "sysinfo": _sysinfo}
+    if args.command in ("verify", "accuracy") and args.engine == "cuda":
+        _backend("cuda")  # no visible GPU (or a driver older than CuPy's CUDA): one line before any work, as bench
     return commands[args.command](args)
 
 
@@ -195,6 +198,8 @@ def _verify(args: argparse.Namespace) -> int:
         options = _fused_options(args)
     results = []
     for m, k, n in shapes:
+        _check_scalars(args.alpha, args.beta, k, args.dtype)
+    for m, k, n in shapes:
         results.append(verify(impl=args.impl, engine=args.engine, algorithm=args.algorithm, levels=args.levels,
                               m=m, n=n, k=k, dtype=args.dtype, alpha=args.alpha, beta=args.beta, seed=args.seed,
                               options=options))
@@ -204,6 +209,18 @@ def _verify(args: argparse.Namespace) -> int:
         check_replace(args.out, text.split("\n", 1)[0])
         write_atomic(args.out, text)
     return 0 if all(r["status"] == "ok" for r in results) else EXIT_FAIL
+
+
+def _check_scalars(alpha: float, beta: float, k: int, dtype: str) -> None:
+    """alpha and beta whose C = alpha A B + beta C fits the dtype: verify's inputs are in [-1, 1), so |A B| <= k and
+    |C| < 1; a larger scale overflows to inf, which no check could call right or wrong."""
+    import numpy as np
+
+    largest = float(np.finfo(dtype).max) / 2
+    for name, value, bound in (("alpha", alpha, largest / k), ("beta", beta, largest)):
+        if abs(value) > bound:
+            raise UsageError(f"--{name} {value:g} overflows {dtype} here (at most {bound:.3g} in magnitude with "
+                             f"k = {k:,} and inputs in [-1, 1))")
 
 
 def _accuracy(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from ..algebra.schedule import makespan_lower_bound, schedule
 from ..gemm import DTYPES
 from ..impls import table as impls_table
 from ..io import write_table
-from ..limits import MAX_LEVELS, MAX_STREAMS
+from ..limits import MAX_DIMENSION, MAX_LEVELS, MAX_STREAMS
 from . import types
 from .checks import UsageError
 
@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("csv", "markdown"), default="csv")
     p.add_argument("--out", metavar="FILE")
     for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=types.integer(1), help="with --m --n --k: add extra_bytes for that shape")
+        p.add_argument(f"--{dim}", type=types.integer(1, MAX_DIMENSION),
+                       help="with --m --n --k: add extra_bytes for that shape")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.set_defaults(func=run)
 

@@ -25,7 +25,8 @@ def integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
         try:
             value = decimal(text)
         except LimitError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not an integer (plain decimal digits, e.g. 1024)") from None
+            raise argparse.ArgumentTypeError(f"'{text}' is not a plain decimal integer (digits 0-9, no leading zero, "
+                                             "e.g. 1024)") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is below the minimum {minimum}")
         if maximum is not None and value > maximum:

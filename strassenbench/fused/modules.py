@@ -23,7 +23,7 @@ from ..strategies import STRATEGIES
 from .arch import build_arch, jit_only
 from .instances import sources_digest
 from .sass import MAINLOOP_COLUMNS, opcode_counts, parse_sass
-from .toolchain import (Toolchain, ToolchainError, choose, driver_cuda, find_tool, first_error, run_tool,
+from .toolchain import (Toolchain, ToolchainError, ToolKilled, choose, driver_cuda, find_tool, first_error, run_tool,
                         toolchains)
 
 __all__ = ["BuildError", "RESOURCE_COLUMNS", "SASS_COLUMNS", "FLAGS", "SUPPORTED_ARCHS", "blocks_row", "built_by",
@@ -162,6 +162,8 @@ def _compile_into(toolchain: Toolchain, arch: str, source: Path, include_dirs: l
         else:
             shutil.copyfile(earlier, ptx)
         report = toolchain.assemble(ptx, arch, cubin, ptxas_options)
+    except ToolKilled as err:  # stopped, not failed: no log to leave
+        raise BuildError(f"{toolchain.name} for {name}: {err}") from None
     except ToolchainError as err:
         log.write_text(str(err))
         raise BuildError(f"{toolchain.name} failed for {name}: {err} (log: {log})") from None

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .. import env
 
-__all__ = ["ToolchainError", "Toolchain", "find_tool", "first_error", "toolchains", "choose",
+__all__ = ["ToolchainError", "ToolKilled", "Toolchain", "find_tool", "first_error", "toolchains", "choose",
            "driver_cuda", "parse_cuda_version", "MIN_ARCH"]
 
 # The oldest architecture each CUDA major compiles for (CUDA 13 dropped Maxwell, Pascal and Volta).
@@ -42,6 +42,18 @@ CUDA_BIN = "STRASSENBENCH_CUDA_BIN"
 
 class ToolchainError(RuntimeError):
     """A CUDA tool that is needed and not found, or no toolchain fits the architecture and the driver."""
+
+
+class ToolKilled(ToolchainError):
+    """A tool stopped by a signal (an interrupted build's kill_tools, or the system's): it said nothing to keep."""
+
+
+def _failed(cmd: list[str], result: subprocess.CompletedProcess) -> ToolchainError:
+    """The error of a tool that exited with ``result``'s non-zero status: its first error line, or the signal that
+    stopped it."""
+    if result.returncode < 0:
+        return ToolKilled(f"{Path(cmd[0]).name} was stopped by {signal.Signals(-result.returncode).name}")
+    return ToolchainError(first_error(result.stdout + result.stderr))
 
 
 def _pip_roots() -> list[Path]:
@@ -181,7 +193,7 @@ class Toolchain:
                    *(a for d in includes for a in ("-I", d)), str(source), "-o", str(target)]
             result = run_tool(cmd)
             if result.returncode != 0:
-                raise ToolchainError(first_error(result.stdout + result.stderr))
+                raise _failed(cmd, result)
             return result.stdout + result.stderr
         # -default-device: unannotated constexpr helpers are device functions (NVRTC compiles no host code)
         options = ["-std=c++17", "-lineinfo", "-default-device", f"-arch={compute}", *(f"-I{d}" for d in includes)]
@@ -197,7 +209,7 @@ class Toolchain:
         cmd = [self.ptxas, "-v", "-O3", "-lineinfo", *options, f"-arch={arch}", str(ptx), "-o", str(target)]
         result = run_tool(cmd)
         if result.returncode != 0:
-            raise ToolchainError(first_error(result.stdout + result.stderr))
+            raise _failed(cmd, result)
         return result.stdout + result.stderr
 
 

@@ -67,7 +67,9 @@ PREDICTIONS = Kind(  # `model predict`: one row per implementation, size (and st
     ("x", "m", "n", "k"), ("time_s", "tflops", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s",
                            "t_stream_s", "t_latency_s"),
     ("gpu", "arch", "source", "sweep", "dtype", "impl", "strategy", "limiter", "reference_model", "occupancy",
-     "model", "scheme"))
+     "model", "scheme"),
+    times=("time_s", "t_flop_s", "t_gmop_s", "t_smop_s", "t_issue_s", "t_dram_s", "t_l2_s", "t_stream_s",
+           "t_latency_s"))
 SPEEDUP = Kind(  # `model speedup`: where each implementation of predictions overtakes the GEMM, per sweep
     "model speedup", ("gpu", "source", "sweep", "dtype", "impl", "baseline", "first", "stable", "max_speedup", "at",
                       "scheme"),

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..occupancy import ARCHS
 from ..options import scheme_or_sequential
+from ..results import bad_times
 from ..strategies import STRATEGIES
 from .files import ModelError
 from .gpus import SPECS, get_gpu
@@ -90,6 +91,14 @@ def speedup_rows(predictions: pd.DataFrame, baseline: str = "gemm") -> pd.DataFr
             raise ModelError(f"the predictions of {gpu}, {sweep} ({dtype}) have no {baseline} to compare with")
         for impl in (i for i in dict.fromkeys(part["impl"]) if i != baseline):
             pair = part[part["impl"].isin([baseline, impl])]
+            both = pair.groupby("x")["impl"].nunique()
+            pair = pair[pair["x"].isin(both[both == 2].index)]  # the sizes predicted for both
+            if pair.empty:
+                raise ModelError(f"the predictions of {gpu}, {sweep} ({dtype}) have no size where both {impl} and "
+                                 f"{baseline} were predicted")
+            if bad_times(pair["time_s"], positive=True).any():
+                raise ModelError(f"the predictions of {gpu}, {sweep} ({dtype}) give {impl} or {baseline} a time that "
+                                 "is not positive and finite")
             # predictions from before the column (read as blank) ran the products one after another
             named = pair["scheme"].dropna().astype(str).str.strip() if "scheme" in pair else pd.Series(dtype=str)
             scheme = scheme_or_sequential(named[named != ""].iloc[-1] if (named != "").any() else None)

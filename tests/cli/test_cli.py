@@ -73,7 +73,7 @@ def test_verify_fails_with_exit_1_when_bound_exceeded(capsys, monkeypatch):
     [
         (["verify", "--levels", "1", "--m", "0", "--n", "4", "--k", "4"], "--m: 0 is below the minimum 1"),
         (["verify", "--levels", "1", "--m", "-5", "--n", "4", "--k", "4"], "below the minimum"),
-        (["verify", "--levels", "1", "--m", "2.5", "--n", "4", "--k", "4"], "'2.5' is not an integer"),
+        (["verify", "--levels", "1", "--m", "2.5", "--n", "4", "--k", "4"], "'2.5' is not a plain decimal integer"),
         (["verify", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--dtype", "int8"], "invalid choice"),
         (["verify", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--algorithm", "x"], "unknown algorithm 'x'"),
         (["verify", "--levels", "-1", "--m", "4", "--n", "4", "--k", "4"], "--levels: -1 is below"),
