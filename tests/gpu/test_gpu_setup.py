@@ -124,10 +124,13 @@ def test_doctor_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], monkey
     assert "no NVIDIA GPU is visible to NVML" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("script", ["gpu_run.sh", "gpu_wgmma.sh"])
+GPU_SCRIPTS = ["gpu_run.sh", "gpu_wgmma.sh", "gpu_hopper.sh"]
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
 def test_the_gpu_script_checks_the_setup_before_anything(tmp_path: Path, script: str) -> None:
-    """scripts/gpu_run.sh (and gpu_wgmma.sh) on a machine without a GPU stops at `doctor` with its one line,
-    writing nothing."""
+    """scripts/gpu_run.sh (and the other GPU scripts) on a machine without a GPU stops at `doctor` with its one
+    line, writing nothing."""
     import os
     import subprocess
     import sys
@@ -139,3 +142,19 @@ def test_the_gpu_script_checks_the_setup_before_anything(tmp_path: Path, script:
     assert result.returncode == 2, result.stderr
     assert "no NVIDIA GPU is visible to NVML" in result.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_every_implementation_a_gpu_script_names_exists(script: str) -> None:
+    """The lists of implementations a GPU script assigns (NAME=a,b,c or NAME=$NAME,d) are registered names: a typo
+    would cost a GPU run its sweep."""
+    import re
+
+    from strassenbench.impls import get_impl
+
+    lists = re.findall(r"^\s*[A-Z][A-Z0-9_]*=(?:\$[A-Z][A-Z0-9_]*,)?([a-z][a-z0-9,-]*)$",
+                       (ROOT / "scripts" / script).read_text(), re.MULTILINE)
+    names = {name for value in lists for name in value.split(",")}
+    assert len(names) >= 4, names  # the pattern still finds the script's lists
+    for name in sorted(names):
+        get_impl(name)  # raises on an unknown name
