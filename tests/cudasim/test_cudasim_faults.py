@@ -290,3 +290,19 @@ def test_any_command_runs_on_a_cpu_device_from_a_shell(sim_build, tmp_path) -> N
     assert list(frame.loc[frame["status"] != "ok", "impl"]) == ["strassen1"] and len(frame) == 4
     assert set(frame.loc[frame["status"] == "ok", "timing"]) == {"graph"} and "timing by graph" in proc.stderr
     assert (pd.to_numeric(frame.loc[frame["status"] == "ok", "blocking_timeouts"]) == 0).all()
+
+
+@pytest.mark.parametrize("command", [["verify", "--m", "8", "--n", "8", "--k", "8", "--impl", "cutlass"],
+                                     ["accuracy", "--sizes", "8", "--impl", "cutlass", "--out", "{out}"]])
+def test_a_cutlass_failure_is_one_line(cpu_device, monkeypatch, tmp_path, capsys, command) -> None:  # noqa: ANN001
+    """A CUTLASS status other than success stops verify and accuracy in one line (CudaError), writing nothing;
+    a bench records it as the point's error (any exception of a point is its row)."""
+    from strassenbench.cli import main
+    from strassenbench.fused import cutlass
+
+    monkeypatch.setattr(cutlass, "_entry", lambda *_: lambda *_args: 7)
+    argv = [a.replace("{out}", str(tmp_path / "a.csv")) for a in command]
+    assert main([*argv, "--engine", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "CUTLASS returned status 7 for 8x8x8" in err and len(err.splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
