@@ -109,7 +109,7 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", "--max-noise", dest="precision", type=types.positive, default=0.005,
                    help="stop once the 95%% confidence interval of the median is within this fraction of it (and "
                    "the SM clock has settled), or at --max-time")
-    p.add_argument("--max-time", type=types.positive, default=15.0, help="cap per measurement, seconds")
+    p.add_argument("--max-time", type=types.duration, default=15.0, help="cap per measurement, seconds")
     p.add_argument("--warmup-time", type=types.seconds, default=0.2, help="seconds of warm-up calls (clocks ramp up)")
     p.add_argument("--throttle-threshold", type=types.fraction, default=0.75,
                    help="discard samples below this fraction of the maximum SM clock (nvbench's rule)")

@@ -15,8 +15,8 @@ from ..model.perf import ModelError, modeled
 from ..readers import ReadError, check_name
 from ..sweeps import parse_sizes
 
-__all__ = ["integer", "finite", "any_case", "seconds", "positive", "fraction", "bounded", "inputs", "cuda_version",
-           "counts", "shapes", "memory_bytes", "impl_list", "impl", "modeled_impls", "input_name", "sizes",
+__all__ = ["integer", "finite", "any_case", "seconds", "duration", "positive", "fraction", "bounded", "inputs",
+           "cuda_version", "counts", "shapes", "memory_bytes", "impl_list", "impl", "modeled_impls", "input_name", "sizes",
            "algorithm", "plan"]
 
 
@@ -73,10 +73,23 @@ def strategy_request(text: str) -> str:
     return "+".join([one(first), *(any_case(list(STRATEGIES))(name) for name in also)])
 
 
+MAX_SECONDS = 86_400.0  # a bench's times per point: a day bounds the work before it starts
+
+
 def seconds(text: str) -> float:
     value = finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value:g} s is negative")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{value:g} s is above the maximum {MAX_SECONDS:,.0f} s (a day)")
+    return value
+
+
+def duration(text: str) -> float:
+    """Seconds above zero, at most a day (--max-time, a cap per measurement)."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 s is not positive")
     return value
 
 

@@ -100,6 +100,9 @@ def test_a_parsers_message_escapes_the_values_control_characters(tmp_path: Path,
     (["verify", "--levels", "1", "--m", "4", "--n", "4", "--k", "4", "--dtype", "float64", "--alpha", "1e308"],
      "--alpha 1e+308 overflows float64"),
     (["verify", "--levels", "1", "--shape", "4x64x4", "--beta", "-1e39"], "--beta -1e+39 overflows float32"),
+    (["bench", "--impl", "gemm", "--sizes", "64", "--max-time", "1e20", "--out", "b.csv"], "above the maximum 86,400 s"),
+    (["bench", "--impl", "gemm", "--sizes", "64", "--min-time", "90000", "--out", "b.csv"], "above the maximum"),
+    (["bench", "--impl", "gemm", "--sizes", "64", "--max-time", "0", "--out", "b.csv"], "0 s is not positive"),
 ])
 def test_numbers_out_of_range_or_padded_are_refused(tmp_path: Path, capsys, monkeypatch, argv: list[str],  # noqa: ANN001
                                                     message: str) -> None:
