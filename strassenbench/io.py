@@ -418,11 +418,14 @@ def neutral(value: object) -> object:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """A table as CSV, every text cell neutral (values from a results folder never become formulas)."""
+    """A table as CSV, every text cell and column name neutral (values and extra columns from a results folder
+    never become formulas)."""
     text = frame.select_dtypes(include=["object", "string"]).columns
     if len(text):
         frame = frame.copy()
         frame[text] = frame[text].map(neutral)
+    if any(isinstance(c, str) and neutral(c) != c for c in frame.columns):
+        frame = frame.rename(columns=lambda c: neutral(c) if isinstance(c, str) else c)
     return frame.to_csv(index=False)
 
 
@@ -435,7 +438,7 @@ def markdown(frame: pd.DataFrame, **options: object) -> str:
             return value
         return html.escape(value, quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
-    return frame.map(safe).to_markdown(index=False, **options) + "\n"
+    return frame.map(safe).rename(columns=safe).to_markdown(index=False, **options) + "\n"
 
 
 def write_table(frame: pd.DataFrame, fmt: str, out: str | None, footer: str = "") -> None:

@@ -82,7 +82,7 @@ KINDS = {
                    "tflops", "extra_bytes", "measured_extra_bytes", "rel_error", "error_bound", "host_enqueue_s",
                    "sm_clock_median_mhz", "blocking_timeouts", "order", "order_seed", "median_ci_rel", "tolerance",
                    "expected_error", "split_k",
-                   "energy_pj_per_flop", "capped_share", "low_clock_discards"),
+                   "energy_pj_per_flop", "capped_share", "low_clock_discards", "x"),
                   ("gpu", "engine", "driver", "cuda", "cublas", "commit", "dtype", "sweep", "impl", "label",
                    "strategy", "scheme", "status", "message", "memory_check", "throttle_reasons",
                    "strategy_request", "scheme_request", "timing", "source", "stop", "reference", "strategy_times"),
@@ -196,6 +196,8 @@ def read_results(path: str | Path, kind: str | Kind | None = None, *,
             refuse(column, not_number, "a number")
             if column in expected.times:  # a time is finite and non-negative: 'nan', 'inf', -1 cannot be right
                 refuse(column, (frame[column].str.strip() != "") & bad_times(parsed), "a finite non-negative time")
+            elif column not in ERROR_MEASURES:  # no count, rate or clock is infinite
+                refuse(column, parsed.abs() == float("inf"), "a finite number")
             frame[column] = parsed
         elif not not_number.any():  # other columns: numbers where every value is one (blanks missing), as pandas
             frame[column] = parsed
@@ -212,6 +214,9 @@ def _check_plausible(frame: pd.DataFrame, expected: Kind, refuse: Callable[[str,
     of NAME_GRAMMAR."""
     for column in (c for c in ("m", "n", "k") if c in frame and c in expected.integers):
         refuse(column, (frame[column] < 1) | (frame[column] > MAX_DIMENSION), f"a side of 1 to {MAX_DIMENSION:,}")
+    if "x" in frame and "x" in expected.numbers:  # a sweep's size where it has one (a custom sweep's is blank)
+        x = frame["x"]
+        refuse("x", x.notna() & ((x % 1 != 0) | (x < 1) | (x > MAX_DIMENSION)), f"a size of 1 to {MAX_DIMENSION:,}")
     for column in (c for c in MEASURED_TIMES if c in frame):  # blank for a failed point; else a plausible time
         refuse(column, frame[column] < MIN_PLAUSIBLE_TIME, f"a time of at least {MIN_PLAUSIBLE_TIME:g} s (the "
                "timers' resolution: no launch is shorter)")
@@ -221,6 +226,8 @@ def _check_plausible(frame: pd.DataFrame, expected: Kind, refuse: Callable[[str,
         refuse(column, ~frame[column].map(lambda v, p=pattern: not v or p.fullmatch(v) is not None), what)
 
 
+# Numbers that measure an error, which a failed point may give as infinite; every other number is finite.
+ERROR_MEASURES = ("rel_error", "error_bound", "expected_error", "tolerance", "bound")
 # Columns whose values the package looks up as implementations or algorithms, which may name a coefficient
 # file's path (strassenbench.algebra.algorithm.get_algorithm): a results folder from another machine must not
 # make it open a file outside the working folder.
@@ -293,10 +300,30 @@ def _system_device(path: Path) -> str | None:
     return str(gpu) if gpu else "cpu"
 
 
+# The files of a results folder the package reads (tables, samples, system.json).
+READ_SUFFIXES = (".csv", ".jsonl", ".json")
+
+
+def check_no_links(folder: str | Path) -> None:
+    """A results folder holds the files the package reads themselves: a symbolic link among them (which a folder
+    from another machine may carry, to a file anywhere or to nothing) is refused, so that no file outside the
+    folder is read through one and no dangling link hides a sweep."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return  # no such folder, or not one: each reader names what is wrong with the file it wants
+    for entry in entries:
+        if entry.name.endswith(READ_SUFFIXES) and entry.is_symlink():
+            raise ResultsError(f"{Path(folder) / entry.name}: a symbolic link; a results folder holds its files "
+                               "themselves (a link could read a file outside it)")
+
+
 def folder_devices(folder: str | Path) -> dict[str, str]:
     """Every device a results folder speaks of, with the file that names it: system.json's, and the ``gpu``
-    column of its CSVs (a CSV that is not a results file says nothing)."""
+    column of its CSVs (a CSV that is not a results file says nothing). A link among its files is refused
+    (check_no_links)."""
     folder = Path(folder)
+    check_no_links(folder)
     found: dict[str, str] = {}
     system = _system_device(folder / "system.json")
     if system is not None:

@@ -146,8 +146,13 @@ def _path_problem(path: str) -> str | None:
     return None
 
 
+COMPARE_OUT = "report/compare"  # the compare rule's --out (workflow/rules/compare.smk)
+
+
 def check_compare(folders: list[str]) -> None:
-    """Every compare folder is a folder inside results/, data/ or report/ of the project (data/<gpu>)."""
+    """Every compare folder is a folder inside results/, data/ or report/ of the project (data/<gpu>), there
+    (through no link that leaves the project), given once, and not the comparison's own folder."""
+    project, seen = Path.cwd().resolve(), {}
     for i, folder in enumerate(folders):
         why = _path_problem(folder) if len(folder) <= MAX_TEXT else f"longer than {MAX_TEXT} characters"
         if why is None and (folder.split("/")[0] not in ROOTS or len(folder.removesuffix("/").split("/")) < 2):
@@ -156,6 +161,15 @@ def check_compare(folders: list[str]) -> None:
             raise WorkflowConfigError(f"config: compare[{i}] {folder[:80]!r}: {why}")
         if not os.path.isdir(folder):
             raise WorkflowConfigError(f"config: compare folder {folder!r} does not exist")
+        real = Path(folder).resolve()
+        if project not in real.parents:
+            raise WorkflowConfigError(f"config: compare[{i}] {folder!r} leads outside the project (a link?)")
+        if real == (project / COMPARE_OUT).resolve() or (project / COMPARE_OUT).resolve() in real.parents:
+            raise WorkflowConfigError(f"config: compare[{i}] {folder!r} is inside {COMPARE_OUT}/, where the "
+                                      "comparison is written")
+        if real in seen:
+            raise WorkflowConfigError(f"config: compare[{seen[real]}] and compare[{i}] are one folder, {folder!r}")
+        seen[real] = i
 
 
 def listed_gpus(entries: list[str], key: str) -> dict[str, dict]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..device import spec_key
 from ..model.files import read_models
-from ..results import ResultsError, folder_devices, read_results, read_system, timing_modes
+from ..results import ResultsError, check_no_links, folder_devices, read_results, read_system, timing_modes
 from ..sweeps import SWEEPS
 
 __all__ = ["RESULT_FILES", "RunData", "load_run", "load_report_inputs", "gpu_name", "device_of", "ModelGPU", "model_gpu", "model_frame"]
@@ -46,7 +46,9 @@ class RunData:
 
 
 def load_run(data: Path) -> RunData:
-    """Every result file of a run's folder, checked; ResultsError if the folder holds none."""
+    """Every result file of a run's folder, checked; ResultsError if the folder holds none, or a symbolic link
+    among its files (results.check_no_links)."""
+    check_no_links(data)
     if not any((data / name).exists() for name in RESULT_FILES):
         raise ResultsError(f"{data}: no results ({', '.join(RESULT_FILES)})")
     sweeps = [f for f in (_read(data / f"{s}.csv", "bench") for s in SWEEPS) if f is not None]

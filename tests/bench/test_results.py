@@ -138,7 +138,7 @@ BAD = [
      "GiB of host memory"),
     (["schedule", "--levels", "1", "--streams", "1000000"], "above the maximum 49"),
     (["variants", "--levels", "99"], "above the maximum 4"),
-    (["verify", "--levels", "1", "--m", "1000000000", "--n", "4", "--k", "4"], "GiB of host memory"),
+    (["verify", "--levels", "1", "--m", "1048576", "--n", "1048576", "--k", "4"], "GiB of host memory"),
     (["verify", "--levels", "1", "--m", "8", "--n", "8", "--k", "8", "--out", "{tmp}"], "is a folder"),
     (["collect", "{tmp}/nothere.csv", "--out", "{tmp}/c.csv"], "no such file"),
     (["report", "--data", "{tmp}", "--out", "{tmp}/file.txt"], "is a file"),

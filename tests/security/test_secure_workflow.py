@@ -290,6 +290,28 @@ def test_compare_folders_outside_the_project_folders_are_refused(folder: str, me
     assert message in str(err.value)
 
 
+def test_compare_folders_through_a_link_out_twice_or_into_the_comparison_are_refused(tmp_path: Path,  # noqa: ANN001
+                                                                                        monkeypatch) -> None:
+    """Checked before any job runs: a link that leaves the project, one folder given twice (however spelled), and
+    the comparison's own folder, which the compare job would refuse only after the sweeps."""
+    from strassenbench.workflow_config import WorkflowConfigError, check_compare
+
+    (tmp_path / "outside").mkdir()
+    project = tmp_path / "project"
+    for folder in ("data/gpu", "report/compare/x"):
+        (project / folder).mkdir(parents=True)
+    (project / "data" / "link").symlink_to(tmp_path / "outside")
+    monkeypatch.chdir(project)
+    for folders, message in ((["data/link"], "compare[0] 'data/link' leads outside the project"),
+                             (["data/gpu", "data/gpu/"], "compare[0] and compare[1] are one folder"),
+                             (["report/compare"], "is inside report/compare/"),
+                             (["data/gpu", "report/compare/x"], "compare[1] 'report/compare/x' is inside")):
+        with pytest.raises(WorkflowConfigError, match=r"config: compare") as err:
+            check_compare(folders)
+        assert message in str(err.value), err.value
+    check_compare(["data/gpu"])
+
+
 def test_the_config_checks_name_the_key() -> None:
     from strassenbench.workflow_config import (WorkflowConfigError, check_bounded, check_compare, check_strings,
                                                listed_gpus, number_as_text)
