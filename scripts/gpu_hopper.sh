@@ -39,20 +39,9 @@ case $ROUNDS in
   *) echo "gpu_hopper.sh: ROUNDS must be 1 to 9, not '$ROUNDS'" >&2; exit 2 ;;
 esac
 
-$PY -m strassenbench doctor || exit 2
-ARCH=$($PY -m strassenbench doctor --arch) || exit 2
-if [ "$ARCH" != sm_90 ]; then
-  echo "gpu_hopper.sh: this measures Hopper (sm_90: H100, H200); this GPU runs $ARCH" >&2
-  exit 2
-fi
-SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
-DATA=${DATA:-data}/$SLUG
-mkdir -p "$DATA" || exit 2
-SUMMARY=$DATA/gpu_hopper.txt
-: > "$SUMMARY"
+source scripts/step.sh  # gpu_setup, and step NAME COMMAND...: run it bounded, log its status and seconds, carry on
+gpu_setup gpu_hopper sm_90 "this measures Hopper (sm_90: H100, H200)"
 echo "== $SLUG: build into $BUILD, $ROUNDS rounds at $SIZES, results in $DATA"
-
-source scripts/step.sh  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
 
 # The implementations of each file (tests/gpu/test_gpu_setup.py checks every name against the registry).
 SIMT=cublas,gemm,strassen1,strassen2-direct,strassen1-presum,strassen2-presum

@@ -36,16 +36,9 @@ STEP_LIMIT=${STEP_LIMIT:-1800}
 BUILD=${BUILD:-build}
 MEMORY_BUDGET=${MEMORY_BUDGET:-16GiB}  # memlimit's: the paper's 16 GB V100, so that every GPU's limits compare
 
-$PY -m strassenbench doctor || exit 2
-ARCH=$($PY -m strassenbench doctor --arch) || exit 2
-SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
-DATA=${DATA:-data}/$SLUG
-mkdir -p "$DATA" || exit 2
-SUMMARY=$DATA/gpu_run.txt
-: > "$SUMMARY"
+source scripts/step.sh  # gpu_setup, and step NAME COMMAND...: run it bounded, log its status and seconds, carry on
+gpu_setup gpu_run
 echo "== $SLUG: build $ARCH into $BUILD, results in $DATA"
-
-source scripts/step.sh  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
 
 # Tensor cores, sm_80 and later: TcHuge for the sweeps, TcTall (two blocks per SM) and TcTallAsync (its multistage
 # cp.async main loop) beside it, TcSmall for the gpu tests; the FP64 ones' DmmaSmall and

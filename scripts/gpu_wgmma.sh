@@ -23,19 +23,8 @@ MAX_TIME=${MAX_TIME:-3}
 STEP_LIMIT=${STEP_LIMIT:-900}
 BUILD=${BUILD:-build}
 
-$PY -m strassenbench doctor || exit 2
-ARCH=$($PY -m strassenbench doctor --arch) || exit 2
-if [ "$ARCH" != sm_90 ]; then
-  echo "gpu_wgmma.sh: wgmma needs an sm_90 GPU (H100, H200); this one runs $ARCH" >&2
-  exit 2
-fi
-SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
-DATA=${DATA:-data}/$SLUG
-mkdir -p "$DATA" || exit 2
-SUMMARY=$DATA/gpu_wgmma.txt
-: > "$SUMMARY"
-
-source scripts/step.sh  # step NAME COMMAND...: run it bounded, log its status and seconds, carry on
+source scripts/step.sh  # gpu_setup, and step NAME COMMAND...: run it bounded, log its status and seconds, carry on
+gpu_setup gpu_wgmma sm_90 "wgmma needs an sm_90 GPU (H100, H200)"
 
 WG=gemm-tf32-wgmma,strassen1-tf32-wgmma,gemm-3xtf32-wgmma,strassen1-3xtf32-wgmma,strassen2-3xtf32-wgmma
 step build $PY -m strassenbench build --arch sm_90 --dtype float32 --strategy WgLarge --strategy TcTallAsync \

@@ -1,5 +1,23 @@
-# Sourced by the GPU scripts (gpu_run.sh, gpu_wgmma.sh): `step NAME COMMAND...` runs the command bounded by
-# STEP_LIMIT seconds, appends its status and seconds to SUMMARY, and carries on; `failed` is 1 once a step failed.
+# Sourced by the GPU scripts (gpu_run.sh, gpu_wgmma.sh, gpu_hopper.sh). `gpu_setup SCRIPT [ARCH WHY]` checks the
+# machine with `doctor` (stopping with its fix), sets ARCH (the build this GPU runs; unless it is ARCH, stops with
+# WHY), SLUG, DATA=data/<gpu> (made) and SUMMARY=$DATA/SCRIPT.txt (emptied). `step NAME COMMAND...` runs the
+# command bounded by STEP_LIMIT seconds, appends its status and seconds to SUMMARY, and carries on; `failed` is 1
+# once a step failed.
+gpu_setup() {
+  local script=$1 want=${2:-} why=${3:-}
+  $PY -m strassenbench doctor || exit 2
+  ARCH=$($PY -m strassenbench doctor --arch) || exit 2
+  if [ -n "$want" ] && [ "$ARCH" != "$want" ]; then
+    echo "$script.sh: $why; this GPU runs $ARCH" >&2
+    exit 2
+  fi
+  SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
+  DATA=${DATA:-data}/$SLUG
+  mkdir -p "$DATA" || exit 2
+  SUMMARY=$DATA/$script.txt
+  : > "$SUMMARY"
+}
+
 failed=0
 step() {
   local name=$1 start=$SECONDS rc=0

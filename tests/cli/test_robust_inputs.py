@@ -11,21 +11,12 @@ from pathlib import Path
 import pytest
 
 from strassenbench.cli import main
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+from tests.cli.test_robust import _refused as refused
 
 
 def _refused(capsys, argv: list[str], message: str, folder: Path | None = None) -> str:  # noqa: ANN001
-    before = _snapshot(folder) if folder else None
-    code = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert message in err and len(err.splitlines()) == 1, err
+    err = refused(capsys, argv, message, folder)  # one line, exit status 2, the folder as it was
     assert "Traceback" not in err
-    if folder:
-        assert _snapshot(folder) == before
     return err
 
 
