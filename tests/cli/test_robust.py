@@ -16,26 +16,11 @@ import pytest
 
 from strassenbench.cli import main
 from strassenbench.io import output_lock
+from support.refusals import refused as _refused, snapshot as _snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu_a"
 QUICK = ["--min-time", "0", "--warmup-time", "0", "--min-samples", "2", "--precision", "1", "--no-progress"]
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _refused(capsys, argv: list[str], message: str, folder: Path | None = None) -> str:  # noqa: ANN001
-    """``argv`` exits 2 with one line holding ``message``, and ``folder`` is unchanged."""
-    before = _snapshot(folder) if folder else None
-    code = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert message in err and len(err.splitlines()) == 1, err
-    if folder:
-        assert _snapshot(folder) == before
-    return err
 
 
 @pytest.fixture

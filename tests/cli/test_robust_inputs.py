@@ -11,13 +11,7 @@ from pathlib import Path
 import pytest
 
 from strassenbench.cli import main
-from tests.cli.test_robust import _refused as refused
-
-
-def _refused(capsys, argv: list[str], message: str, folder: Path | None = None) -> str:  # noqa: ANN001
-    err = refused(capsys, argv, message, folder)  # one line, exit status 2, the folder as it was
-    assert "Traceback" not in err
-    return err
+from support.refusals import refused as _refused
 
 
 @pytest.fixture
