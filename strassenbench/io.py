@@ -424,9 +424,7 @@ def csv_text(frame: pd.DataFrame) -> str:
     if len(text):
         frame = frame.copy()
         frame[text] = frame[text].map(neutral)
-    if any(isinstance(c, str) and neutral(c) != c for c in frame.columns):
-        frame = frame.rename(columns=lambda c: neutral(c) if isinstance(c, str) else c)
-    return frame.to_csv(index=False)
+    return frame.rename(columns=neutral).to_csv(index=False)
 
 
 def markdown(frame: pd.DataFrame, **options: object) -> str:
