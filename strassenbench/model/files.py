@@ -89,13 +89,14 @@ SPEC = Kind(  # `model spec`: the GPU parameters of the model (the paper's tab:n
     "model spec", ("key", "gpu", "arch", "tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops",
                    "fp64_tensor_flops", "source", "tau_l2"),
     (), ("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tf32_flops", "fp64_tensor_flops", "tau_l2"),
-    ("key", "gpu", "arch", "source"), later=("tau_l2",))
+    ("key", "gpu", "arch", "source"), later=("tau_l2",),
+    times=("tau_flop_float32", "tau_flop_float64", "tau_gmop", "tau_smop", "tau_l2"))
 WINNERS = Kind(  # `model winners`: pick's first per size and precision mode, per GPU model
     "model winners", ("gpu", "key", "arch", "source", "sweep", "x", "m", "n", "k", "dtype", "precision", "impl",
                       "time_s", "cublas_s", "speedup_vs_cublas", "scheme"),
     ("x", "m", "n", "k"), ("time_s", "cublas_s", "speedup_vs_cublas"),
     ("gpu", "key", "arch", "source", "sweep", "dtype", "precision", "impl", "strategy", "limiter", "scheme"),
-    later=("scheme",))
+    later=("scheme",), times=("time_s", "cublas_s"))
 
 VALIDATE = Kind(  # `model validate`: the model against a GPU's measured sweeps (strassenbench.model.validate)
     "model validation", ("gpu", "source", "sweep", "impl", "dtype", "model", "scheme", "points", "median_ratio",

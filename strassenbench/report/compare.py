@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..io import csv_text, markdown, publish, staging, write_atomic
 from ..results import ResultsError, bad_times, timing_modes
-from ..samples import kept_times, median_ratio_interval, read_samples, samples_path
+from ..samples import check_samples, kept_times, median_ratio_interval, read_samples, samples_path
 from .analysis import left_out, ok_rows
 from .figures import fig_compare
 from .inputs import RunData, gpu_name, load_run
@@ -57,13 +57,16 @@ def interval_verdict(low: float, high: float, floor: float = 0.0) -> str:
     return "SLOW" if low > 1.0 + floor else "SAME"
 
 
-def _samples(folder: Path) -> dict[tuple, object]:
-    """The kept sample times of a run's sweeps by (sweep, impl, m, n, k, dtype); a time that is not positive is
-    refused (ResultsError), as the ratios divide by them."""
+def _samples(folder: Path, sweeps: pd.DataFrame) -> dict[tuple, object]:
+    """The kept sample times of a run's sweeps by (sweep, impl, m, n, k, dtype), each file checked against its
+    sweep's rows (samples.check_samples: no samples of a point the rows do not hold, as many as they count); a
+    time that is not positive is refused (ResultsError), as the ratios divide by them."""
     out: dict[tuple, object] = {}
     for name in SWEEP_FILES:
         path = samples_path(folder / f"{name}.csv")
-        for line in read_samples(path).values():
+        lines = read_samples(path)
+        check_samples(path, sweeps[sweeps["sweep"] == name] if "sweep" in sweeps else sweeps, lines)
+        for line in lines.values():
             key = (line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])
             times = kept_times(line)
             if bad_times(times, positive=True).any():
@@ -111,7 +114,7 @@ def _load(folders: list[Path]) -> list[tuple[str, dict, dict]]:
         if run.sweeps.empty:
             raise ValueError(f"no sweep results (square.csv, rankk.csv, panel.csv) in {folder}")
         _check_times(folder, run.sweeps)
-        runs.append((_name(folder, run), run, _samples(folder)))
+        runs.append((_name(folder, run), run, _samples(folder, run.sweeps)))
     base_name, base, _ = runs[0]
     base_modes = timing_modes(base.sweeps)
     for name, run, _ in runs[1:]:

@@ -91,3 +91,47 @@ def test_collect_writes_no_formula_even_in_a_column_name(folder: Path, tmp_path:
     header, first = list(csv.reader(out.open(newline="")))[:2]
     assert "'=cmd|' /C calc'!A0" in header and "=cmd|' /C calc'!A0" not in header
     assert not any(cell.startswith(("=", "+", "@")) for cell in [*header, *first])
+
+
+@pytest.fixture
+def measured(tmp_path: Path) -> Path:
+    """A copy of a measured folder with samples files (data/nvidia-h200's sweeps and system.json)."""
+    target = tmp_path / "data" / "h200"
+    target.mkdir(parents=True)
+    for name in ("square.csv", "square.samples.jsonl", "system.json"):
+        shutil.copy(ROOT / "data" / "nvidia-h200" / name, target / name)
+    return target
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda line: {**line, "m": 999, "n": 999, "k": 999}, "samples of a point its rows do not measure"),
+    (lambda line: {**line, "samples": line["samples"][:-1]}, "and its row counts"),
+    (lambda line: {**line, "samples": [[True, *s[1:]] for s in line["samples"]]}, "is not a samples record"),
+])
+def test_compare_checks_each_samples_file_against_its_rows(measured: Path, tmp_path: Path, capsys,  # noqa: ANN001
+                                                           change, message: str) -> None:
+    import json
+
+    samples = measured / "square.samples.jsonl"
+    lines = samples.read_text().splitlines()
+    lines[0] = json.dumps(change(json.loads(lines[0])))
+    samples.write_text("\n".join(lines) + "\n")
+    _one_line(capsys, ["compare", str(ROOT / "data" / "nvidia-h100-80gb-hbm3"), str(measured), "--out",
+                       str(tmp_path / "cmp")], "square.samples.jsonl", message)
+    assert not (tmp_path / "cmp").exists()
+
+
+@pytest.mark.parametrize("args, column", [(["spec", "--gpu", "H100"], "tau_gmop"),
+                                          (["winners", "--gpu", "H100", "--sizes", "2048"], "time_s")])
+def test_the_models_tables_refuse_a_time_that_cannot_be_right(tmp_path: Path, capsys, args: list[str],  # noqa: ANN001
+                                                              column: str) -> None:
+    """A model file read back (the report reads them from a run's folder) with a negative or infinite time."""
+    from strassenbench.model.files import SPEC, WINNERS
+    from strassenbench.results import ResultsError, read_results
+
+    path = tmp_path / "model.csv"
+    assert main(["model", *args, "--out", str(path)]) == 0
+    for value in ("-1", "inf"):
+        _set(path, column, value)
+        with pytest.raises(ResultsError, match=f"column '{column}' is not a finite non-negative time"):
+            read_results(path, SPEC if args[0] == "spec" else WINNERS)
