@@ -65,14 +65,15 @@ def _samples(folder: Path, sweeps: pd.DataFrame) -> dict[tuple, object]:
     for name in SWEEP_FILES:
         path = samples_path(folder / f"{name}.csv")
         lines = read_samples(path)
+        for line in lines.values():
+            times = kept_times(line)
+            if bad_times(times, positive=True).any():
+                raise ResultsError(f"{path}: {_point(tuple(line[k] for k in KEYS))} has a sample time of "
+                                   f"{min(times)}: compared times are finite and above 0")
         check_samples(path, sweeps[sweeps["sweep"] == name] if "sweep" in sweeps else sweeps, lines)
         for line in lines.values():
             key = (line["sweep"], line["impl"], int(line["m"]), int(line["n"]), int(line["k"]), line["dtype"])
-            times = kept_times(line)
-            if bad_times(times, positive=True).any():
-                raise ResultsError(f"{path}: {_point(key)} has a sample time of {min(times)}: compared times are "
-                                   "finite and above 0")
-            out[key] = times
+            out[key] = kept_times(line)
     return out
 
 

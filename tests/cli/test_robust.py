@@ -219,7 +219,7 @@ def test_build_stops_at_ctrl_c_with_its_compilers(tmp_path: Path) -> None:
     output, _ = proc.communicate(timeout=60)
     stopped = time.perf_counter() - began
     assert proc.returncode == 130 and "interrupted" in output.decode(), output[-500:]
-    assert stopped < 10, stopped  # it was the whole queue: minutes
+    assert stopped < 30, stopped  # it was the whole queue: minutes (a loaded machine took 11 s to unwind)
     time.sleep(0.5)
     survivors = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
     assert not survivors and not list(out.glob(".*.tmp"))
