@@ -17,7 +17,10 @@
 #   - hopper_dmma_r<i>.csv: float64 at BIG, cuBLAS DGEMM against our DMMA GEMM and 1-level.
 # Then the accuracy of the 3xTF32 and DMMA implementations (hopper_accuracy.csv), and a table of each figure's
 # median over the rounds, its spread, and the ratios the Hopper goals are stated in. Everything goes into
-# data/<gpu>/ (with system.json, resources_sm_90.csv and gpu_hopper.txt, a line per step), ready to commit.
+# data/<gpu>/hopper/ (with its system.json and resources_sm_90.csv, the build's table of what it ran), a folder of
+# its own so that these shorter timings join neither compare's noise floor nor pick's measured points of
+# data/<gpu>/; gpu_hopper.txt (a line per step) into data/<gpu>/. Ready to commit. The sweeps resume: measuring
+# again from the start takes another DATA (or the files moved away).
 #
 # Each step runs to its end or its time limit (STEP_LIMIT seconds); a failed step does not stop the ones after it,
 # and a rerun resumes the sweeps where they stopped. Environment: PYTHON (default .venv/bin/python if present, else
@@ -59,18 +62,20 @@ step build_tc $PY -m strassenbench build --arch sm_90 --dtype float32 --strategy
 step build_dmma $PY -m strassenbench build --arch sm_90 --dtype float64 --strategy DmmaLarge --strategy DmmaHuge \
   "${FEW[@]}" --out "$BUILD"
 step build $PY -m strassenbench build --arch sm_90 --dtype float32 --strategy Huge --presum --out "$BUILD"
-[ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$DATA/resources_sm_90.csv"
+OUT=$DATA/hopper
+mkdir -p "$OUT" || exit 2
+[ -f "$BUILD/resources.csv" ] && cp "$BUILD/resources.csv" "$OUT/resources_sm_90.csv"
 if [ -f "$BUILD/libsb_cutlass3xtf32_sm_90.so" ]; then  # the CUTLASS baselines need nvcc
   TC=$TC,cutlass-3xtf32
   ACCURACY=$ACCURACY,cutlass-3xtf32
 fi
-step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$DATA/system.json"
+step sysinfo $PY -m strassenbench sysinfo --engine cuda --out "$OUT/system.json"
 
 bench() {  # bench NAME FILE IMPLS ROUND ARGS...: one round's sweep, its order seeded by the round
   local name=$1 file=$2 impls=$3 round=$4
   shift 4
   step "$name" $PY -m strassenbench bench --engine cuda --build-dir "$BUILD" --sweep square --impl "$impls" \
-    --order-seed "$round" --max-time "$MAX_TIME" --no-progress --out "$DATA/$file" "$@"
+    --order-seed "$round" --max-time "$MAX_TIME" --no-progress --out "$OUT/$file" "$@"
 }
 for round in $(seq 1 "$ROUNDS"); do
   bench "simt$round" "hopper_r$round.csv" "$SIMT" "$round" --sizes "$SIZES" --strategy Huge --scheme atomic
@@ -81,22 +86,27 @@ for round in $(seq 1 "$ROUNDS"); do
     --scheme atomic
 done
 step accuracy $PY -m strassenbench accuracy --engine cuda --build-dir "$BUILD" --sizes "$ACCURACY_SIZES" \
-  --no-progress --impl "$ACCURACY" --dtype float32 --dtype float64 --out "$DATA/hopper_accuracy.csv"
+  --no-progress --impl "$ACCURACY" --dtype float32 --dtype float64 --out "$OUT/hopper_accuracy.csv"
 
-$PY - "$DATA" <<'EOF'
-import glob
+$PY - "$OUT" "$ROUNDS" <<'EOF'
+import os
 import sys
 
 import pandas as pd
 
 from strassenbench.results import read_results
 
-data = sys.argv[1]
+from strassenbench.results import ResultsError
+
+data, rounds = sys.argv[1], range(1, int(sys.argv[2]) + 1)  # this run's rounds, not files an earlier one left
 kinds = {"simt": "hopper_r", "splitk": "hopper_splitk_r", "tc": "hopper_tc_r", "dmma": "hopper_dmma_r"}
-frames = [read_results(f, "bench").assign(sweep=kind) for kind, prefix in kinds.items()
-          for f in sorted(glob.glob(f"{data}/{prefix}[0-9].csv"))]
-if not frames:
-    sys.exit("gpu_hopper.sh: no sweep finished")
+files = [(kind, f"{data}/{prefix}{r}.csv") for kind, prefix in kinds.items() for r in rounds]
+try:
+    frames = [read_results(f, "bench").assign(sweep=kind) for kind, f in files if os.path.exists(f)]
+except ResultsError as err:
+    sys.exit(f"gpu_hopper.sh: {err}")
+if not frames or not any((f["status"] == "ok").any() for f in frames):
+    sys.exit("gpu_hopper.sh: no point was measured")
 frame = pd.concat(frames)
 frame = frame[frame["status"] == "ok"]
 by = frame.groupby(["sweep", "dtype", "x", "impl"])["tflops"]
@@ -116,6 +126,7 @@ for sweep, num, den in [("simt", "strassen1", "gemm"), ("splitk", "strassen1", "
         part = medians.loc[sweep]
         print(f"{sweep}: {num} / {den}:", (part[num] / part[den]).dropna().round(3).droplevel("dtype").to_dict())
 EOF
-echo "== done: $DATA"
+[ $? = 0 ] || failed=1
+echo "== done: $OUT"
 cat "$SUMMARY"
 exit "$failed"

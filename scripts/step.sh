@@ -1,15 +1,19 @@
 # Sourced by the GPU scripts (gpu_run.sh, gpu_wgmma.sh, gpu_hopper.sh). `gpu_setup SCRIPT [ARCH WHY]` checks the
-# machine with `doctor` (stopping with its fix), sets ARCH (the build this GPU runs; unless it is ARCH, stops with
-# WHY), SLUG, DATA=data/<gpu> (made) and SUMMARY=$DATA/SCRIPT.txt (emptied). `step NAME COMMAND...` runs the
+# machine with `doctor` (stopping with its fix), sets ARCH (the build this GPU runs; unless both it and the GPU's
+# own architecture are ARCH, stops with WHY), SLUG, DATA=data/<gpu> (made) and SUMMARY=$DATA/SCRIPT.txt (emptied). `step NAME COMMAND...` runs the
 # command bounded by STEP_LIMIT seconds, appends its status and seconds to SUMMARY, and carries on; `failed` is 1
 # once a step failed.
 gpu_setup() {
   local script=$1 want=${2:-} why=${3:-}
   $PY -m strassenbench doctor || exit 2
   ARCH=$($PY -m strassenbench doctor --arch) || exit 2
-  if [ -n "$want" ] && [ "$ARCH" != "$want" ]; then
-    echo "$script.sh: $why; this GPU runs $ARCH" >&2
-    exit 2
+  if [ -n "$want" ]; then  # the GPU's own architecture too: a newer one also runs the sm_90 build, from its PTX
+    local gpu
+    gpu=$($PY -c "from strassenbench.device import gpu_arch; print(gpu_arch() or 'unknown')") || exit 2
+    if [ "$ARCH" != "$want" ] || [ "$gpu" != "$want" ]; then
+      echo "$script.sh: $why; this GPU is $gpu (it runs the $ARCH build)" >&2
+      exit 2
+    fi
   fi
   SLUG=$($PY -c "from strassenbench.device import slug, visible_gpus; print(slug(visible_gpus()[0]))") || exit 2
   DATA=${DATA:-data}/$SLUG

@@ -320,15 +320,14 @@ def check_no_links(folder: str | Path) -> None:
 
 def folder_devices(folder: str | Path) -> dict[str, str]:
     """Every device a results folder speaks of, with the file that names it: system.json's, and the ``gpu``
-    column of its CSVs (a CSV that is not a results file says nothing). A link among its files is refused
-    (check_no_links)."""
+    column of its CSVs (a CSV that is not a results file says nothing, nor does a link: report and compare refuse
+    one, check_no_links)."""
     folder = Path(folder)
-    check_no_links(folder)
     found: dict[str, str] = {}
     system = _system_device(folder / "system.json")
     if system is not None:
         found.setdefault(system, "system.json")
-    for path in sorted(folder.glob("*.csv")):
+    for path in sorted(p for p in folder.glob("*.csv") if not p.is_symlink()):
         try:
             frame = read_results(path)
         except ResultsError:

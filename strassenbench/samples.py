@@ -147,8 +147,8 @@ def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[
 def _sample(record: list) -> list:
     """One sample as written ([t, clock, reasons, kept, power]), or as an older file wrote it ([t, clock,
     throttled, kept]: the flag kept as a bool); ValueError or TypeError for anything else."""
-    if isinstance(record[0], bool):  # JSON's true is no time (float() would take it as 1.0)
-        raise TypeError("a sample time is a number")
+    if not isinstance(record, list) or not record or isinstance(record[0], bool):  # JSON's true is no time
+        raise TypeError("a sample is a list that begins with its time")
     if len(record) == 4:
         t, clock, flag, kept = record
         return [float(t), clock, bool(flag), bool(kept)]

@@ -89,7 +89,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     if out is None:
         return
     if Path(out).name in ("", ".", ".."):  # "" would be the current folder; a lock is named after its output
-        raise UsageError(f"--out {out!r} names no file or folder of its own: give one, e.g. a new folder's name")
+        raise UsageError(f"--out {out!r} names no file or folder of its own: give one by its name")
     if args.command in FOLDER_OUTPUTS or _imports_every_key(args):
         if Path(out).exists() and not Path(out).is_dir():
             raise UsageError(f"output folder {out} is a file")

@@ -52,7 +52,9 @@ def _failed(cmd: list[str], result: subprocess.CompletedProcess) -> ToolchainErr
     """The error of a tool that exited with ``result``'s non-zero status: its first error line, or the signal that
     stopped it."""
     if result.returncode < 0:
-        return ToolKilled(f"{Path(cmd[0]).name} was stopped by {signal.Signals(-result.returncode).name}")
+        number = -result.returncode
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
+        return ToolKilled(f"{Path(cmd[0]).name} was stopped by {name}")
     return ToolchainError(first_error(result.stdout + result.stderr))
 
 

@@ -156,7 +156,7 @@ def measured_points(folders: list[Path], spec: GPUSpec) -> pd.DataFrame:
         gpu = ((read_system(folder / "system.json") or {}).get("gpu") or {}).get("gpu", "")
         if key.lower() not in str(gpu).lower():
             continue
-        for path in sorted(folder.glob("*.csv")):
+        for path in sorted(p for p in folder.glob("*.csv") if not p.is_symlink()):  # never read through a link
             try:
                 rows = read_results(path, "bench")
             except (OSError, ResultsError):  # another kind of table (verify, memlimit, accuracy), or not a result file

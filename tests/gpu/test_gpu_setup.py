@@ -152,9 +152,12 @@ def test_every_implementation_a_gpu_script_names_exists(script: str) -> None:
 
     from strassenbench.impls import get_impl
 
-    lists = re.findall(r"^\s*[A-Z][A-Z0-9_]*=(?:\$[A-Z][A-Z0-9_]*,)?([a-z][a-z0-9,-]*)$",
-                       (ROOT / "scripts" / script).read_text(), re.MULTILINE)
-    names = {name for value in lists for name in value.split(",")}
+    text = (ROOT / "scripts" / script).read_text()
+    # NAME=a,b (or =$NAME,c; after a test's &&; before ,$OTHER or a comment), and the lists given to --impl
+    assigned = re.findall(r"(?:^\s*|&& )[A-Z][A-Z0-9_]*=(?:\$[A-Z][A-Z0-9_]*,)?([a-z][a-z0-9,-]*?)(?:,\$[A-Z_]+)?"
+                          r"(?:\s*#.*)?$", text, re.MULTILINE)
+    given = re.findall(r"--impl \"?([a-z][a-z0-9,-]*)", text)
+    names = {name for value in [*assigned, *given] for name in value.split(",") if name}
     assert len(names) >= 4, names  # the pattern still finds the script's lists
     for name in sorted(names):
         get_impl(name)  # raises on an unknown name

@@ -107,6 +107,8 @@ def measured(tmp_path: Path) -> Path:
     (lambda line: {**line, "m": 999, "n": 999, "k": 999}, "samples of a point its rows do not measure"),
     (lambda line: {**line, "samples": line["samples"][:-1]}, "and its row counts"),
     (lambda line: {**line, "samples": [[True, *s[1:]] for s in line["samples"]]}, "is not a samples record"),
+    (lambda line: {**line, "samples": [[]]}, "is not a samples record"),
+    (lambda line: {**line, "samples": [""]}, "is not a samples record"),
 ])
 def test_compare_checks_each_samples_file_against_its_rows(measured: Path, tmp_path: Path, capsys,  # noqa: ANN001
                                                            change, message: str) -> None:
@@ -135,3 +137,15 @@ def test_the_models_tables_refuse_a_time_that_cannot_be_right(tmp_path: Path, ca
         _set(path, column, value)
         with pytest.raises(ResultsError, match=f"column '{column}' is not a finite non-negative time"):
             read_results(path, SPEC if args[0] == "spec" else WINNERS)
+
+
+def test_a_bench_output_folder_may_hold_links_of_its_own(tmp_path: Path) -> None:
+    """The refusal is the reader's of a results folder (report, compare): a bench writing into a working folder
+    that holds, say, a linked compile_commands.json runs, and reads nothing through the link."""
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "compile_commands.json").symlink_to(tmp_path / "elsewhere.json")
+    (tmp_path / "work" / "old.csv").symlink_to(tmp_path / "nowhere.csv")
+    assert main(["bench", "--impl", "gemm", "--sizes", "32", "--min-time", "0", "--warmup-time", "0",
+                 "--min-samples", "2", "--precision", "1", "--no-progress",
+                 "--out", str(tmp_path / "work" / "square.csv")]) == 0
