@@ -218,8 +218,9 @@ def _check_plausible(frame: pd.DataFrame, expected: Kind, refuse: Callable[[str,
         x = frame["x"]
         refuse("x", x.notna() & ((x % 1 != 0) | (x < 1) | (x > MAX_DIMENSION)), f"a size of 1 to {MAX_DIMENSION:,}")
     for column in (c for c in MEASURED_TIMES if c in frame):  # blank for a failed point; else a plausible time
-        refuse(column, frame[column] < MIN_PLAUSIBLE_TIME, f"a time of at least {MIN_PLAUSIBLE_TIME:g} s (the "
-               "timers' resolution: no launch is shorter)")
+        times = frame[column]
+        refuse(column, (times < MIN_PLAUSIBLE_TIME) | (times > MAX_PLAUSIBLE_TIME), f"a time of at least "
+               f"{MIN_PLAUSIBLE_TIME:g} s (the timers' resolution) and at most {MAX_PLAUSIBLE_TIME:,.0f} s (a day)")
     for column in (c for c in NAMED_CODE if c in frame):  # names the package may read a coefficient file by
         refuse(column, frame[column].map(leaves_the_folder), "a name inside the working folder")
     for column, (pattern, what) in ((c, g) for c, g in NAME_GRAMMAR.items() if c in frame):
@@ -233,8 +234,8 @@ ERROR_MEASURES = ("rel_error", "error_bound", "expected_error", "tolerance", "bo
 # make it open a file outside the working folder.
 NAMED_CODE = ("impl", "algorithm")
 # A measured time below a tenth of a microsecond is no measurement: CUDA events resolve about half a microsecond
-# and no kernel launch, graph replay or NumPy call takes less.
-MIN_PLAUSIBLE_TIME = 1e-7
+# and no kernel launch, graph replay or NumPy call takes less; nor is one call of more than a day.
+MIN_PLAUSIBLE_TIME, MAX_PLAUSIBLE_TIME = 1e-7, 86_400.0
 MEASURED_TIMES = ("time_min_s", "time_median_s", "time_mean_s")
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from .io import OutputError, check_replace, publish, staging, write_atomic, write_error
 from .readers import MAX_SAMPLES_BYTES, check_depth, read_text
-from .results import ResultsError
+from .results import MAX_PLAUSIBLE_TIME, ResultsError
 
 __all__ = ["KEY", "samples_path", "append_samples", "read_samples", "collect_samples", "median_ratio_interval",
            "check_samples_file", "keep_samples", "take_back", "SAMPLES_HEAD", "checked_samples", "check_samples"]
@@ -137,9 +137,10 @@ def read_samples(path: str | os.PathLike[str], allow_cut: bool = False) -> dict[
             raise ResultsError(f"{path}: line {number} is not a samples record{cut}") from None
         if number == len(lines) and not allow_cut:
             raise ResultsError(f"{path}: line {number} was cut short (no newline after it)")
-        bad = next((t for t, *_ in line["samples"] if not (math.isfinite(t) and t >= 0)), None)
+        bad = next((t for t, *_ in line["samples"] if not (math.isfinite(t) and 0 <= t <= MAX_PLAUSIBLE_TIME)), None)
         if bad is not None:
-            raise ResultsError(f"{path}: line {number} has a sample time of {bad}: times are finite and >= 0")
+            raise ResultsError(f"{path}: line {number} has a sample time of {bad}: times are finite, >= 0 and at "
+                               f"most {MAX_PLAUSIBLE_TIME:,.0f} s")
         out[_key(line)] = line
     return out
 

@@ -49,6 +49,7 @@ def _one_line(capsys, argv: list[str], *words: str) -> str:  # noqa: ANN001
     ("square.csv", "throttled_samples", "inf", 1),
     ("square.csv", "tflops", "inf", 3),
     ("memlimit.csv", "predicted_n", "inf", 1),
+    ("square.csv", "time_median_s", "1e308", 3),
 ])
 def test_a_value_that_cannot_be_right_is_one_line_naming_the_file(folder: Path, tmp_path: Path, capsys,  # noqa: ANN001
                                                                    file: str, column: str, value: str,
@@ -109,6 +110,7 @@ def measured(tmp_path: Path) -> Path:
     (lambda line: {**line, "samples": [[True, *s[1:]] for s in line["samples"]]}, "is not a samples record"),
     (lambda line: {**line, "samples": [[]]}, "is not a samples record"),
     (lambda line: {**line, "samples": [""]}, "is not a samples record"),
+    (lambda line: {**line, "samples": [[1e308, *s[1:]] for s in line["samples"]]}, "at most 86,400 s"),
 ])
 def test_compare_checks_each_samples_file_against_its_rows(measured: Path, tmp_path: Path, capsys,  # noqa: ANN001
                                                            change, message: str) -> None:
